@@ -1,0 +1,1 @@
+"""Ports: the Protocols the use cases drive, one module per concern."""

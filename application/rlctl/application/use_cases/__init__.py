@@ -1,0 +1,1 @@
+"""Use cases: one class per piece of work, ports in the constructor, one public method."""
