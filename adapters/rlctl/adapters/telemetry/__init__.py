@@ -1,0 +1,1 @@
+"""Logs, progress bars and metrics sinks."""
