@@ -13,7 +13,7 @@ import copy
 import json
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import cattrs
@@ -21,13 +21,12 @@ from cattrs.errors import BaseValidationError, ClassValidationError, ForbiddenEx
 
 from rlctl.domain.errors import ConfigError
 
-T = TypeVar("T")
 TYPE_FIELD = "type"
 
 _REGISTRIES: dict[type, dict[str, type]] = {}
 
 
-def tagged_union(base: type[T]) -> type[T]:
+def tagged_union[T](base: type[T]) -> type[T]:
     """Mark `base` as the root of a tagged union and give it a `register(name)` decorator."""
     _REGISTRIES.setdefault(base, {})
 
@@ -127,11 +126,12 @@ def _describe(err: BaseException, path: str = "") -> list[str]:
         prefix = f"{path}: " if path else ""
         return [prefix + err.message + (f" ({err.hint})" if err.hint else "")]
     if isinstance(err, KeyError):
-        return [f"{path}.{err.args[0]}: required but missing" if path else f"{err.args[0]}: missing"]
+        key = f"{path}.{err.args[0]}" if path else str(err.args[0])
+        return [f"{key}: required but missing"]
     return [f"{path or '<root>'}: {err}"]
 
 
-def structure(data: Mapping[str, Any], cls: type[T]) -> T:
+def structure[T](data: Mapping[str, Any], cls: type[T]) -> T:
     """Build a config object from plain data; every problem becomes one ConfigError."""
     try:
         return converter.structure(data, cls)
@@ -227,7 +227,7 @@ def merge_data(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def resolve(
+def resolve[T](
     cls: type[T],
     *layers: Mapping[str, Any],
     overrides: Iterable[tuple[str, Any]] = (),

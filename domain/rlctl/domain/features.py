@@ -17,8 +17,20 @@ from rlctl.domain.errors import InvalidInput
 
 VISUAL_DTYPES = frozenset({"image", "video"})
 NUMERIC_DTYPES = frozenset(
-    {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-     "uint32", "uint64", "bool"}
+    {
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+    }
 )
 STRING_DTYPES = frozenset({"string", "str"})
 # Columns every LeRobot frame carries; they are bookkeeping, not inputs of a policy.
@@ -138,6 +150,8 @@ class FeatureSpec:
             )
         extra = {k: copy.deepcopy(v) for k, v in entry.items() if k not in _KNOWN_KEYS}
         info = entry.get("info")
+        if "info" in entry and info is None:
+            extra["info"] = None  # an explicit null is kept, so writing back is lossless
         return cls(
             key=key,
             dtype=str(entry["dtype"]),

@@ -1,0 +1,1 @@
+"""The `rlctl` command line."""

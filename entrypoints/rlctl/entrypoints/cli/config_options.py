@@ -1,0 +1,54 @@
+"""`--config FILE`, `--print-config` and `--section.key=value` overrides for any command."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from rlctl.domain.config import parse_overrides, unstructure
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Unknown `--a.b=c` options reach the command as extra arguments, read as overrides.
+OVERRIDE_CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def config_options(config_cls: type, section: str | None = None) -> Callable[[F], F]:
+    """Give the command a resolved `config` argument of `config_cls`."""
+
+    def decorate(func: F) -> F:
+        @click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="A YAML or JSON file of settings; dotted overrides (--a.b=c) win over it.",
+        )
+        @click.option(
+            "--print-config", is_flag=True, help="Print the resolved configuration and exit."
+        )
+        @click.pass_context
+        @functools.wraps(func)
+        def wrapper(
+            ctx: click.Context, *args: Any, config_file: str | None, print_config: bool, **kw: Any
+        ) -> Any:
+            from rlctl.entrypoints.settings import resolve_config
+
+            config = resolve_config(
+                config_cls,
+                config_file=config_file,
+                overrides=parse_overrides(ctx.args),
+                section=section,
+            )
+            if print_config:
+                click.echo(json.dumps(unstructure(config), indent=2, default=str))
+                ctx.exit(0)
+            return ctx.invoke(func, *args, config=config, **kw)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

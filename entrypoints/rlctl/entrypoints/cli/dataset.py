@@ -1,0 +1,31 @@
+"""`rlctl dataset …`: look at and maintain LeRobot v3.0 datasets."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.settings import AppSettings
+
+
+@click.group()
+def dataset() -> None:
+    """Inspect and maintain LeRobot v3.0 datasets."""
+
+
+@dataset.command(context_settings=OVERRIDE_CONTEXT)
+@click.argument("root", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@config_options(AppSettings)
+def info(root: str, as_json: bool, config: AppSettings) -> None:
+    """Summarise the dataset at ROOT: fps, features, episodes, frames, tasks, robot, size."""
+    from rlctl.entrypoints.cli.render import render_summary
+    from rlctl.entrypoints.container import build_container
+
+    summary = build_container(config).inspect_dataset()(root)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    else:
+        click.echo(render_summary(summary))

@@ -1,0 +1,85 @@
+"""`rlctl`: the root group. Keep this module light: `rlctl --help` must not import torch."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED, report
+from rlctl.entrypoints.cli.lazy_group import LazyGroup
+
+SUBCOMMANDS = {
+    "dataset": "rlctl.entrypoints.cli.dataset:dataset",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rlctl")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class RlctlGroup(LazyGroup):
+    """Turns every error below it into one message and a hint, unless --debug is on."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as error:
+            if _debug_on(ctx):
+                raise
+            raise report(error) from error
+
+
+def _debug_on(ctx: click.Context) -> bool:
+    obj = ctx.find_root().obj
+    if isinstance(obj, dict) and obj.get("debug"):
+        return True
+    return os.environ.get("RLCTL_DEBUG", "") not in ("", "0", "false")
+
+
+@click.group(
+    cls=RlctlGroup,
+    lazy_subcommands=SUBCOMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(version=_version(), prog_name="rlctl", message="%(prog)s %(version)s")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    envvar="RLCTL_LOG_LEVEL",
+    help="Least severe log records shown.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    envvar="RLCTL_LOG_FORMAT",
+    help="key=value lines for people, JSON lines for machines.",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, log_level: str, log_format: str, debug: bool) -> None:
+    """rlctl: record demonstrations, train imitation policies and evaluate them in simulation,
+    on LeRobot v3.0 datasets and checkpoints."""
+    from rlctl.adapters.telemetry.logging import configure_logging
+
+    ctx.obj = {"debug": debug, "log_level": log_level, "log_format": log_format}
+    configure_logging(log_level, log_format)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    cli(prog_name="rlctl")

@@ -1,0 +1,60 @@
+"""The composition root: the one place that knows which adapter serves which port.
+
+Adapters are named by import path and imported when first provided, so building the container
+costs nothing and `rlctl --help` never imports torch. Tests override a provider:
+`container.meta_reader.override(providers.Object(fake))`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from rlctl.domain.config import unstructure
+from rlctl.entrypoints.settings import AppSettings
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """`"pkg.module:Name"` → a callable that imports on first call and forwards arguments."""
+    module_name, _, attr = target.partition(":")
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module_name), attr)(*args, **kwargs)
+
+    build.__qualname__ = build.__name__ = f"lazy({target})"
+    return build
+
+
+class Container(containers.DeclarativeContainer):
+    config = providers.Configuration(strict=True)
+
+    meta_reader = providers.Selector(
+        config.dataset.store,
+        lerobot=providers.Singleton(
+            lazy("rlctl.adapters.storage.lerobot_v3.meta_reader:LeRobotMetaReader")
+        ),
+        memory=providers.Singleton(
+            lazy("rlctl.adapters.memory.dataset_store:InMemoryDatasetStore")
+        ),
+    )
+
+    progress = providers.Selector(
+        config.progress,
+        auto=providers.Singleton(lazy("rlctl.adapters.telemetry.progress:terminal_progress")),
+        terminal=providers.Singleton(lazy("rlctl.adapters.telemetry.progress:RichProgress")),
+        silent=providers.Singleton(lazy("rlctl.adapters.memory.progress:SilentProgress")),
+    )
+
+    inspect_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.inspect_dataset:InspectDataset"),
+        meta_reader=meta_reader,
+    )
+
+
+def build_container(settings: AppSettings | None = None) -> Container:
+    container = Container()
+    container.config.from_dict(unstructure(settings or AppSettings()))
+    return container

@@ -1,0 +1,118 @@
+"""The application's own settings and how they are read: defaults ← file ← environment ← CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from rlctl.domain.config import merge_data, parse_value, resolve, set_dotted, unstructure
+from rlctl.domain.errors import ConfigError
+
+ENV_PREFIX = "RLCTL_"
+RESOLVED_CONFIG_NAME = "rlctl_config.json"
+
+
+@attrs.frozen
+class DatasetSettings:
+    store: Literal["lerobot", "memory"] = "lerobot"
+    video_backend: Literal["auto", "pyav", "torchcodec"] = "auto"
+
+
+@attrs.frozen
+class AppSettings:
+    """What every command shares: which adapters serve the ports."""
+
+    dataset: DatasetSettings = attrs.field(factory=DatasetSettings)
+    progress: Literal["auto", "terminal", "silent"] = "auto"
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A YAML or JSON mapping; the message names the file and the line when it is malformed."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read the config file ({err.strerror})",
+            where=str(file),
+            hint="check the path given to --config",
+        ) from err
+    if file.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}", where=str(file)
+            ) from err
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"invalid YAML{at}", where=str(file)) from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the config file must hold a mapping, not a {type(data).__name__}", where=str(file)
+        )
+    return data
+
+
+def environment_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`RLCTL_DATASET__VIDEO_BACKEND=pyav` → {"dataset": {"video_backend": "pyav"}}."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    for name, raw in sorted(env.items()):
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
+        data = set_dotted(data, dotted, parse_value(raw))
+    return data
+
+
+def resolve_config[T](
+    cls: type[T],
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Iterable[tuple[str, Any]] = (),
+    environ: Mapping[str, str] | None = None,
+    section: str | None = None,
+) -> T:
+    """Build `cls` from its defaults, a file, the environment and dotted overrides.
+
+    With `section`, only the environment variables under that section apply (so a command's
+    config does not trip over another command's variables).
+    """
+    layers: list[Mapping[str, Any]] = [unstructure(cls())]
+    if config_file is not None:
+        layers.append(read_config_file(config_file))
+    env = environment_layer(environ)
+    if section is not None:
+        env = {k: v for k, v in env.items() if k == section}
+    if env:
+        layers.append(_only_known(env, cls))
+    return resolve(cls, merge_data({}, layers[0]), *layers[1:], overrides=overrides)
+
+
+def _only_known(layer: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    names = {f.name for f in attrs.fields(cls)}
+    return {k: v for k, v in layer.items() if k in names}
+
+
+def write_resolved_config(config: Any, out_dir: str | os.PathLike[str]) -> Path:
+    """Every run leaves the configuration it really used beside its outputs."""
+    path = Path(out_dir) / RESOLVED_CONFIG_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(unstructure(config), indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,47 @@
+"""`rlctl --help` must stay light: no torch, no simulator, no video stack."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = [
+    "torch",
+    "torchvision",
+    "torchcodec",
+    "av",
+    "gymnasium",
+    "mujoco",
+    "pyarrow",
+    "cv2",
+    "huggingface_hub",
+    "datasets",
+    "dependency_injector",
+]
+
+PROBE = """
+import json, sys
+from rlctl.entrypoints.cli.main import cli
+try:
+    cli({args!r}, prog_name="rlctl")
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["dataset", "--help"], ["dataset", "info", "--help"], ["--version"]]
+)
+def test_help_imports_nothing_heavy(args):
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Usage" in proc.stdout or "rlctl" in proc.stdout, proc.stderr
+    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert loaded == [], f"`rlctl {' '.join(args)}` imported {loaded}"

@@ -1,0 +1,61 @@
+"""The hexagon's import rule (DESIGN.md §1) is a test: a violation fails the suite."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_CHECKER = REPO_ROOT.parent / "shared" / "tools" / "check_layers.py"
+LAYERS = ("domain", "application", "adapters", "entrypoints")
+
+
+def test_import_linter_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run(
+        [str(lint), "--no-cache"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "broken" not in proc.stdout.lower() or " 0 broken" in proc.stdout.lower()
+
+
+def test_shared_layer_checker_agrees():
+    if not SHARED_CHECKER.is_file():
+        pytest.skip(f"{SHARED_CHECKER} not present")
+    proc = subprocess.run(
+        [sys.executable, str(SHARED_CHECKER), str(REPO_ROOT)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_no_rlctl_init_anywhere():
+    # `rlctl` is a namespace shared by four distributions; an __init__.py would shadow the rest.
+    for layer in LAYERS:
+        assert not (REPO_ROOT / layer / "rlctl" / "__init__.py").exists(), layer
+
+
+def _imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_distribution_holds_only_its_layer(layer):
+    packages = {p.name for p in (REPO_ROOT / layer / "rlctl").iterdir() if p.is_dir()}
+    packages.discard("__pycache__")
+    expected = {"entrypoints", "api"} if layer == "entrypoints" else {layer}
+    assert packages == expected
+
+
+def test_only_entrypoints_use_the_facade():
+    for layer in ("domain", "application", "adapters"):
+        for path in (REPO_ROOT / layer).rglob("*.py"):
+            assert not any(m.startswith("rlctl.api") for m in _imports(path)), path
