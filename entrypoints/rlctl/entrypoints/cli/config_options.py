@@ -17,6 +17,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 OVERRIDE_CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True}
 
 
+def start_command(ctx: click.Context) -> None:
+    """What every command does first: configure logging once, as the root options say."""
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if obj.get("logging_configured"):
+        return
+    from rlctl.adapters.telemetry.logging import configure_logging
+
+    configure_logging(obj.get("log_level", "info"), obj.get("log_format", "console"))
+    obj["logging_configured"] = True
+
+
 def config_options(config_cls: type, section: str | None = None) -> Callable[[F], F]:
     """Give the command a resolved `config` argument of `config_cls`."""
 
@@ -38,6 +50,7 @@ def config_options(config_cls: type, section: str | None = None) -> Callable[[F]
         ) -> Any:
             from rlctl.entrypoints.settings import resolve_config
 
+            start_command(ctx)
             config = resolve_config(
                 config_cls,
                 config_file=config_file,

@@ -75,10 +75,9 @@ def _debug_on(ctx: click.Context) -> bool:
 def cli(ctx: click.Context, log_level: str, log_format: str, debug: bool) -> None:
     """rlctl: record demonstrations, train imitation policies and evaluate them in simulation,
     on LeRobot v3.0 datasets and checkpoints."""
-    from rlctl.adapters.telemetry.logging import configure_logging
-
+    # Logging is configured when a command body starts (see `start_command`), so that
+    # `rlctl <cmd> --help` does not pay for importing structlog.
     ctx.obj = {"debug": debug, "log_level": log_level, "log_format": log_format}
-    configure_logging(log_level, log_format)  # type: ignore[arg-type]
 
 
 def main() -> None:
