@@ -112,7 +112,7 @@ def write_resolved_config(config: Any, out_dir: str | os.PathLike[str]) -> Path:
     """Every run leaves the configuration it really used beside its outputs."""
     path = Path(out_dir) / RESOLVED_CONFIG_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(unstructure(config), indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
