@@ -1,0 +1,1 @@
+"""Dataset storage adapters: LeRobot v3.0 on disk, and a torch Dataset over it."""

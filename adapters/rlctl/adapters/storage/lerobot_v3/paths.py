@@ -1,0 +1,101 @@
+"""Where the files of a LeRobot v3.0 dataset live, relative to its root.
+
+`meta/` has fixed names; data and video files are named by the `data_path` / `video_path`
+templates of `meta/info.json`, filled with the chunk and file indices each episode's row in
+`meta/episodes` records (`data/chunk_index`, `videos/<key>/file_index`, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.errors import CorruptDataset
+
+INFO_PATH = "meta/info.json"
+STATS_PATH = "meta/stats.json"
+TASKS_PATH = "meta/tasks.parquet"
+EPISODES_DIR = "meta/episodes"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DATA_DIR = "data"
+VIDEOS_DIR = "videos"
+DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+
+
+def fill_template(template: str, template_key: str, **values: object) -> Path:
+    """`template.format(**values)`, with a message naming info.json's key when it does not fit."""
+    try:
+        return Path(template.format(**values))
+    except (KeyError, IndexError, ValueError) as err:
+        raise CorruptDataset(
+            f"the path template {template!r} cannot be filled with {sorted(values)} ({err})",
+            where=f"{INFO_PATH}: {template_key}",
+            hint="use LeRobot's template, e.g. "
+            + (DEFAULT_DATA_PATH if template_key == "data_path" else DEFAULT_VIDEO_PATH),
+        ) from err
+
+
+def data_file(meta: DatasetMeta, chunk_index: int, file_index: int) -> Path:
+    return fill_template(
+        meta.data_path, "data_path", chunk_index=chunk_index, file_index=file_index
+    )
+
+
+def video_file(meta: DatasetMeta, video_key: str, chunk_index: int, file_index: int) -> Path:
+    if not meta.video_path:
+        raise CorruptDataset(
+            f"feature {video_key!r} is a video but info.json has no video_path",
+            where=f"{INFO_PATH}: video_path",
+            hint=f"set video_path to {DEFAULT_VIDEO_PATH!r}",
+        )
+    return fill_template(
+        meta.video_path,
+        "video_path",
+        video_key=video_key,
+        chunk_index=chunk_index,
+        file_index=file_index,
+    )
+
+
+def _episode_int(episode: EpisodeRecord, column: str) -> int:
+    value = episode.columns.get(column)
+    if value is None:
+        raise CorruptDataset(
+            f"episode {episode.index} has no {column!r}",
+            where=f"{EPISODES_DIR}: {column}",
+            hint="the episodes metadata is incomplete; rewrite it or re-download the dataset",
+        )
+    return int(value)
+
+
+def episode_data_file(meta: DatasetMeta, episode: EpisodeRecord) -> Path:
+    """The data parquet file holding an episode's rows."""
+    return data_file(
+        meta,
+        _episode_int(episode, "data/chunk_index"),
+        _episode_int(episode, "data/file_index"),
+    )
+
+
+def episode_video_file(meta: DatasetMeta, episode: EpisodeRecord, video_key: str) -> Path:
+    """The mp4 file holding an episode's frames of one camera."""
+    return video_file(
+        meta,
+        video_key,
+        _episode_int(episode, f"videos/{video_key}/chunk_index"),
+        _episode_int(episode, f"videos/{video_key}/file_index"),
+    )
+
+
+def episode_video_span(episode: EpisodeRecord, video_key: str) -> tuple[float, float]:
+    """(from_timestamp, to_timestamp) of an episode inside its camera's mp4, in seconds."""
+    start = episode.columns.get(f"videos/{video_key}/from_timestamp")
+    end = episode.columns.get(f"videos/{video_key}/to_timestamp")
+    if start is None or end is None:
+        raise CorruptDataset(
+            f"episode {episode.index} has no video span for {video_key!r}",
+            where=f"{EPISODES_DIR}: videos/{video_key}/from_timestamp",
+            hint="the episodes metadata is incomplete; rewrite it or re-download the dataset",
+        )
+    return float(start), float(end)
