@@ -1,0 +1,208 @@
+"""Env configs: a tagged union on `type` whose members own the envs they describe.
+
+`EnvConfig` is LeRobot's env config as frozen attrs: `--env.type=pusht --env.task=PushT-v0
+--env.episode_length=300`. A member knows its gym id and kwargs, the features it produces and
+the map from raw observation keys to policy keys, and builds its vector envs itself
+(`create_envs`), so adding an env is one class here or in a third-party package (entry-point
+group `rlctl.envs`, see `registry`) and never an edit to a factory.
+
+Importing this module is cheap: gymnasium and the simulators are imported when envs are built.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import attrs
+
+from rlctl.application.ports.simulation import SimTask, SimulationError
+from rlctl.domain.config import tagged_union
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureSpec
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from rlctl.adapters.sim.vector import LazyVectorEnv
+
+FeatureType = Literal["STATE", "VISUAL", "ENV", "ACTION"]
+ACTION = "action"
+
+
+@attrs.frozen
+class EnvFeature:
+    """LeRobot's `PolicyFeature` in an env config: `{"type": "VISUAL", "shape": [96, 96, 3]}`.
+
+    Visual shapes are channel-last (height, width, channels), as the simulator renders them.
+    """
+
+    type: FeatureType
+    shape: tuple[int, ...] = attrs.field(converter=lambda v: tuple(int(x) for x in v))
+
+    def to_spec(self, key: str) -> FeatureSpec:
+        if self.type == "VISUAL":
+            return FeatureSpec(key, "video", self.shape, names=["height", "width", "channels"])
+        return FeatureSpec(key, "float32", self.shape)
+
+
+def _features(value: Mapping[str, Any]) -> dict[str, EnvFeature]:
+    return {k: v if isinstance(v, EnvFeature) else EnvFeature(**v) for k, v in value.items()}
+
+
+@tagged_union
+@attrs.frozen(kw_only=True)
+class EnvConfig:
+    """What every env type has. Subclasses set defaults and override the hooks below."""
+
+    task: str | None = None
+    fps: int = 30
+    # None keeps the env's registered step limit.
+    episode_length: int | None = None
+    # Declared on top of (and winning over) the features the type derives from its settings.
+    features: dict[str, EnvFeature] = attrs.field(factory=dict, converter=_features)
+    features_map: dict[str, str] = attrs.field(factory=dict)
+    # Accepted for LeRobot configs; tasks of a suite run one after the other here.
+    max_parallel_tasks: int = 1
+    disable_env_checker: bool = True
+
+    type_name: ClassVar[str]
+    # The optional dependency group that installs the simulator (`pip install 'rlctl[pusht]'`).
+    extra: ClassVar[str | None] = None
+
+    # --- what the type says about itself ---------------------------------------------------
+
+    @property
+    def type(self) -> str:
+        return getattr(type(self), "type_name", type(self).__name__)
+
+    @property
+    def package_name(self) -> str:
+        """The module that registers the gym ids of this type."""
+        return f"gym_{self.type}"
+
+    @property
+    def gym_id(self) -> str:
+        return f"{self.package_name}/{self.task}"
+
+    def gym_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def install_hint(self) -> str:
+        """What to run when the simulator package is missing."""
+        extra = type(self).extra or self.type
+        return f"install it with: pip install 'rlctl[{extra}]' (or: uv sync --extra {extra})"
+
+    def default_features(self) -> dict[str, EnvFeature]:
+        """Features derived from the type's settings (obs_type, image sizes …)."""
+        return {}
+
+    def env_features(self) -> dict[str, EnvFeature]:
+        return {**self.default_features(), **self.features}
+
+    def feature_specs(self) -> dict[str, FeatureSpec]:
+        return {key: f.to_spec(key) for key, f in self.env_features().items()}
+
+    def worker_preload(self) -> tuple[str, ...]:
+        """Modules the forkserver may import once for all workers (see `vector`).
+
+        Only packages that create no thread, GL context or CUDA state at import time.
+        """
+        return ()
+
+    def tasks(self) -> list[SimTask]:
+        """`(suite, task_id, name)` of every task; one task in the type's own suite by default."""
+        return [SimTask(self.type, 0, self.task or "")]
+
+    def env_processors(self) -> tuple[Any, Any]:
+        """(pre, post) pipelines between the feature map and the policy; identity by default."""
+        from rlctl.domain.processors import ProcessorPipeline
+
+        return ProcessorPipeline(name="env_preprocessor"), ProcessorPipeline(
+            name="env_postprocessor"
+        )
+
+    # --- building envs ---------------------------------------------------------------------
+
+    def env_factory(self, task: SimTask) -> Callable[[], gym.Env]:
+        """A picklable callable that builds one env of `task` (run inside worker processes)."""
+        return functools.partial(
+            make_gym_env,
+            self.gym_id,
+            self.package_name,
+            self.install_hint(),
+            self.disable_env_checker,
+            self.episode_length,
+            self.gym_kwargs(),
+        )
+
+    def create_envs(
+        self, n_envs: int, use_async: bool = True
+    ) -> dict[str, dict[int, LazyVectorEnv]]:
+        """`{suite: {task_id: vector env}}`; no worker starts before the env is first used."""
+        from rlctl.adapters.sim.vector import create_task_envs
+
+        if n_envs < 1:
+            raise ConfigError(f"n_envs must be at least 1, got {n_envs}", where="eval.batch_size")
+        return create_task_envs(
+            [(task, self.env_factory(task)) for task in self.tasks()],
+            n_envs,
+            use_async,
+            preload=self.worker_preload(),
+        )
+
+
+def ensure_importable(package: str, install_hint: str) -> None:
+    """Fail with what to install when `package` is missing, without importing it."""
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise SimulationError(
+            f"the simulator package {package!r} is not installed", hint=install_hint
+        )
+
+
+def ensure_gym_id(gym_id: str, package: str, install_hint: str) -> None:
+    """Import `package` when `gym_id` is not registered yet; say what to install when missing."""
+    from gymnasium.envs.registration import registry
+
+    if gym_id in registry:
+        return
+    ensure_importable(package, install_hint)
+    importlib.import_module(package)
+    if gym_id not in registry:
+        known = sorted(k for k in registry if k.startswith(f"{package}/"))
+        raise ConfigError(
+            f"{package} does not register the env {gym_id!r}",
+            where="env.task",
+            hint=f"known ids: {', '.join(known) or '(none under this package)'}",
+        )
+
+
+def make_gym_env(
+    gym_id: str,
+    package: str,
+    install_hint: str,
+    disable_env_checker: bool,
+    max_episode_steps: int | None,
+    kwargs: Mapping[str, Any],
+) -> gym.Env:
+    import gymnasium as gym
+
+    ensure_gym_id(gym_id, package, install_hint)
+    options: dict[str, Any] = dict(kwargs)
+    if max_episode_steps is not None:
+        options["max_episode_steps"] = max_episode_steps
+    return gym.make(gym_id, disable_env_checker=disable_env_checker, **options)
+
+
+def timed_build(factory: Callable[[], gym.Env]) -> tuple[gym.Env, float]:
+    t0 = time.perf_counter()
+    env = factory()
+    return env, time.perf_counter() - t0

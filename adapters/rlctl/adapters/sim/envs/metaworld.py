@@ -1,0 +1,127 @@
+"""Meta-World: single tasks (`push-v3`), difficulty suites (`easy`, `medium`, `hard`,
+`very_hard`) and comma-separated mixes of both (`--env.task=easy,push-v3`).
+
+Each entry of `task` is a suite; a difficulty expands to its tasks, a task name is a suite of
+one. Tasks are numbered from 0 within their suite, as LeRobot numbers them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from rlctl.adapters.sim.config import EnvConfig, EnvFeature
+from rlctl.application.ports.simulation import SimTask
+from rlctl.domain.errors import ConfigError
+
+
+def _metaworld_map() -> dict[str, str]:
+    return {
+        "action": "action",
+        "agent_pos": "observation.state",
+        "environment_state": "observation.environment_state",
+        "pixels": "observation.image",
+        "top": "observation.image",
+        "pixels/top": "observation.image",
+    }
+
+
+@EnvConfig.register("metaworld")
+@attrs.frozen(kw_only=True)
+class MetaworldEnv(EnvConfig):
+    extra: ClassVar[str | None] = "metaworld"
+
+    task: str | None = "push-v3"
+    fps: int = 80
+    episode_length: int | None = 400
+    # "state" is rlctl's render-free mode: agent_pos plus the full 39-value state.
+    obs_type: Literal["pixels", "pixels_agent_pos", "state"] = "pixels_agent_pos"
+    render_mode: str = "rgb_array"
+    camera_name: str = "corner2"
+    observation_height: int = 480
+    observation_width: int = 480
+    # Accepted for LeRobot configs; every suite is evaluated task by task here.
+    multitask_eval: bool = True
+    features_map: dict[str, str] = attrs.field(factory=_metaworld_map)
+
+    def worker_preload(self) -> tuple[str, ...]:
+        return ("metaworld",)
+
+    def default_features(self) -> dict[str, EnvFeature]:
+        features = {"action": EnvFeature("ACTION", (4,))}
+        if self.obs_type != "state":
+            shape = (self.observation_height, self.observation_width, 3)
+            features["pixels"] = EnvFeature("VISUAL", shape)
+        if self.obs_type in ("pixels_agent_pos", "state"):
+            features["agent_pos"] = EnvFeature("STATE", (4,))
+        if self.obs_type == "state":
+            features["environment_state"] = EnvFeature("ENV", (39,))
+        return features
+
+    def suites(self) -> dict[str, list[str]]:
+        from rlctl.adapters.sim.envs.metaworld_env import task_name, task_table
+
+        table = task_table()
+        groups = [g.strip() for g in (self.task or "").split(",") if g.strip()]
+        if not groups:
+            raise ConfigError(
+                "no Meta-World task given",
+                where="env.task",
+                hint="name a task (push-v3), a difficulty (easy, medium, hard, very_hard) or a "
+                "comma-separated list of them",
+            )
+        out: dict[str, list[str]] = {}
+        for group in groups:
+            names = table["suites"].get(group) or [task_name(group)]
+            unknown = [n for n in names if n not in table["tasks"]]
+            if unknown:
+                raise ConfigError(
+                    f"unknown Meta-World task {unknown[0]!r}",
+                    where="env.task",
+                    hint=f"difficulties: {', '.join(table['suites'])}; tasks look like push-v3",
+                )
+            out[group] = list(names)
+        return out
+
+    def tasks(self) -> list[SimTask]:
+        return [
+            SimTask(suite, task_id, name)
+            for suite, names in self.suites().items()
+            for task_id, name in enumerate(names)
+        ]
+
+    def env_factory(self, task: SimTask) -> Any:
+        return functools.partial(
+            make_metaworld_env,
+            task.name,
+            self.obs_type,
+            self.camera_name,
+            self.render_mode,
+            self.observation_width,
+            self.observation_height,
+            self.episode_length,
+        )
+
+
+def make_metaworld_env(
+    task: str,
+    obs_type: str,
+    camera_name: str,
+    render_mode: str,
+    width: int,
+    height: int,
+    episode_length: int | None,
+) -> Any:
+    import gymnasium as gym
+
+    from rlctl.adapters.sim.config import ensure_importable
+    from rlctl.adapters.sim.envs.metaworld_env import MAX_EPISODE_STEPS
+
+    ensure_importable("metaworld", MetaworldEnv().install_hint())
+    from rlctl.adapters.sim.envs.metaworld_env import MetaWorldEnv
+
+    env = MetaWorldEnv(task, obs_type, camera_name, render_mode, width, height)
+    limit = min(episode_length or MAX_EPISODE_STEPS, MAX_EPISODE_STEPS)
+    return gym.wrappers.TimeLimit(env, max_episode_steps=limit)

@@ -1,0 +1,65 @@
+"""PushT (gym-pusht): push a T-shaped block onto its target with a 2-D point agent."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from rlctl.adapters.sim.config import EnvConfig, EnvFeature
+
+
+def _pusht_map() -> dict[str, str]:
+    return {
+        "action": "action",
+        "agent_pos": "observation.state",
+        "environment_state": "observation.environment_state",
+        "pixels": "observation.image",
+    }
+
+
+@EnvConfig.register("pusht")
+@attrs.frozen(kw_only=True)
+class PushtEnv(EnvConfig):
+    extra: ClassVar[str | None] = "pusht"
+
+    task: str | None = "PushT-v0"
+    fps: int = 10
+    episode_length: int | None = 300
+    obs_type: Literal["pixels_agent_pos", "environment_state_agent_pos", "state", "pixels"] = (
+        "pixels_agent_pos"
+    )
+    render_mode: str = "rgb_array"
+    visualization_width: int = 384
+    visualization_height: int = 384
+    # LeRobot 0.6.1 declares 384x384 here but never passes it to the env, which renders its
+    # observation at gym-pusht's 96x96 (what diffusion_pusht was trained on); rlctl passes it,
+    # so the default is the size the env really produces.
+    observation_height: int = 96
+    observation_width: int = 96
+    features_map: dict[str, str] = attrs.field(factory=_pusht_map)
+
+    def worker_preload(self) -> tuple[str, ...]:
+        return ("gym_pusht",)
+
+    def default_features(self) -> dict[str, EnvFeature]:
+        features = {
+            "action": EnvFeature("ACTION", (2,)),
+            "agent_pos": EnvFeature("STATE", (2,)),
+        }
+        if self.obs_type == "pixels_agent_pos":
+            shape = (self.observation_height, self.observation_width, 3)
+            features["pixels"] = EnvFeature("VISUAL", shape)
+        elif self.obs_type == "environment_state_agent_pos":
+            features["environment_state"] = EnvFeature("ENV", (16,))
+        return features
+
+    def gym_kwargs(self) -> dict[str, Any]:
+        return {
+            "obs_type": self.obs_type,
+            "render_mode": self.render_mode,
+            "visualization_width": self.visualization_width,
+            "visualization_height": self.visualization_height,
+            "observation_width": self.observation_width,
+            "observation_height": self.observation_height,
+        }

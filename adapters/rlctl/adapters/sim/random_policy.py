@@ -1,0 +1,96 @@
+"""A `Policy` that acts uniformly at random inside the action bounds.
+
+It exercises the whole evaluation path (chunks, queue, batching across envs) without a trained
+model, and gives the floor every trained policy must beat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
+from rlctl.domain.action_chunk import ActionChunk, ActionQueue
+from rlctl.domain.errors import InvalidInput
+
+
+@attrs.frozen(kw_only=True)
+class RandomPolicyConfig(PolicyConfig):
+    chunk_size: int = 10
+    n_action_steps: int = 10
+    seed: int | None = None
+
+
+def _finite(bound: np.ndarray, fallback: float) -> np.ndarray:
+    # Unbounded Box spaces (-inf, inf) are sampled in [-1, 1] instead.
+    return np.where(np.isfinite(bound), bound, fallback).astype(np.float32)
+
+
+class RandomPolicy:
+    def __init__(
+        self,
+        action_low: Any,
+        action_high: Any,
+        *,
+        chunk_size: int = 10,
+        n_action_steps: int = 10,
+        seed: int | None = None,
+        input_features: Mapping[str, PolicyFeature] | None = None,
+    ) -> None:
+        self._low = _finite(np.asarray(action_low, dtype=np.float64), -1.0)
+        self._high = _finite(np.asarray(action_high, dtype=np.float64), 1.0)
+        if self._low.shape != self._high.shape or self._low.ndim != 1:
+            raise InvalidInput(
+                f"action bounds must be two vectors of one length, got {self._low.shape} "
+                f"and {self._high.shape}",
+                where="random policy",
+            )
+        self._config = RandomPolicyConfig(
+            chunk_size=chunk_size,
+            n_action_steps=n_action_steps,
+            seed=seed,
+            input_features=dict(input_features or {}),
+            output_features={"action": PolicyFeature(type="ACTION", shape=self._low.shape)},
+        )
+        self._rng = np.random.default_rng(seed)
+        self._queue = ActionQueue(n_action_steps)
+
+    @property
+    def config(self) -> RandomPolicyConfig:
+        return self._config
+
+    @property
+    def input_features(self) -> Mapping[str, PolicyFeature]:
+        return self._config.input_features
+
+    @property
+    def output_features(self) -> Mapping[str, PolicyFeature]:
+        return self._config.output_features
+
+    def predict_chunk(
+        self, observation: Mapping[str, Any], noise: Any | None = None
+    ) -> ActionChunk:
+        batch = _batch_size(observation)
+        shape = (batch, self._config.chunk_size, self._low.shape[0])
+        actions = self._rng.uniform(self._low, self._high, size=shape).astype(np.float32)
+        return ActionChunk(actions)
+
+    def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        if self._queue.needs_chunk():
+            self._queue.push(self.predict_chunk(observation))
+        return self._queue.pop()
+
+    def reset(self) -> None:
+        self._queue.reset()
+
+
+def _batch_size(observation: Mapping[str, Any]) -> int:
+    for key, value in observation.items():
+        shape = getattr(value, "shape", None)
+        if key.startswith("observation") and shape is not None and len(shape) >= 1:
+            return int(shape[0])
+    task = observation.get("task")
+    return len(task) if isinstance(task, list | tuple) else 1

@@ -1,0 +1,231 @@
+"""`Simulation` on gymnasium: an env config's envs, seen through the port.
+
+Gymnasium's errors become `SimulationError`s here. A worker that raised reports its own
+exception; a worker that died (segfault, OOM kill) shows as a broken pipe, reported with its
+exit code. After any failure the simulator's workers are terminated, not politely closed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rlctl.adapters.sim.config import EnvConfig, timed_build
+from rlctl.adapters.sim.vector import (
+    NEW_EPISODE_OPTION,
+    TASK_TEXT_ATTR,
+    EnvShape,
+    LazyVectorEnv,
+    stack_frames,
+)
+from rlctl.application.ports.simulation import (
+    Observation,
+    SimProbe,
+    SimSpec,
+    SimStep,
+    SimTask,
+    SimulationError,
+)
+from rlctl.domain.env_observation import flatten_observation
+from rlctl.domain.errors import RlctlError
+from rlctl.domain.features import FeatureSpec
+
+PROBE_STEPS = 5
+# A Box (not Dict) observation is reported under this raw key (→ `observation.state`).
+PLAIN_OBSERVATION_KEY = "state"
+T = TypeVar("T")
+
+
+def as_observation(raw: Any) -> Observation:
+    if isinstance(raw, Mapping):
+        return flatten_observation(raw)
+    return {PLAIN_OBSERVATION_KEY: np.asarray(raw)}
+
+
+class GymVectorSimulator:
+    """`VectorSimulator` over a `LazyVectorEnv`."""
+
+    def __init__(self, env: LazyVectorEnv, task: SimTask) -> None:
+        self._env = env
+        self._task = task
+        self._failed = False
+        self._action_dtype = getattr(env.single_action_space, "dtype", None) or np.float32
+
+    @property
+    def num_envs(self) -> int:
+        return self._env.num_envs
+
+    @property
+    def max_episode_steps(self) -> int:
+        return self._env.max_episode_steps
+
+    @property
+    def vector_env(self) -> LazyVectorEnv:
+        return self._env
+
+    def start(self) -> None:
+        self._env.start()
+
+    def reset(self, seeds: Sequence[int] | None = None) -> Observation:
+        seed = [int(s) for s in seeds] if seeds is not None else None
+        observation, _ = self._guard(
+            "reset", lambda: self._env.reset(seed=seed, options={NEW_EPISODE_OPTION: True})
+        )
+        return as_observation(observation)
+
+    def step(self, actions: np.ndarray) -> SimStep:
+        actions = np.asarray(actions, dtype=self._action_dtype)
+        observation, reward, terminated, truncated, info = self._guard(
+            "step", lambda: self._env.step(actions)
+        )
+        return SimStep(
+            observation=as_observation(observation),
+            reward=np.asarray(reward, dtype=np.float64),
+            terminated=np.asarray(terminated, dtype=bool),
+            truncated=np.asarray(truncated, dtype=bool),
+            info=info,
+        )
+
+    def task_descriptions(self) -> list[str]:
+        texts = self._guard("read the task text", lambda: self._env.call(TASK_TEXT_ATTR))
+        return [str(t) for t in texts]
+
+    def render(self, n: int) -> np.ndarray | None:
+        return stack_frames(self._guard("render", lambda: self._env.render_first(n)))
+
+    def close(self) -> None:
+        self._env.close(terminate=self._failed)
+
+    def _guard(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except RlctlError:
+            self._failed = True
+            raise
+        except BaseException as error:
+            self._failed = True
+            if isinstance(error, KeyboardInterrupt | SystemExit):
+                raise
+            raise self._translate(what, error) from error
+
+    def _translate(self, what: str, error: BaseException) -> SimulationError:
+        where = f"env {self._task.suite}/{self._task.task_id}" + (
+            f" ({self._task.name})" if self._task.name else ""
+        )
+        if isinstance(error, EOFError | BrokenPipeError | ConnectionError):
+            codes = [p.exitcode for p in self._env.processes if p.exitcode not in (None, 0)]
+            code = f" (exit code {codes[0]})" if codes else ""
+            return SimulationError(
+                f"a simulator worker process died during {what}{code}",
+                where=where,
+                hint="the simulator crashed outside Python (segfault, out of memory); "
+                "run with --eval.use_async_envs=false to see it in-process",
+            )
+        return SimulationError(
+            f"the simulator failed during {what}: {type(error).__name__}: {error}",
+            where=where,
+            hint="the worker's traceback is logged above; --debug shows where it was raised",
+        )
+
+
+class GymSimulation:
+    """`Simulation` for one `EnvConfig`."""
+
+    def __init__(self, config: EnvConfig) -> None:
+        self.config = config
+        self._probe_env: Any = None
+        self._start_s = 0.0
+        self._shape: EnvShape | None = None
+
+    def tasks(self) -> list[SimTask]:
+        return self.config.tasks()
+
+    def processors(self) -> tuple[Any, Any]:
+        return self.config.env_processors()
+
+    def spec(self) -> SimSpec:
+        shape = self._shape_of_first_task()
+        space = shape.action_space
+        features: dict[str, FeatureSpec] = dict(self.config.feature_specs())
+        features.setdefault("action", FeatureSpec("action", "float32", tuple(space.shape)))
+        limit = self.config.episode_length or shape.max_episode_steps
+        return SimSpec(
+            features=features,
+            feature_map=dict(self.config.features_map),
+            fps=int(self.config.fps or shape.metadata.get("render_fps") or 30),
+            max_episode_steps=int(min(limit, shape.max_episode_steps)),
+            # Non-Box action spaces (Discrete …) have no bounds a random policy could sample.
+            action_low=np.asarray(getattr(space, "low", np.zeros(space.shape)), dtype=np.float64),
+            action_high=np.asarray(getattr(space, "high", np.zeros(space.shape)), dtype=np.float64),
+        )
+
+    def probe(self) -> SimProbe:
+        env = self._ensure_probe_env()
+        try:
+            t0 = time.perf_counter()
+            observation, _ = env.reset(seed=0)
+            start_s = self._start_s + time.perf_counter() - t0
+            text = env.rlctl_task_text
+            t0 = time.perf_counter()
+            for _ in range(PROBE_STEPS):
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                if terminated or truncated:
+                    env.reset()
+            step_s = (time.perf_counter() - t0) / PROBE_STEPS
+        except RlctlError:
+            raise
+        except Exception as error:
+            raise SimulationError(
+                f"the simulator failed while being probed: {type(error).__name__}: {error}",
+                where=f"env.type={self.config.type}",
+            ) from error
+        finally:
+            self._close_probe_env()
+        batched = {k: np.asarray(v)[None] for k, v in as_observation(observation).items()}
+        return SimProbe(observation=batched, task=text, start_s=start_s, step_s=step_s)
+
+    def create(
+        self, n_envs: int, use_async: bool
+    ) -> Mapping[str, Mapping[int, GymVectorSimulator]]:
+        self._close_probe_env()
+        envs = self.config.create_envs(n_envs, use_async)
+        tasks = {(t.suite, t.task_id): t for t in self.config.tasks()}
+        return {
+            suite: {
+                tid: GymVectorSimulator(env, tasks.get((suite, tid), SimTask(suite, tid)))
+                for tid, env in group.items()
+            }
+            for suite, group in envs.items()
+        }
+
+    def _shape_of_first_task(self) -> EnvShape:
+        if self._shape is None:
+            self._shape = EnvShape(self._ensure_probe_env())
+        return self._shape
+
+    def _ensure_probe_env(self) -> Any:
+        if self._probe_env is None:
+            from rlctl.adapters.sim.vector import EvalEnvWrapper
+
+            first = self.config.tasks()[0]
+            try:
+                env, self._start_s = timed_build(self.config.env_factory(first))
+            except RlctlError:
+                raise
+            except Exception as error:
+                raise SimulationError(
+                    f"could not build the env: {type(error).__name__}: {error}",
+                    where=f"env.type={self.config.type}"
+                    + (f", task {first.name}" if first.name else ""),
+                    hint="check the env's settings (task, obs_type, sizes) against what it accepts",
+                ) from error
+            self._probe_env = EvalEnvWrapper(env)
+        return self._probe_env
+
+    def _close_probe_env(self) -> None:
+        if self._probe_env is not None:
+            env, self._probe_env = self._probe_env, None
+            env.close()

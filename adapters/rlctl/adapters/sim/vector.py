@@ -1,0 +1,263 @@
+"""Vector envs for evaluation: created lazily, started in the background, frozen once done.
+
+- `LazyVectorEnv` holds the env factories of one task and builds the gymnasium vector env on
+  first use, or in a background thread after `start()`. A suite of many tasks therefore has
+  only the running task's workers alive, and the next task's workers start while the previous
+  task's results are being written.
+- Worker processes come from a forkserver: they do not inherit the main process's torch, CUDA
+  or renderer state, and each simulator creates its renderer on the first reset inside its
+  worker. The forkserver imports gymnasium and the simulator's package once (`preload`), so
+  each worker is forked with them already imported instead of importing them itself: on two
+  cores that turns seconds of start-up per worker into milliseconds.
+- `EvalEnvWrapper` wraps every sub-env: once its episode has ended it replays the terminal step
+  instead of simulating (a finished env costs nothing while the batch's slowest env runs on),
+  and it answers `rlctl_task_text`, so asking for task text never reaches a sub-env that has no
+  such attribute (in a worker that would raise and kill the worker).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import multiprocessing.forkserver
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import structlog
+
+from rlctl.application.ports.simulation import SimTask
+
+NEW_EPISODE_OPTION = "rlctl_new_episode"
+TASK_TEXT_ATTR = "rlctl_task_text"
+_TASK_TEXT_SOURCES = ("task_description", "task")
+
+log = structlog.get_logger(__name__)
+
+# Always worth importing once in the forkserver: what every worker needs before its env.
+BASE_PRELOAD = ("__main__", "numpy", "gymnasium", "rlctl.adapters.sim.vector")
+
+
+def preload_in_forkserver(modules: Sequence[str]) -> None:
+    """Ask the forkserver to import `modules` before forking workers.
+
+    Only modules that do not start threads, GL contexts or CUDA at import time belong here.
+    The list applies when the forkserver starts; once it runs, later calls change nothing
+    (multiprocessing keeps one forkserver per process), which is harmless.
+    """
+    server = multiprocessing.forkserver._forkserver
+    wanted = list(dict.fromkeys([*BASE_PRELOAD, *modules]))
+    if getattr(server, "_forkserver_pid", None) is None:
+        server.set_forkserver_preload(wanted)
+
+
+class EvalEnvWrapper(gym.Wrapper):
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._frozen: tuple[Any, ...] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = dict(options or {})
+        new_episode = options.pop(NEW_EPISODE_OPTION, False)
+        if self._frozen is not None and not new_episode:
+            # Gymnasium's autoreset of an env whose episode the rollout has finished with.
+            observation, _, _, _, info = self._frozen
+            return observation, info
+        self._frozen = None
+        return self.env.reset(seed=seed, options=options or None)
+
+    def step(self, action: Any):
+        if self._frozen is not None:
+            return self._frozen
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            self._frozen = (observation, 0.0, terminated, truncated, info)
+        return observation, reward, terminated, truncated, info
+
+    @property
+    def rlctl_task_text(self) -> str:
+        for name in _TASK_TEXT_SOURCES:
+            try:
+                value = self.env.get_wrapper_attr(name)
+            except AttributeError:
+                continue
+            if isinstance(value, str) and value:
+                return value
+        return ""
+
+
+def _build_wrapped(factory: Callable[[], gym.Env]) -> gym.Env:
+    return EvalEnvWrapper(factory())
+
+
+def max_episode_steps_of(env: gym.Env, default: int = 1000) -> int:
+    spec = getattr(env, "spec", None)
+    if spec is not None and spec.max_episode_steps:
+        return int(spec.max_episode_steps)
+    try:
+        return int(env.get_wrapper_attr("_max_episode_steps"))
+    except (AttributeError, TypeError, ValueError):
+        return default
+
+
+class EnvShape:
+    """The spaces and limits of a task's env, read once per suite from one in-process env."""
+
+    def __init__(self, env: gym.Env) -> None:
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.metadata = dict(getattr(env, "metadata", {}) or {})
+        self.max_episode_steps = max_episode_steps_of(env)
+
+    @classmethod
+    def probe(cls, factory: Callable[[], gym.Env]) -> EnvShape:
+        env = factory()
+        try:
+            return cls(env)
+        finally:
+            env.close()
+
+
+class LazyVectorEnv:
+    """A gymnasium vector env built on first use (or in the background after `start()`)."""
+
+    def __init__(
+        self,
+        factories: Sequence[Callable[[], gym.Env]],
+        use_async: bool,
+        shape: EnvShape | None = None,
+        preload: Sequence[str] = (),
+    ) -> None:
+        self.env_fns = [functools.partial(_build_wrapped, f) for f in factories]
+        self.preload = tuple(preload)
+        self.num_envs = len(self.env_fns)
+        self.use_async = use_async and self.num_envs > 1
+        self.shape = shape or EnvShape.probe(factories[0])
+        self.single_observation_space = self.shape.observation_space
+        self.single_action_space = self.shape.action_space
+        self.metadata = self.shape.metadata
+        self.max_episode_steps = self.shape.max_episode_steps
+        self._env: gym.vector.VectorEnv | None = None
+        self._starter: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        self.closed = False
+
+    @property
+    def env(self) -> gym.vector.VectorEnv | None:
+        """The underlying vector env, None until started."""
+        return self._env
+
+    @property
+    def processes(self) -> list[Any]:
+        return list(getattr(self._env, "processes", []) or [])
+
+    def start(self) -> None:
+        if self.closed or self._env is not None or self._starter is not None:
+            return
+        if not self.use_async:
+            return  # in-process envs are cheap to build when first used
+        self._starter = threading.Thread(target=self._start_in_background, daemon=True)
+        self._starter.start()
+
+    def ensure(self) -> gym.vector.VectorEnv:
+        if self.closed:
+            raise gym.error.ClosedEnvironmentError("the vector env is closed")
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
+        if self._env is None:
+            self._env = self._build()
+        return self._env
+
+    def _start_in_background(self) -> None:
+        try:
+            self._env = self._build()
+        except BaseException as error:
+            self._start_error = error
+
+    def _build(self) -> gym.vector.VectorEnv:
+        # Same-step autoreset would reset a finished env inside the step and hide its terminal
+        # info under `final_info`; next-step autoreset plus the freezing wrapper keeps it simple.
+        mode = gym.vector.AutoresetMode.NEXT_STEP
+        if self.use_async:
+            preload_in_forkserver(self.preload)
+            return gym.vector.AsyncVectorEnv(
+                self.env_fns, context="forkserver", shared_memory=True, autoreset_mode=mode
+            )
+        return gym.vector.SyncVectorEnv(self.env_fns, autoreset_mode=mode)
+
+    def reset(self, **kwargs: Any):
+        return self.ensure().reset(**kwargs)
+
+    def step(self, actions: Any):
+        return self.ensure().step(actions)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        return self.ensure().call(name, *args, **kwargs)
+
+    def render_first(self, n: int) -> list[Any]:
+        env = self.ensure()
+        if isinstance(env, gym.vector.SyncVectorEnv):
+            return [env.envs[i].render() for i in range(n)]
+        # Async workers are only reachable all together.
+        return list(env.call("render"))[:n]
+
+    def close(self, terminate: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
+        env, self._env = self._env, None
+        if env is not None:
+            close_vector_env(env, terminate=terminate)
+
+
+def close_vector_env(env: gym.vector.VectorEnv, terminate: bool = False) -> None:
+    """Close, and make sure no worker process outlives it, even after a crash."""
+    processes = list(getattr(env, "processes", []) or [])
+    try:
+        if processes:
+            env.close(terminate=terminate)
+        else:
+            env.close()
+    except Exception as error:
+        # A dead worker breaks the polite close; the processes are reaped below either way.
+        log.warning("closing a vector env failed", error=f"{type(error).__name__}: {error}")
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+
+
+def create_task_envs(
+    tasks: Sequence[tuple[SimTask, Callable[[], gym.Env]]],
+    n_envs: int,
+    use_async: bool,
+    preload: Sequence[str] = (),
+) -> dict[str, dict[int, LazyVectorEnv]]:
+    """One lazy vector env per task; spaces are probed once per suite."""
+    out: dict[str, dict[int, LazyVectorEnv]] = {}
+    shapes: dict[str, EnvShape] = {}
+    for task, factory in tasks:
+        shape = shapes.get(task.suite)
+        lazy = LazyVectorEnv([factory] * n_envs, use_async, shape, preload)
+        shapes.setdefault(task.suite, lazy.shape)
+        out.setdefault(task.suite, {})[task.task_id] = lazy
+    return out
+
+
+def stack_frames(frames: Sequence[Any]) -> np.ndarray | None:
+    if not frames or any(f is None for f in frames):
+        return None
+    return np.stack([np.asarray(f) for f in frames])

@@ -1,0 +1,313 @@
+"""EvaluatePolicy: run a policy in a simulator for n episodes per task and measure it.
+
+Per control step, for a batch of environments at once:
+raw observation → env feature map (`rlctl.domain.env_observation`) → env pre-processor →
+policy (`select_action`: its own pre-processor, one action from its chunk queue, its own
+post-processor) → env post-processor → `env.step`.
+
+The policy of the work lives here: how episodes are batched and seeded (one seed per episode,
+`seed + episode index`, restarting for each task as LeRobot does), which episodes count (the
+first n; the rest of the last batch is discarded), when an episode ends (its first
+terminated/truncated, or the step limit), which episodes are filmed (the first
+`max_episodes_rendered` of each task), and that every simulator is closed whatever happens.
+Before anything starts, a short probe measures one env step and one policy call, and the
+batch size and sync/async mode are chosen from it (`rlctl.domain.rollout_plan`) unless the
+settings force them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from rlctl.application.ports.policy import Policy
+from rlctl.application.ports.progress import Progress, ProgressTask
+from rlctl.application.ports.simulation import (
+    SimSpec,
+    SimTask,
+    Simulation,
+    VectorSimulator,
+)
+from rlctl.application.ports.video import VideoEncoder
+from rlctl.application.use_cases.episode_videos import EpisodeVideos
+from rlctl.application.use_cases.eval_settings import EvalSettings
+from rlctl.domain.env_observation import to_policy_observation
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.eval_metrics import (
+    EpisodeResult,
+    EvalReport,
+    RolloutTracker,
+    TaskResult,
+    success_flags,
+)
+from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts
+
+log = structlog.get_logger(__name__)
+
+# The second point of the policy cost model; larger batches are extrapolated linearly.
+PROBE_POLICY_BATCH = 8
+
+
+def to_numpy(action: Any) -> np.ndarray:
+    """A numpy copy of a numpy array or a torch tensor on any device (duck-typed: no torch)."""
+    if hasattr(action, "detach"):
+        action = action.detach()
+    if hasattr(action, "cpu"):
+        action = action.cpu()
+    if hasattr(action, "numpy"):
+        action = action.numpy()
+    return np.asarray(action)
+
+
+def _identity(batch: dict[str, Any]) -> dict[str, Any]:
+    return batch
+
+
+def _as_batch_fn(pipeline: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A processor pipeline as a function on flat batch dicts; empty pipelines cost nothing."""
+    if pipeline is None or (hasattr(pipeline, "__len__") and len(pipeline) == 0):
+        return _identity
+    return pipeline.process_batch
+
+
+class EvaluatePolicy:
+    def __init__(
+        self,
+        simulation: Simulation,
+        policy: Policy,
+        progress: Progress,
+        video_encoder: VideoEncoder | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        cpu_count: int | None = None,
+    ) -> None:
+        self._sim = simulation
+        self._policy = policy
+        self._progress = progress
+        self._video_encoder = video_encoder
+        self._clock = clock
+        self._cpu_count = cpu_count or os.cpu_count() or 1
+        # What the last run chose and how long it took to its first env step (benchmarks).
+        self.plan: RolloutPlan | None = None
+        self.first_step_s: float | None = None
+        self._start = 0.0
+        self._successes: list[bool] = []
+        self._env_pre = self._env_post = _identity
+
+    def __call__(self, settings: EvalSettings) -> EvalReport:
+        start = self._clock()
+        self._start = start
+        self.first_step_s = None
+        spec = self._sim.spec()
+        tasks = self._sim.tasks()
+        pre, post = self._sim.processors()
+        self._env_pre, self._env_post = _as_batch_fn(pre), _as_batch_fn(post)
+        max_steps = min(
+            settings.max_episode_steps or spec.max_episode_steps, spec.max_episode_steps
+        )
+        self.plan = self._plan(settings, spec, tasks, max_steps)
+        log.info(
+            "eval plan",
+            batch_size=self.plan.batch_size,
+            use_async=self.plan.use_async,
+            reason=self.plan.reason,
+            estimated_s=self.plan.estimated_s,
+            tasks=len(tasks),
+            n_episodes=settings.n_episodes,
+        )
+        envs = self._sim.create(self.plan.batch_size, self.plan.use_async)
+        flat = [(suite, tid, env) for suite, group in envs.items() for tid, env in group.items()]
+        names = {(t.suite, t.task_id): t.name for t in tasks}
+        results: list[TaskResult] = []
+        bar = self._progress.task("eval", total=len(flat) * settings.n_episodes)
+        self._successes = []
+        try:
+            for i, (suite, task_id, env) in enumerate(flat):
+                task = SimTask(suite, task_id, names.get((suite, task_id), ""))
+                results.append(self._run_task(env, task, spec, settings, max_steps, bar))
+                env.close()
+                if i + 1 < len(flat):
+                    # The next task's workers start in the background as soon as this task's
+                    # are gone: never two tasks' workers at once.
+                    flat[i + 1][2].start()
+        finally:
+            bar.close()
+            _close_all(env for _, _, env in flat)
+        return EvalReport(tasks=results, eval_s=self._clock() - start)
+
+    # --- planning ---------------------------------------------------------------------------
+
+    def _plan(
+        self, settings: EvalSettings, spec: SimSpec, tasks: Sequence[SimTask], max_steps: int
+    ) -> RolloutPlan:
+        forced = settings.batch_size > 0 and settings.use_async_envs is not None
+        timings = None if forced else self._measure(spec, settings, max_steps)
+        return plan_rollouts(
+            settings.n_episodes,
+            self._cpu_count,
+            timings,
+            batch_size=settings.batch_size,
+            use_async=settings.use_async_envs,
+            n_tasks=max(1, len(tasks)),
+        )
+
+    def _measure(self, spec: SimSpec, settings: EvalSettings, max_steps: int) -> Timings:
+        probe = self._sim.probe()
+        batch = self._policy_input(probe.observation, [probe.task], spec)
+        self._policy.predict_chunk(batch)  # the first call pays for lazy set-up
+        calls = [(1, self._time(lambda: self._policy.predict_chunk(batch)))]
+        wide = min(PROBE_POLICY_BATCH, settings.n_episodes)
+        if wide > 1:
+            tiled = _tile(probe.observation, wide)
+            wide_batch = self._policy_input(tiled, [probe.task] * wide, spec)
+            calls.append((wide, self._time(lambda: self._policy.predict_chunk(wide_batch))))
+        self._policy.reset()
+        return Timings(
+            env_step_s=probe.step_s,
+            env_start_s=probe.start_s,
+            policy_calls=tuple(calls),
+            n_action_steps=int(getattr(self._policy.config, "n_action_steps", 1) or 1),
+            episode_steps=max_steps,
+        )
+
+    def _time(self, call: Callable[[], Any]) -> float:
+        t0 = self._clock()
+        call()
+        return self._clock() - t0
+
+    # --- rollouts ---------------------------------------------------------------------------
+
+    def _run_task(
+        self,
+        env: VectorSimulator,
+        task: SimTask,
+        spec: SimSpec,
+        settings: EvalSettings,
+        max_steps: int,
+        bar: ProgressTask,
+    ) -> TaskResult:
+        n = env.num_envs
+        episodes: list[EpisodeResult] = []
+        video_paths: list[str] = []
+        videos_dir = (
+            Path(settings.videos_dir) / f"{task.suite}_{task.task_id}"
+            if settings.videos_dir and self._video_encoder is not None
+            else None
+        )
+        for batch_ix in range(math.ceil(settings.n_episodes / n)):
+            first = batch_ix * n
+            seeds = (
+                [settings.seed + first + i for i in range(n)] if settings.seed is not None else None
+            )
+            keep = settings.n_episodes - first
+            n_render = (
+                max(0, min(settings.max_episodes_rendered - len(video_paths), n, keep))
+                if videos_dir is not None
+                else 0
+            )
+            videos = (
+                EpisodeVideos(
+                    self._video_encoder,  # type: ignore[arg-type]
+                    [
+                        videos_dir / f"eval_episode_{len(video_paths) + i}.mp4"
+                        for i in range(n_render)
+                    ],
+                    fps=spec.fps,
+                    codec=settings.video_codec,
+                )
+                if n_render
+                else None
+            )
+            try:
+                tracker = self._rollout(env, seeds, keep, max_steps, spec, videos, bar, task)
+            except BaseException:
+                if videos is not None:
+                    videos.abort()
+                raise
+            if videos is not None:
+                video_paths.extend(str(p) for p in videos.finish())
+            episodes.extend(tracker.episodes(first, seeds or [None] * n, keep))
+        return TaskResult(task.suite, task.task_id, episodes, video_paths, task=task.name)
+
+    def _rollout(
+        self,
+        env: VectorSimulator,
+        seeds: list[int] | None,
+        keep: int,
+        max_steps: int,
+        spec: SimSpec,
+        videos: EpisodeVideos | None,
+        bar: ProgressTask,
+        task: SimTask,
+    ) -> RolloutTracker:
+        n = env.num_envs
+        self._policy.reset()
+        observation = env.reset(seeds)
+        texts = [str(t) for t in env.task_descriptions()] or [""] * n
+        tracker = RolloutTracker(n, max_steps)
+        if videos is not None:
+            videos.add(env.render(videos.count), live=np.ones(videos.count, dtype=bool))
+        while not tracker.all_done:
+            action = self._act(observation, texts, spec)
+            step = env.step(action)
+            if self.first_step_s is None:
+                self.first_step_s = self._clock() - self._start
+            live = ~tracker.done
+            finished = tracker.record(
+                step.reward, step.terminated, step.truncated, success_flags(step.info, n)
+            )
+            if videos is not None and live[: videos.count].any():
+                videos.add(env.render(videos.count), live=live[: videos.count])
+            counted = finished[:keep]
+            if counted.any():
+                self._successes.extend(bool(s) for s in tracker.success[:keep][counted])
+                bar.advance(int(counted.sum()))
+                bar.update(
+                    success=f"{100 * np.mean(self._successes):.1f}%",
+                    task=f"{task.suite}/{task.task_id}",
+                )
+            observation = step.observation
+        return tracker
+
+    def _policy_input(
+        self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec
+    ) -> dict[str, Any]:
+        batch: dict[str, Any] = to_policy_observation(observation, spec.feature_map)
+        batch["task"] = list(texts)
+        return self._env_pre(batch)
+
+    def _act(self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec) -> Any:
+        batch = self._policy_input(observation, texts, spec)
+        action = self._policy.select_action(batch)
+        action = self._env_post({"action": action})["action"]
+        action = to_numpy(action)
+        if action.ndim != 2:
+            raise InvalidInput(
+                f"the policy returned actions of shape {action.shape}; expected "
+                "(batch, action_dim)",
+                where="policy.select_action",
+            )
+        return action
+
+
+def _tile(observation: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    return {k: np.repeat(np.asarray(v), n, axis=0) for k, v in observation.items()}
+
+
+def _close_all(envs: Any) -> None:
+    # Closing is best effort: one env failing to close must not leave the others' workers.
+    errors: list[BaseException] = []
+    for env in envs:
+        try:
+            env.close()
+        except Exception as error:
+            errors.append(error)
+    for error in errors:
+        log.warning("closing a simulator failed", error=str(error))

@@ -1,0 +1,110 @@
+"""`rlctl eval`: run a policy in a simulator and write eval_info.json (LeRobot's layout).
+
+    rlctl eval --env.type=pusht --policy.path=outputs/train/act/checkpoints/last/pretrained_model \\
+        --eval.n_episodes=50 --eval.batch_size=0
+
+Without `--policy.path` a random policy acts (`--policy.type=metaworld_expert` uses Meta-World's
+scripted experts, with `--env.obs_type=state`). The batch size and in-process vs worker
+processes are chosen from a short measurement unless `--eval.batch_size` /
+`--eval.use_async_envs` force them. Heavy imports happen in the command body only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import click
+
+from rlctl.adapters.sim.config import EnvConfig
+from rlctl.adapters.sim.envs.pusht import PushtEnv
+from rlctl.application.use_cases.eval_settings import EvalSettings
+from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.settings import AppSettings
+
+EVAL_INFO_NAME = "eval_info.json"
+
+
+@attrs.frozen
+class PolicySource:
+    # A LeRobot `pretrained_model` folder or one rlctl saved; None: `type` decides.
+    path: str | None = None
+    type: Literal["random", "metaworld_expert"] = "random"
+    device: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EvalCommandSettings(AppSettings):
+    env: EnvConfig = attrs.field(factory=PushtEnv)
+    eval: EvalSettings = attrs.field(factory=EvalSettings)
+    policy: PolicySource = attrs.field(factory=PolicySource)
+    output_dir: str | None = None
+    job_name: str | None = None
+
+
+def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = None) -> Path:
+    """`outputs/eval/<date>/<time>_<env>_<policy>`, as lerobot-eval names its runs."""
+    now = now or dt.datetime.now()
+    policy = Path(settings.policy.path).name if settings.policy.path else settings.policy.type
+    job = settings.job_name or f"{settings.env.type}_{policy}"
+    return Path("outputs/eval") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job}"
+
+
+def build_policy(settings: EvalCommandSettings, simulation: Any) -> Any:
+    if settings.policy.path:
+        from rlctl.entrypoints.container import build_container
+
+        container = build_container(settings)
+        loader = getattr(container, "policy_loader", None)
+        if loader is None:
+            from rlctl.domain.errors import NotSupported
+
+            raise NotSupported(
+                "this build cannot load policy checkpoints yet",
+                where="--policy.path",
+                hint="evaluate --policy.type=random until the policy loader is wired",
+            )
+        return loader().load(settings.policy.path, device=settings.policy.device)
+    if settings.policy.type == "metaworld_expert":
+        from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
+
+        return MetaWorldExpertPolicy([t.name for t in simulation.tasks()])
+    from rlctl.adapters.sim.random_policy import RandomPolicy
+
+    spec = simulation.spec()
+    return RandomPolicy(spec.action_low, spec.action_high, seed=settings.eval.seed)
+
+
+@click.command(name="eval", context_settings=OVERRIDE_CONTEXT)
+@config_options(EvalCommandSettings)
+def eval_command(config: EvalCommandSettings) -> None:
+    """Evaluate a policy in simulation; write eval_info.json and videos to the output dir."""
+    from rlctl.adapters.sim.simulation import GymSimulation
+    from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder
+    from rlctl.application.use_cases.evaluate_policy import EvaluatePolicy
+    from rlctl.entrypoints.container import build_container
+    from rlctl.entrypoints.settings import write_resolved_config
+
+    out = Path(config.output_dir) if config.output_dir else default_output_dir(config)
+    settings = config.eval
+    if settings.videos_dir is None and settings.max_episodes_rendered > 0:
+        settings = attrs.evolve(settings, videos_dir=str(out / "videos"))
+    write_resolved_config(config, out)
+    simulation = GymSimulation(config.env)
+    policy = build_policy(config, simulation)
+    use_case = EvaluatePolicy(
+        simulation, policy, build_container(config).progress(), PyAVVideoEncoder()
+    )
+    report = use_case(settings)
+    info = report.to_info()
+    (out / EVAL_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    overall = info["overall"]
+    click.echo(
+        f"{overall['n_episodes']} episodes: success {overall['pc_success']:.1f}%, "
+        f"avg sum reward {overall['avg_sum_reward']:.3f}, avg max reward "
+        f"{overall['avg_max_reward']:.3f}, {overall['eval_s']:.1f} s"
+    )
+    click.echo(f"wrote {out / EVAL_INFO_NAME}")

@@ -1,0 +1,100 @@
+"""Env configs: the tagged union, plugins through entry points, clear errors."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from rlctl.adapters.sim.config import EnvConfig
+from rlctl.adapters.sim.envs.gym_generic import GymEnv
+from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
+from rlctl.adapters.sim.envs.pusht import PushtEnv
+from rlctl.adapters.sim.registry import env_config_class, known_env_types, make_env_config
+from rlctl.adapters.sim.simulation import GymSimulation
+from rlctl.application.ports.simulation import SimulationError
+from rlctl.domain.config import parse_overrides, resolve, structure, unstructure
+from rlctl.domain.errors import ConfigError
+
+
+@attrs.frozen
+class Settings:
+    env: EnvConfig = attrs.field(factory=PushtEnv)
+
+
+def test_builtin_types_are_known():
+    assert {"pusht", "aloha", "metaworld", "gym"} <= set(known_env_types())
+
+
+def test_overrides_pick_the_type_like_lerobots_command_line():
+    overrides = parse_overrides(["--env.type=metaworld", "--env.task=easy,push-v3"])
+    settings = resolve(Settings, unstructure(Settings()), overrides=overrides)
+    assert isinstance(settings.env, MetaworldEnv)
+    assert settings.env.task == "easy,push-v3"
+    assert structure(unstructure(settings), Settings) == settings
+
+
+def test_unknown_type_lists_the_known_ones():
+    with pytest.raises(ConfigError) as caught:
+        structure({"env": {"type": "mujoco_soccer"}}, Settings)
+    assert "mujoco_soccer" in str(caught.value)
+    assert "pusht" in str(caught.value) and "metaworld" in str(caught.value)
+
+
+def test_metaworld_suites_expand_difficulties_and_keep_single_tasks():
+    tasks = MetaworldEnv(task="push-v3,easy").tasks()
+    assert tasks[0].suite == "push-v3" and tasks[0].task_id == 0
+    easy = [t for t in tasks if t.suite == "easy"]
+    assert len(easy) == 28 and [t.task_id for t in easy] == list(range(28))
+    with pytest.raises(ConfigError, match="pushh-v3"):
+        MetaworldEnv(task="pushh-v3").tasks()
+
+
+def test_pusht_declares_lerobots_features_and_map():
+    env = PushtEnv()
+    specs = env.feature_specs()
+    assert specs["pixels"].shape == (96, 96, 3) and specs["pixels"].is_visual
+    assert specs["agent_pos"].shape == (2,)
+    assert env.features_map["agent_pos"] == "observation.state"
+    state_only = PushtEnv(obs_type="environment_state_agent_pos").feature_specs()
+    assert "pixels" not in state_only and state_only["environment_state"].shape == (16,)
+
+
+def test_missing_simulator_package_names_the_package_and_the_extra():
+    @EnvConfig.register("nosuchsim")
+    @attrs.frozen(kw_only=True)
+    class NoSuchSim(EnvConfig):
+        extra = "nosuchsim"
+        task: str | None = "Thing-v0"
+
+    with pytest.raises(SimulationError) as caught:
+        GymSimulation(NoSuchSim()).spec()
+    assert "gym_nosuchsim" in str(caught.value)
+    assert "rlctl[nosuchsim]" in caught.value.hint
+
+
+def test_gym_type_runs_any_registered_id():
+    sim = GymSimulation(GymEnv(id="Pendulum-v1", episode_length=50))
+    spec = sim.spec()
+    assert spec.action_dim == 1 and spec.max_episode_steps == 50
+    probe = sim.probe()
+    assert probe.observation["state"].shape == (1, 3) and probe.step_s > 0
+    with pytest.raises(SimulationError, match="gym_nothere"):
+        GymSimulation(GymEnv(id="gym_nothere/Foo-v0")).spec()
+    with pytest.raises(ConfigError, match="does not register"):
+        GymSimulation(GymEnv(id="gymnasium/NoSuchEnv-v9", package="gymnasium")).spec()
+
+
+def test_a_third_party_env_type_registers_through_an_entry_point(toy_package):
+    cls = env_config_class("toy")
+    assert cls.__name__ == "ToyEnvConfig"
+    config = make_env_config("toy", task="x,y")
+    assert [t.name for t in config.tasks()] == ["x", "y"]
+    settings = structure({"env": {"type": "toy", "length": 2}}, Settings)
+    assert settings.env.length == 2
+
+
+def test_a_broken_plugin_is_named_when_its_type_is_asked_for(toy_package):
+    with pytest.raises(ConfigError) as caught:
+        env_config_class("broken")
+    assert "rlctl_toy_missing_module" in caught.value.hint
+    assert "toy" in known_env_types()  # the others still load

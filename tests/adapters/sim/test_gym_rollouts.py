@@ -1,0 +1,180 @@
+"""Real gymnasium envs through EvaluatePolicy: PushT, Meta-World, and a toy plugin env.
+
+Runs are a few steps long; the ones that start worker processes or Meta-World are marked slow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlctl.adapters.memory.progress import RecordingProgress
+from rlctl.adapters.sim.envs.pusht import PushtEnv
+from rlctl.adapters.sim.random_policy import RandomPolicy
+from rlctl.adapters.sim.registry import make_env_config
+from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
+from rlctl.application.ports.simulation import SimulationError
+from rlctl.application.use_cases.evaluate_policy import EvalSettings, EvaluatePolicy
+
+from .conftest import wait_for_no_workers, worker_processes
+
+
+def run(config, policy=None, encoder=None, **settings):
+    sim = GymSimulation(config)
+    spec = sim.spec()
+    policy = policy or RandomPolicy(spec.action_low, spec.action_high, seed=0, chunk_size=4)
+    use_case = EvaluatePolicy(sim, policy, RecordingProgress(), encoder)
+    return use_case, use_case(EvalSettings(**settings))
+
+
+def test_pusht_in_process_with_a_video(tmp_path):
+    from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder
+
+    _, report = run(
+        PushtEnv(episode_length=6),
+        encoder=PyAVVideoEncoder(),
+        n_episodes=3,
+        batch_size=3,
+        use_async_envs=False,
+        seed=7,
+        videos_dir=str(tmp_path),
+        max_episodes_rendered=1,
+    )
+    episodes = report.episodes
+    assert [e.seed for e in episodes] == [7, 8, 9]
+    assert all(e.length == 6 and np.isfinite(e.sum_reward) for e in episodes)
+    [video] = report.to_info()["overall"]["video_paths"]
+    assert Path(video) == tmp_path / "pusht_0" / "eval_episode_0.mp4"
+    info = PyAVVideoEncoder().probe(Path(video))
+    assert info.frame_count == 7 and info.fps == 10
+
+
+def test_same_seeds_give_the_same_episodes():
+    def outcome():
+        _, report = run(
+            PushtEnv(episode_length=5), n_episodes=2, batch_size=2, use_async_envs=False
+        )
+        return report.to_info()["per_episode"]
+
+    assert outcome() == outcome()
+
+
+@pytest.mark.slow
+def test_pusht_in_worker_processes_matches_in_process():
+    def outcome(use_async):
+        _, report = run(
+            PushtEnv(episode_length=5), n_episodes=3, batch_size=2, use_async_envs=use_async
+        )
+        return report.to_info()["per_episode"]
+
+    assert outcome(True) == outcome(False)
+    assert wait_for_no_workers() == []
+
+
+@pytest.mark.slow
+def test_metaworld_expert_solves_a_two_task_suite_state_only():
+    from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
+
+    config = make_env_config(
+        "metaworld", task="reach-v3,push-v3", obs_type="state", episode_length=120
+    )
+    policy = MetaWorldExpertPolicy([t.name for t in config.tasks()])
+    _, report = run(config, policy=policy, n_episodes=2, batch_size=2, use_async_envs=False)
+    info = report.to_info()
+    assert set(info["per_group"]) == {"reach-v3", "push-v3"}
+    assert info["overall"]["n_episodes"] == 4
+    assert info["overall"]["pc_success"] == 100.0
+    assert all(e.length < 120 for e in report.episodes)  # success ends the episode
+
+
+@pytest.mark.slow
+def test_suite_tasks_never_have_more_than_one_batch_of_workers(toy_package, monkeypatch):
+    seen: list[int] = []
+    original = GymVectorSimulator.reset
+
+    def counting_reset(self, seeds=None):
+        observation = original(self, seeds)
+        seen.append(len(worker_processes()))
+        return observation
+
+    monkeypatch.setattr(GymVectorSimulator, "reset", counting_reset)
+    config = make_env_config("toy", task="a,b,c", length=3)
+    _, report = run(config, n_episodes=2, batch_size=2, use_async_envs=True)
+    assert [t.task for t in report.tasks] == ["a", "b", "c"]
+    assert [e.length for e in report.episodes] == [3] * 6
+    assert len(seen) == 3 and max(seen) <= 2 and min(seen) == 2
+    assert wait_for_no_workers() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("crash", "message"),
+    [("raise", "toy env a exploded at step 2"), ("exit", "worker process died")],
+)
+def test_a_crash_inside_a_worker_is_reported_and_leaves_no_orphans(toy_package, crash, message):
+    config = make_env_config("toy", task="a,b", crash=crash, crash_step=2, length=5)
+    with pytest.raises(SimulationError, match=message) as caught:
+        run(config, n_episodes=2, batch_size=2, use_async_envs=True)
+    assert "toy/0" in str(caught.value)
+    assert wait_for_no_workers() == []
+
+
+def test_task_text_comes_from_the_env_in_process(toy_package):
+    config = make_env_config("toy", task="a", length=2)
+    sim = GymSimulation(config)
+    [[env]] = [list(g.values()) for g in sim.create(2, use_async=False).values()]
+    try:
+        env.reset([0, 1])
+        assert env.task_descriptions() == ["toy task a", "toy task a"]
+        assert env.render(1).shape == (1, 8, 8, 3)
+    finally:
+        env.close()
+
+
+class InterruptingPolicy(RandomPolicy):
+    def __init__(self) -> None:
+        super().__init__([-1, -1], [1, 1], seed=0)
+        self.calls = 0
+
+    def select_action(self, observation):
+        self.calls += 1
+        if self.calls == 2:
+            raise KeyboardInterrupt
+        return super().select_action(observation)
+
+
+@pytest.mark.slow
+def test_ctrl_c_closes_the_workers(toy_package):
+    config = make_env_config("toy", task="a,b", length=5)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, policy=InterruptingPolicy(), n_episodes=2, batch_size=2, use_async_envs=True)
+    assert wait_for_no_workers() == []
+
+
+@pytest.mark.slow
+def test_aloha_declares_lerobots_features():
+    pytest.importorskip("gym_aloha")
+    spec = GymSimulation(make_env_config("aloha", task="AlohaTransferCube-v0")).spec()
+    assert spec.action_dim == 14 and spec.fps == 50 and spec.max_episode_steps == 400
+    assert spec.features["pixels/top"].shape == (480, 640, 3)
+    assert spec.feature_map["pixels/top"] == "observation.images.top"
+
+
+@pytest.mark.slow
+def test_metaworld_renders_offscreen_without_a_display(monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    config = make_env_config(
+        "metaworld", task="reach-v3", episode_length=2, observation_height=32, observation_width=32
+    )
+    sim = GymSimulation(config)
+    [[env]] = [list(g.values()) for g in sim.create(1, use_async=False).values()]
+    try:
+        observation = env.reset([3])
+        assert observation["pixels"].shape == (1, 32, 32, 3)
+        assert observation["pixels"].dtype == np.uint8 and observation["pixels"].any()
+        assert observation["agent_pos"].shape == (1, 4)
+        assert env.task_descriptions() == ["Reach a goal position"]
+    finally:
+        env.close()
