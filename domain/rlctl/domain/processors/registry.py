@@ -23,10 +23,14 @@ class StepRegistry:
         self._base = base
 
     def register(self, name: str) -> Callable[[StepClass], StepClass]:
-        """Class decorator: file the class under `name` and set its `name` to it."""
+        """Class decorator: file the class under `name` and set its `name` to it.
+
+        A registry with a base may shadow the base's step of the same name (a test's stand-in, a
+        service's own device step); two classes under one name in the same registry clash.
+        """
 
         def decorate(cls: StepClass) -> StepClass:
-            known = self._find(name)
+            known = self._classes.get(name)
             if known is not None and not _same_definition(known, cls):
                 raise ConfigError(
                     f"processor step name {name!r} is taken by "
