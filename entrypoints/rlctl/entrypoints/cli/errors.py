@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import traceback
 from typing import IO, Any
 
@@ -23,7 +24,7 @@ class ReportedError(click.ClickException):
         self.hint = hint
 
     def show(self, file: IO[Any] | None = None) -> None:
-        err = file or click.get_text_stream("stderr")
+        err = file or sys.stderr
         click.echo(click.style("error: ", fg="red", bold=True) + self.message, file=err)
         if self.hint:
             click.echo(click.style("hint: ", fg="yellow", bold=True) + self.hint, file=err)
