@@ -1,0 +1,357 @@
+"""Random access to a LeRobot v3.0 dataset, item for item what LeRobot 0.6.1's `__getitem__` gives.
+
+An item holds every stored feature of one row as torch tensors (floats float32, integers int64,
+`(1,)`-shaped features 0-d), each camera as float32 CHW in [0, 1], the task string, and for every
+key of `delta_timestamps` a window of rows clamped into the episode plus its `<key>_is_pad` mask.
+Video frames are decoded at `from_timestamp + timestamp` of each queried row, from the camera's
+file for the episode.
+
+Speed comes from three things LeRobot does not do: numeric columns are numpy arrays (a window is
+one fancy-index, not 50 Python rows), video decoders stay open per process, and `get_items`
+decodes a batch's frames with one sorted call per file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlctl.adapters.storage.lerobot_v3.decoders import backend_name, decoder_factory
+from rlctl.adapters.storage.lerobot_v3.errors import INCOMPLETE_HINT, check_hint
+from rlctl.adapters.storage.lerobot_v3.images import ImageColumn
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
+from rlctl.adapters.storage.lerobot_v3.paths import (
+    episode_data_file,
+    episode_video_file,
+    episode_video_span,
+)
+from rlctl.adapters.storage.lerobot_v3.table import FrameTable, load_frame_table
+from rlctl.adapters.storage.lerobot_v3.video_frames import FrameRequest, VideoFrameFetcher
+from rlctl.application.ports.video import VideoDecoder
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.errors import (
+    CorruptDataset,
+    InvalidInput,
+    NotSupported,
+)
+from rlctl.domain.video import default_tolerance_s
+from rlctl.domain.windows import (
+    DEFAULT_TOLERANCE_S,
+    check_delta_timestamps,
+    delta_indices,
+    is_pad_key,
+    window_batch,
+)
+
+ImageTransform = Callable[[torch.Tensor], torch.Tensor]
+
+
+def check_transform(image_transforms: object) -> None:
+    if image_transforms is not None and not callable(image_transforms):
+        raise InvalidInput(
+            f"image_transforms must be callable or None, got {type(image_transforms).__name__}",
+            where="image_transforms",
+            hint="pass a function or a torchvision transform (e.g. torchvision.transforms.v2)",
+        )
+
+
+class _Query:
+    """What one item needs: its row, and for each windowed key the rows and padding."""
+
+    __slots__ = ("episode", "pads", "position", "rows")
+
+    def __init__(self, position: int, episode: int) -> None:
+        self.position = position
+        self.episode = episode
+        self.rows: dict[str, np.ndarray] = {}
+        self.pads: dict[str, np.ndarray] = {}
+
+
+class LeRobotDatasetReader:
+    """A LeRobot v3.0 dataset folder opened for reading: `len(reader)`, `reader[i]`.
+
+    `episodes` selects a subset (rows re-indexed from 0 in file order, as LeRobot does);
+    `delta_timestamps` maps feature keys to offsets in seconds (multiples of 1/fps);
+    `video_backend` is 'torchcodec', 'pyav' or None (auto: torchcodec when it works here).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        episodes: Iterable[int] | None = None,
+        video_backend: str | None = None,
+        image_transforms: ImageTransform | None = None,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        video_decoder_factory: Callable[[], VideoDecoder] | None = None,
+        meta: DatasetMeta | None = None,
+    ) -> None:
+        check_transform(image_transforms)
+        self.root = dataset_root(root)
+        self.meta = meta if meta is not None else LeRobotMetaReader().read_meta(self.root)
+        self.video_backend = backend_name(video_backend)
+        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps is not None else None
+        self.tolerance_s = tolerance_s
+        # Frames are matched to the nearest one; this bound only rejects a timestamp that falls
+        # between frames, so it is the frame period less LeRobot's 1e-4 s of slack.
+        self.video_tolerance_s = default_tolerance_s(self.meta.fps)
+        self._image_transforms = image_transforms
+        self.episodes = _selected_episodes(episodes, self.meta)
+        selected = self._selected_records()
+        self._refuse_depth_videos()
+        check_files_present(self.root, self.meta, selected)
+        self._deltas = self._delta_indices()
+        self._table: FrameTable = load_frame_table(self.root, self.meta, selected)
+        self._check_task_indices()
+        self._images = {
+            key: ImageColumn(key, self._table.arrow[key], self.root, _files(self._table))
+            for key, spec in self.meta.features.items()
+            if spec.is_image
+        }
+        self._other = {
+            key: column for key, column in self._table.arrow.items() if key not in self._images
+        }
+        self._videos = {key: _VideoIndex(self.root, self.meta, key) for key in self.meta.video_keys}
+        self._frames = VideoFrameFetcher(
+            video_decoder_factory or decoder_factory(video_backend),
+            fps=self.meta.fps,
+            tolerance_s=self.video_tolerance_s,
+        )
+
+    # ── Size and metadata ────────────────────────────────────────────
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @property
+    def num_frames(self) -> int:
+        return len(self._table)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episodes) if self.episodes is not None else self.meta.total_episodes
+
+    @property
+    def fps(self) -> int:
+        return self.meta.fps
+
+    @property
+    def features(self) -> Mapping[str, Any]:
+        return self.meta.features
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return self.meta.visual_keys
+
+    @property
+    def image_transforms(self) -> ImageTransform | None:
+        return self._image_transforms
+
+    def set_image_transforms(self, image_transforms: ImageTransform | None) -> None:
+        """Replace the transform applied to each camera's tensor (None removes it)."""
+        check_transform(image_transforms)
+        self._image_transforms = image_transforms
+
+    def clear_image_transforms(self) -> None:
+        self._image_transforms = None
+
+    def close(self) -> None:
+        """Close this process's open video files; the reader reopens them when used again."""
+        self._frames.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(root={str(self.root)!r}, episodes={self.num_episodes}, "
+            f"frames={len(self)}, features={list(self.meta.features)})"
+        )
+
+    # ── Items ────────────────────────────────────────────────────────
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        if isinstance(idx, slice):
+            return self.get_items(range(*idx.indices(len(self))))  # type: ignore[return-value]
+        return self.get_items([idx])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        # torch's DataLoader fetches a whole batch through this when it exists.
+        return self.get_items(indices)
+
+    def get_items(self, indices: Iterable[int]) -> list[dict[str, Any]]:
+        """Items for several positions; video frames decoded with one call per file."""
+        queries = [self._query(self._position(i)) for i in indices]
+        frames = self._decode_videos(queries)
+        return [self._item(query, frames) for query in queries]
+
+    def _position(self, idx: int) -> int:
+        if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
+            raise TypeError(f"dataset indices must be integers, not {type(idx).__name__}")
+        size = len(self._table)
+        position = int(idx) + size if idx < 0 else int(idx)
+        if not 0 <= position < size:
+            raise IndexError(f"index {idx} is out of range for a dataset of {size} frames")
+        return position
+
+    def _query(self, position: int) -> _Query:
+        table = self._table
+        query = _Query(position, int(table.episode_index[position]))
+        if self._deltas:
+            global_row = int(table.index[position])
+            start, end = int(table.episode_from[position]), int(table.episode_to[position])
+            for key, deltas in self._deltas.items():
+                window = window_batch([global_row], start, end, deltas)
+                query.rows[key] = table.rows_of(position, window.indices[0])
+                query.pads[key] = window.is_pad[0]
+        return query
+
+    def _item(self, query: _Query, frames: dict[tuple[int, str], torch.Tensor]) -> dict[str, Any]:
+        position = query.position
+        item: dict[str, Any] = {key: frames[(id(query), key)] for key in self._videos}
+        for key, column in self._table.numeric.items():
+            rows = query.rows.get(key)
+            value = column[position] if rows is None else column[rows]
+            item[key] = torch.from_numpy(np.array(value))
+        for key, images in self._images.items():
+            rows = query.rows.get(key)
+            if rows is None:
+                item[key] = torch.from_numpy(images.chw(position))
+            else:
+                item[key] = torch.from_numpy(np.stack([images.chw(int(r)) for r in rows]))
+        for key, column in self._other.items():
+            rows = query.rows.get(key)
+            item[key] = (
+                column[position].as_py() if rows is None else [column[int(r)].as_py() for r in rows]
+            )
+        for key, pad in query.pads.items():
+            item[is_pad_key(key)] = torch.from_numpy(pad.copy())
+        transform = self._image_transforms
+        if transform is not None:
+            for key in self.camera_keys:
+                item[key] = transform(item[key])
+        item["task"] = self.meta.tasks[int(self._table.task_index[position])]
+        return item
+
+    # ── Video ────────────────────────────────────────────────────────
+
+    def _decode_videos(self, queries: list[_Query]) -> dict[tuple[int, str], torch.Tensor]:
+        """Frames of every (item, camera): `from_timestamp + timestamp` of each queried row."""
+        if not self._videos:
+            return {}
+        slots: list[tuple[int, str]] = []
+        requests: list[FrameRequest] = []
+        timestamps = self._table.timestamp
+        for query in queries:
+            for key, video in self._videos.items():
+                rows = query.rows.get(key)
+                times = timestamps[[query.position] if rows is None else rows]
+                path, start = video.file_and_start(query.episode)
+                slots.append((id(query), key))
+                requests.append(FrameRequest(path, start + times.astype(np.float64)))
+        frames = self._frames.fetch(requests)
+        # LeRobot squeezes the frame axis when a single frame was asked.
+        return {slot: torch.from_numpy(f).squeeze(0) for slot, f in zip(slots, frames)}
+
+    # ── Opening checks ───────────────────────────────────────────────
+
+    def _selected_records(self) -> list[EpisodeRecord]:
+        if self.episodes is None:
+            return list(self.meta.episodes)
+        return [self.meta.episodes[i] for i in self.episodes]
+
+    def _refuse_depth_videos(self) -> None:
+        for key in self.meta.video_keys:
+            info = self.meta.features[key].info or {}
+            if info.get("is_depth_map") or info.get("video.is_depth_map"):
+                raise NotSupported(
+                    f"depth-map video {key!r} cannot be read yet",
+                    where=f"meta/info.json: features.{key}",
+                    hint="read the dataset with LeRobot, or drop the depth camera",
+                )
+
+    def _delta_indices(self) -> dict[str, np.ndarray]:
+        if not self.delta_timestamps:
+            return {}
+        unknown = [key for key in self.delta_timestamps if key not in self.meta.features]
+        if unknown:
+            raise InvalidInput(
+                f"delta_timestamps names {unknown}, which the dataset does not have",
+                where=f"delta_timestamps.{unknown[0]}",
+                hint=f"use keys among {list(self.meta.features)}",
+            )
+        check_delta_timestamps(self.delta_timestamps, self.meta.fps, self.tolerance_s)
+        return delta_indices(self.delta_timestamps, self.meta.fps)
+
+    def _check_task_indices(self) -> None:
+        task_index = self._table.task_index
+        if len(task_index) and (task_index.min() < 0 or task_index.max() >= len(self.meta.tasks)):
+            bad = int(task_index[(task_index < 0) | (task_index >= len(self.meta.tasks))][0])
+            raise CorruptDataset(
+                f"a row has task_index {bad} but meta/tasks.parquet lists "
+                f"{len(self.meta.tasks)} task(s)",
+                where=f"{_files(self._table)}: task_index",
+                hint=check_hint(self.root, "run `rlctl dataset check ROOT` to list every problem"),
+            )
+
+
+class _VideoIndex:
+    """Per episode, the camera's file and where the episode starts in it."""
+
+    def __init__(self, root: Path, meta: DatasetMeta, key: str) -> None:
+        self._files: dict[int, tuple[Path, float]] = {}
+        self._root = root
+        self._meta = meta
+        self._key = key
+
+    def file_and_start(self, episode_index: int) -> tuple[Path, float]:
+        found = self._files.get(episode_index)
+        if found is None:
+            episode = self._meta.episodes[episode_index]
+            path = self._root / episode_video_file(self._meta, episode, self._key)
+            found = (path, episode_video_span(episode, self._key)[0])
+            self._files[episode_index] = found
+        return found
+
+
+def _selected_episodes(episodes: Iterable[int] | None, meta: DatasetMeta) -> list[int] | None:
+    if episodes is None:
+        return None
+    chosen: list[int] = []
+    for value in episodes:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise InvalidInput(f"episode indices must be integers, got {value!r}", where="episodes")
+        if not 0 <= int(value) < meta.total_episodes:
+            raise InvalidInput(
+                f"episode {value} does not exist: the dataset has episodes "
+                f"0..{meta.total_episodes - 1}",
+                where="episodes",
+                hint="choose among the dataset's episode indices (see `rlctl dataset info`)",
+            )
+        if int(value) not in chosen:
+            chosen.append(int(value))
+    return chosen
+
+
+def check_files_present(root: Path, meta: DatasetMeta, episodes: Sequence[EpisodeRecord]) -> None:
+    """Every data and video file the episodes point at must exist: name the missing ones."""
+    needed: dict[Path, None] = {}
+    for episode in episodes:
+        needed[root / episode_data_file(meta, episode)] = None
+        for key in meta.video_keys:
+            needed[root / episode_video_file(meta, episode, key)] = None
+    missing = [path for path in needed if not path.is_file()]
+    if missing:
+        listing = ", ".join(str(p.relative_to(root)) for p in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise CorruptDataset(
+            f"{len(missing)} file(s) the episodes refer to are missing: {listing}{more}",
+            where=str(missing[0]),
+            hint=check_hint(root, INCOMPLETE_HINT),
+        )
+
+
+def _files(table: FrameTable) -> str:
+    return ", ".join(str(p) for p in table.files[:2]) + (" ..." if len(table.files) > 2 else "")
