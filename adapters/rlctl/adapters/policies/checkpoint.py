@@ -1,0 +1,214 @@
+"""Read and write LeRobot's `pretrained_model` folder: the checkpoint format both tools share.
+
+    config.json                      the policy config, `{"type": "act", ...}`
+    model.safetensors                the model's state dict (LeRobot's key names)
+    policy_preprocessor.json         the processors, with their state files beside them
+    policy_postprocessor.json
+
+Weights are read with safetensors only: a checkpoint never runs code (no pickle, no
+`torch.load`). Every failure is a `CheckpointError` whose `where` is the file at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from rlctl.adapters.policies.base import PolicyModel, policy_class
+from rlctl.adapters.policies.errors import (
+    CheckpointError,
+    CheckpointMismatch,
+    CheckpointNotFound,
+    UnknownPolicyType,
+)
+from rlctl.adapters.policies.files import read_json
+from rlctl.adapters.policies.processors import (
+    POSTPROCESSOR_NAME,
+    PREPROCESSOR_NAME,
+    read_pipeline,
+    write_pipeline,
+)
+from rlctl.application.policy_configs import PolicyConfig
+from rlctl.domain.config import fields_of, registered_types, structure, unstructure
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.processors import ProcessorPipeline
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.safetensors"
+PRETRAINED_DIR = "pretrained_model"
+# Bookkeeping of BatchNorm in training; harmless to lack in a checkpoint.
+_OPTIONAL_KEY_SUFFIXES = ("num_batches_tracked",)
+_LISTED_KEYS = 8
+
+log = structlog.get_logger(__name__)
+
+
+def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
+    """The folder holding `config.json`; a training checkpoint's `pretrained_model/` is found."""
+    folder = Path(location).expanduser()
+    if not folder.is_dir():
+        raise CheckpointNotFound(
+            "no policy checkpoint folder here",
+            where=str(folder),
+            hint="give the folder that holds config.json and model.safetensors "
+            "(for a training run: <output_dir>/checkpoints/last/pretrained_model)",
+        )
+    if not (folder / CONFIG_FILE).is_file() and (folder / PRETRAINED_DIR / CONFIG_FILE).is_file():
+        return folder / PRETRAINED_DIR
+    return folder
+
+
+def read_config(folder: Path) -> PolicyConfig:
+    path = folder / CONFIG_FILE
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise CheckpointError("config.json must hold a JSON object", where=str(path))
+    known = registered_types(PolicyConfig)
+    policy_type = data.get("type")
+    if not isinstance(policy_type, str) or policy_type not in known:
+        raise UnknownPolicyType(
+            f"unknown policy type {policy_type!r}",
+            where=f"{path}: type",
+            hint=f"rlctl implements: {', '.join(known)}",
+        )
+    cls = known[policy_type]
+    # A newer LeRobot may add config keys; they are dropped (and logged) rather than refused.
+    allowed = {"type", *fields_of(cls)}
+    extra = sorted(set(data) - allowed)
+    if extra:
+        log.warning("ignoring unknown policy config keys", file=str(path), keys=extra)
+    try:
+        return structure({k: v for k, v in data.items() if k in allowed}, PolicyConfig)
+    except ConfigError as err:
+        raise CheckpointError(
+            err.message, where=f"{path}: {err.where}" if err.where else str(path), hint=err.hint
+        ) from err
+
+
+def write_config(config: PolicyConfig, folder: Path) -> Path:
+    path = folder / CONFIG_FILE
+    path.write_text(json.dumps(unstructure(config), indent=4) + "\n", encoding="utf-8")
+    return path
+
+
+def read_model(
+    folder: Path, config: PolicyConfig, device: str | torch.device = "cpu"
+) -> PolicyModel:
+    """The model `config` describes, with the weights of `model.safetensors`, in eval mode."""
+    try:
+        cls = policy_class(config.type_name)
+    except ConfigError as err:
+        raise UnknownPolicyType(
+            err.message, where=str(folder / CONFIG_FILE), hint=err.hint
+        ) from err
+    try:
+        model = cls(config, load_backbone_weights=False)
+    except ConfigError as err:
+        raise CheckpointError(
+            err.message, where=f"{folder / CONFIG_FILE}: {err.where or ''}", hint=err.hint
+        ) from err
+    load_weights(model, folder / MODEL_FILE)
+    return model.to(device).eval()
+
+
+def load_weights(model: PolicyModel, path: Path) -> None:
+    """Load a safetensors state dict, refusing (with the keys named) anything that does not fit."""
+    if not path.is_file():
+        raise CheckpointNotFound(
+            "the model weights are missing",
+            where=str(path),
+            hint="copy the whole checkpoint folder; model.safetensors sits beside config.json",
+        )
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(
+            f"cannot read the weights: {err}",
+            where=str(path),
+            hint="the file is damaged or not safetensors: save or download the checkpoint again",
+        ) from err
+    _check_fits(model.state_dict(), state, path)
+    model.load_state_dict(state, strict=False)
+
+
+def _check_fits(expected: Mapping[str, torch.Tensor], found: Mapping[str, Any], path: Path) -> None:
+    missing = [k for k in expected if k not in found and not k.endswith(_OPTIONAL_KEY_SUFFIXES)]
+    unexpected = [k for k in found if k not in expected]
+    mismatched = [
+        f"{k} (model {list(expected[k].shape)}, file {list(found[k].shape)})"
+        for k in expected
+        if k in found and tuple(expected[k].shape) != tuple(found[k].shape)
+    ]
+    problems = []
+    for label, keys in (
+        ("shape mismatches", mismatched),
+        ("keys missing from the file", missing),
+        ("unexpected keys in the file", unexpected),
+    ):
+        if keys:
+            shown = ", ".join(keys[:_LISTED_KEYS])
+            more = f" and {len(keys) - _LISTED_KEYS} more" if len(keys) > _LISTED_KEYS else ""
+            problems.append(f"{len(keys)} {label}: {shown}{more}")
+    if problems:
+        raise CheckpointMismatch(
+            "the weights do not fit the model config.json describes: " + "; ".join(problems),
+            where=str(path),
+            hint="config.json and model.safetensors must come from the same training run; "
+            "check that neither was replaced or edited",
+        )
+
+
+def read_processors(
+    folder: Path, *, device: str | None = None
+) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+    """The (pre, post) pipelines; `device` replaces the pre-processor's device."""
+    return (
+        read_pipeline(folder, PREPROCESSOR_NAME, device=device),
+        read_pipeline(folder, POSTPROCESSOR_NAME),
+    )
+
+
+def save_pretrained(
+    folder: str | os.PathLike[str],
+    model: PolicyModel,
+    preprocessor: ProcessorPipeline,
+    postprocessor: ProcessorPipeline,
+) -> Path:
+    """Write the folder LeRobot's `from_pretrained` reads; it appears whole or not at all."""
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{os.getpid()}.rlctl-tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        write_config(model.config, staging)
+        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(staging / MODEL_FILE), metadata={"format": "pt"})
+        write_pipeline(preprocessor, staging)
+        write_pipeline(postprocessor, staging)
+        _publish(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _publish(staging: Path, target: Path) -> None:
+    # A folder cannot be renamed over a non-empty one: move the old one aside first.
+    if not target.exists():
+        staging.rename(target)
+        return
+    old = target.with_name(f".{target.name}.{os.getpid()}.rlctl-old")
+    shutil.rmtree(old, ignore_errors=True)
+    target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,473 @@
+"""Diffusion Policy (Chi et al. 2023, "Visuomotor Policy Learning via Action Diffusion"),
+compatible with LeRobot 0.6.1's weights.
+
+The model, at inference:
+
+    each camera, each of the n_obs_steps frames:
+        image ──(resize)──crop──ResNet──spatial softmax (keypoints)──linear+relu──► features
+    global condition = [state, image features, (env state)] of every observation step, flattened
+
+    x_T = noise (batch, horizon, action_dim)
+    for t in the scheduler's timesteps (DDPM or DDIM):
+        epsilon = U-Net(x_t, t, global condition)     1D convolutions over the horizon, FiLM
+        x_{t-1} = scheduler.step(epsilon, t, x_t)     conditioning on [embed(t), condition]
+    actions = x_0[:, n_obs_steps - 1 : n_obs_steps - 1 + n_action_steps]
+
+Training noises a clean action chunk at a random step and regresses the noise (or the chunk,
+with prediction_type "sample") with an MSE loss. Attribute names follow LeRobot's so that its
+`model.safetensors` loads without renaming.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import partial
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+import torchvision.transforms.functional as TF  # noqa: N812
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from rlctl.adapters.policies.backbones import resnet
+from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel, register_policy
+from rlctl.adapters.policies.schedulers import make_scheduler
+from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, DiffusionConfig
+from rlctl.domain.action_chunk import ActionChunk
+from rlctl.domain.errors import ConfigError, InvalidInput
+
+
+@register_policy("diffusion")
+class DiffusionPolicy(PolicyModel):
+    config_class = DiffusionConfig
+    config: DiffusionConfig
+
+    def __init__(self, config: DiffusionConfig, *, load_backbone_weights: bool = True) -> None:
+        super().__init__(config)
+        if config.robot_state_feature is None:
+            raise ConfigError(
+                "Diffusion Policy needs the robot state 'observation.state' among its inputs",
+                where="policy.input_features",
+            )
+        if not config.image_features and config.env_state_feature is None:
+            raise ConfigError(
+                "Diffusion Policy needs at least one image or an environment state among its "
+                "inputs",
+                where="policy.input_features",
+            )
+        self.diffusion = DiffusionModel(config, load_backbone_weights=load_backbone_weights)
+        self.observation_keys = [OBS_STATE, *config.image_features]
+        if config.env_state_feature is not None:
+            self.observation_keys.append(OBS_ENV_STATE)
+        self.history = ObservationHistory(config.n_obs_steps, self.observation_keys)
+
+    def _with_time_axis(self, batch: Batch) -> dict:
+        """Single-frame inputs `(B, ...)` get the observation-step axis: `(B, 1, ...)`."""
+        out = dict(batch)
+        if self.config.n_obs_steps == 1:
+            for key in self.observation_keys:
+                rank = 4 if key in self.config.image_features else 2
+                if key in out and out[key].ndim == rank:
+                    out[key] = out[key].unsqueeze(1)
+        return out
+
+    @torch.no_grad()
+    def predict_chunk(
+        self,
+        batch: Batch,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """`(B, n_action_steps, action_dim)`; `batch` holds `(B, n_obs_steps, ...)` histories."""
+        self.eval()
+        return self.diffusion.generate_actions(
+            self._with_time_axis(batch), noise=noise, generator=generator
+        )
+
+    @torch.no_grad()
+    def select_action(self, batch: Batch) -> Tensor:
+        self.eval()
+        history = self.history.push(batch)
+        if self._action_queue.needs_chunk():
+            self._action_queue.push(ActionChunk(self.predict_chunk(history)))
+        return self._action_queue.pop()
+
+    def reset(self) -> None:
+        super().reset()
+        self.history.reset()
+
+    def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
+        loss = self.diffusion.compute_loss(self._with_time_axis(batch))
+        return loss, {"diffusion_loss": loss.item()}
+
+
+class DiffusionModel(nn.Module):
+    def __init__(self, config: DiffusionConfig, *, load_backbone_weights: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.image_keys = list(config.image_features)
+        cond_dim = config.robot_state_feature.shape[0]  # type: ignore[union-attr]
+        if self.image_keys:
+            n_cameras = len(self.image_keys)
+            make = partial(RgbEncoder, config, load_backbone_weights=load_backbone_weights)
+            if config.use_separate_rgb_encoder_per_camera:
+                self.rgb_encoder: nn.Module = nn.ModuleList([make() for _ in range(n_cameras)])
+                cond_dim += self.rgb_encoder[0].feature_dim * n_cameras
+            else:
+                self.rgb_encoder = make()
+                cond_dim += self.rgb_encoder.feature_dim * n_cameras
+        if config.env_state_feature is not None:
+            cond_dim += config.env_state_feature.shape[0]
+        self.unet = ConditionalUnet1d(config, global_cond_dim=cond_dim * config.n_obs_steps)
+        self.noise_scheduler = make_scheduler(
+            config.noise_scheduler_type,
+            num_train_timesteps=config.num_train_timesteps,
+            beta_start=config.beta_start,
+            beta_end=config.beta_end,
+            beta_schedule=config.beta_schedule,
+            clip_sample=config.clip_sample,
+            clip_sample_range=config.clip_sample_range,
+            prediction_type=config.prediction_type,
+        )
+        self.num_inference_steps = config.num_inference_steps or config.num_train_timesteps
+
+    def global_conditioning(self, batch: Batch) -> Tensor:
+        """`(B, n_obs_steps * per_step_dim)`: state, camera features, env state, step by step."""
+        state = batch[OBS_STATE]
+        batch_size, n_steps = state.shape[:2]
+        features = [state]
+        if self.image_keys:
+            images = torch.stack([batch[key] for key in self.image_keys], dim=2)  # (B,S,N,C,H,W)
+            if isinstance(self.rgb_encoder, nn.ModuleList):
+                per_camera = [
+                    encoder(images[:, :, n].flatten(0, 1)).view(batch_size, n_steps, -1)
+                    for n, encoder in enumerate(self.rgb_encoder)
+                ]
+                features.append(torch.cat(per_camera, dim=-1))
+            else:
+                encoded = self.rgb_encoder(images.flatten(0, 2))
+                features.append(encoded.view(batch_size, n_steps, -1))
+        if self.config.env_state_feature is not None:
+            features.append(batch[OBS_ENV_STATE])
+        return torch.cat(features, dim=-1).flatten(start_dim=1)
+
+    def _check_steps(self, batch: Batch) -> int:
+        n_steps = batch[OBS_STATE].shape[1]
+        if n_steps != self.config.n_obs_steps:
+            raise InvalidInput(
+                f"the policy reads {self.config.n_obs_steps} observation steps, got {n_steps}",
+                where=OBS_STATE,
+                hint="stack the last n_obs_steps observations on axis 1: (batch, steps, ...)",
+            )
+        return n_steps
+
+    def generate_actions(
+        self,
+        batch: Batch,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        n_steps = self._check_steps(batch)
+        condition = self.global_conditioning(batch)
+        batch_size = condition.shape[0]
+        param = next(self.parameters())
+        shape = (batch_size, self.config.horizon, self.config.action_dim)
+        if noise is None:
+            device = generator.device if generator is not None else param.device
+            sample = torch.randn(shape, generator=generator, dtype=param.dtype, device=device)
+            sample = sample.to(param.device)
+        else:
+            if tuple(noise.shape) != shape:
+                raise InvalidInput(
+                    f"the initial noise must have shape {shape} (batch, horizon, action_dim), "
+                    f"got {tuple(noise.shape)}",
+                    where="noise",
+                )
+            sample = noise.to(device=param.device, dtype=param.dtype)
+
+        scheduler = self.noise_scheduler
+        scheduler.set_timesteps(self.num_inference_steps)
+        for t in scheduler.timesteps:
+            steps = torch.full((batch_size,), int(t), dtype=torch.long, device=sample.device)
+            model_output = self.unet(sample, steps, condition)
+            sample = scheduler.step(model_output, t, sample, generator=generator)
+
+        # The trajectory starts at the oldest observation; execution starts at the current one.
+        start = n_steps - 1
+        return sample[:, start : start + self.config.n_action_steps]
+
+    def compute_loss(self, batch: Batch) -> Tensor:
+        self._check_steps(batch)
+        trajectory = batch[ACTION]
+        if trajectory.shape[1] != self.config.horizon:
+            raise InvalidInput(
+                f"the action chunk must span the horizon ({self.config.horizon} steps), "
+                f"got {trajectory.shape[1]}",
+                where=ACTION,
+            )
+        condition = self.global_conditioning(batch)
+        noise = torch.randn(trajectory.shape, device=trajectory.device, dtype=trajectory.dtype)
+        timesteps = torch.randint(
+            0, self.config.num_train_timesteps, (trajectory.shape[0],), device=trajectory.device
+        )
+        noisy = self.noise_scheduler.add_noise(trajectory, noise, timesteps)
+        prediction = self.unet(noisy, timesteps, condition)
+        target = noise if self.config.prediction_type == "epsilon" else trajectory
+        loss = F.mse_loss(prediction, target, reduction="none")
+        if not self.config.do_mask_loss_for_padding:
+            return loss.mean()
+        if "action_is_pad" not in batch:
+            raise InvalidInput(
+                "do_mask_loss_for_padding needs 'action_is_pad' in the batch", where="batch"
+            )
+        valid = ~batch["action_is_pad"].bool().unsqueeze(-1)
+        return (loss * valid).sum() / (valid.sum() * loss.shape[-1]).clamp_min(1)
+
+
+class SpatialSoftmax(nn.Module):
+    """Keypoints from a feature map (Finn et al. 2016): per channel, the softmax-weighted mean of
+    the pixel coordinates in [-1, 1]. A 1x1 convolution first maps the channels to `num_kp`."""
+
+    def __init__(self, channels: int, height: int, width: int, num_kp: int | None) -> None:
+        super().__init__()
+        self.height, self.width = height, width
+        self.nets = nn.Conv2d(channels, num_kp, kernel_size=1) if num_kp else None
+        self.num_kp = num_kp or channels
+        # numpy's linspace, not torch's: pretrained weights were fitted to its exact grid.
+        pos_x, pos_y = np.meshgrid(np.linspace(-1.0, 1.0, width), np.linspace(-1.0, 1.0, height))
+        grid = np.stack([pos_x.reshape(-1), pos_y.reshape(-1)], axis=1)
+        self.register_buffer("pos_grid", torch.from_numpy(grid).float())  # (H*W, 2)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """`(B, C, H, W)` -> `(B, num_kp, 2)` expected (x, y) of each keypoint."""
+        if self.nets is not None:
+            features = self.nets(features)
+        attention = F.softmax(features.reshape(-1, self.height * self.width), dim=-1)
+        return (attention @ self.pos_grid).view(-1, self.num_kp, 2)
+
+
+class RgbEncoder(nn.Module):
+    """One camera image `(B, C, H, W)` in [0, 1] (normalised) -> a feature vector `(B, 2K)`."""
+
+    def __init__(self, config: DiffusionConfig, *, load_backbone_weights: bool = True) -> None:
+        super().__init__()
+        self.resize_shape = config.resize_shape
+        self.crop_shape = config.effective_crop_shape
+        self.crop_is_random = config.crop_is_random
+        norm_layer = None
+        if config.use_group_norm:
+            if config.pretrained_backbone_weights and load_backbone_weights:
+                raise ConfigError(
+                    "use_group_norm replaces the BatchNorm layers, which would ruin pretrained "
+                    "backbone weights",
+                    where="policy.use_group_norm",
+                    hint="set --policy.pretrained_backbone_weights=null to train from scratch",
+                )
+            norm_layer = _group_norm
+        net = resnet(
+            config.vision_backbone,
+            config.pretrained_backbone_weights,
+            load_weights=load_backbone_weights,
+            norm_layer=norm_layer,
+        )
+        # Everything up to layer4: drop the global pooling and the classifier.
+        self.backbone = nn.Sequential(*list(net.children())[:-2])
+
+        image_shape = next(iter(config.image_features.values())).shape
+        height, width = self.crop_shape or self.resize_shape or tuple(image_shape[1:])
+        channels, fh, fw = _output_shape(self.backbone, (1, image_shape[0], height, width))
+        keypoints = config.spatial_softmax_num_keypoints
+        self.pool = SpatialSoftmax(channels, fh, fw, num_kp=keypoints)
+        self.feature_dim = keypoints * 2
+        self.out = nn.Linear(keypoints * 2, self.feature_dim)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.resize_shape is not None:
+            x = TF.resize(x, list(self.resize_shape), antialias=True)
+        if self.crop_shape is not None:
+            x = self._crop(x)
+        x = torch.flatten(self.pool(self.backbone(x)), start_dim=1)
+        return self.relu(self.out(x))
+
+    def _crop(self, x: Tensor) -> Tensor:
+        """A random crop while training (one offset for the batch), the centre otherwise."""
+        height, width = x.shape[-2:]
+        crop_h, crop_w = self.crop_shape  # type: ignore[misc]
+        if self.training and self.crop_is_random:
+            top = int(torch.randint(0, height - crop_h + 1, (1,)))
+            left = int(torch.randint(0, width - crop_w + 1, (1,)))
+        else:
+            # torchvision's CenterCrop rounding.
+            top = round((height - crop_h) / 2.0)
+            left = round((width - crop_w) / 2.0)
+        return x[..., top : top + crop_h, left : left + crop_w]
+
+
+def _group_norm(channels: int) -> nn.Module:
+    return nn.GroupNorm(num_groups=channels // 16, num_channels=channels)
+
+
+def _output_shape(module: nn.Module, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    # Evaluated in eval mode so that the dry run leaves BatchNorm's running statistics alone.
+    was_training = module.training
+    module.eval()
+    with torch.no_grad():
+        shape = tuple(module(torch.zeros(input_shape)).shape[1:])
+    module.train(was_training)
+    return shape
+
+
+class SinusoidalStepEmbedding(nn.Module):
+    """The diffusion step as a sine/cosine vector (sines first, then cosines)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, steps: Tensor) -> Tensor:
+        half = self.dim // 2
+        scale = math.log(10000) / (half - 1)
+        frequencies = torch.exp(torch.arange(half, device=steps.device) * -scale)
+        angles = steps.unsqueeze(-1) * frequencies.unsqueeze(0)
+        return torch.cat((angles.sin(), angles.cos()), dim=-1)
+
+
+class Conv1dBlock(nn.Module):
+    """Conv1d -> GroupNorm -> Mish."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, n_groups: int = 8):
+        super().__init__()
+        self.block = nn.Sequential(
+            nn.Conv1d(in_channels, out_channels, kernel_size, padding=kernel_size // 2),
+            nn.GroupNorm(n_groups, out_channels),
+            nn.Mish(),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.block(x)
+
+
+class ConditionalResidualBlock1d(nn.Module):
+    """Two conv blocks with a residual; the condition modulates the first one's output (FiLM:
+    a per-channel scale and bias, or just a bias without `use_film_scale_modulation`)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        *,
+        cond_dim: int,
+        kernel_size: int,
+        n_groups: int,
+        use_film_scale_modulation: bool,
+    ) -> None:
+        super().__init__()
+        self.out_channels = out_channels
+        self.use_film_scale_modulation = use_film_scale_modulation
+        self.conv1 = Conv1dBlock(in_channels, out_channels, kernel_size, n_groups)
+        film_channels = out_channels * 2 if use_film_scale_modulation else out_channels
+        self.cond_encoder = nn.Sequential(nn.Mish(), nn.Linear(cond_dim, film_channels))
+        self.conv2 = Conv1dBlock(out_channels, out_channels, kernel_size, n_groups)
+        self.residual_conv = (
+            nn.Conv1d(in_channels, out_channels, 1)
+            if in_channels != out_channels
+            else nn.Identity()
+        )
+
+    def forward(self, x: Tensor, condition: Tensor) -> Tensor:
+        """`(B, in_channels, T)`, `(B, cond_dim)` -> `(B, out_channels, T)`."""
+        out = self.conv1(x)
+        film = self.cond_encoder(condition).unsqueeze(-1)  # (B, film_channels, 1)
+        if self.use_film_scale_modulation:
+            out = film[:, : self.out_channels] * out + film[:, self.out_channels :]
+        else:
+            out = out + film
+        return self.conv2(out) + self.residual_conv(x)
+
+
+class ConditionalUnet1d(nn.Module):
+    """A U-Net over the horizon axis: channels grow as `down_dims` while time halves per level.
+
+    As in LeRobot (and the original code), the deepest level does not downsample, every up level
+    upsamples, and the skip connection of the first (full-resolution) level goes unused.
+    """
+
+    def __init__(self, config: DiffusionConfig, global_cond_dim: int) -> None:
+        super().__init__()
+        self.config = config
+        embed_dim = config.diffusion_step_embed_dim
+        self.diffusion_step_encoder = nn.Sequential(
+            SinusoidalStepEmbedding(embed_dim),
+            nn.Linear(embed_dim, embed_dim * 4),
+            nn.Mish(),
+            nn.Linear(embed_dim * 4, embed_dim),
+        )
+        block = partial(
+            ConditionalResidualBlock1d,
+            cond_dim=embed_dim + global_cond_dim,
+            kernel_size=config.kernel_size,
+            n_groups=config.n_groups,
+            use_film_scale_modulation=config.use_film_scale_modulation,
+        )
+        dims = [config.action_dim, *config.down_dims]
+        in_out = list(itertools.pairwise(dims))
+
+        self.down_modules = nn.ModuleList()
+        for level, (dim_in, dim_out) in enumerate(in_out):
+            deepest = level == len(in_out) - 1
+            downsample = nn.Identity() if deepest else nn.Conv1d(dim_out, dim_out, 3, 2, 1)
+            self.down_modules.append(
+                nn.ModuleList([block(dim_in, dim_out), block(dim_out, dim_out), downsample])
+            )
+
+        deepest_dim = config.down_dims[-1]
+        self.mid_modules = nn.ModuleList(
+            [block(deepest_dim, deepest_dim), block(deepest_dim, deepest_dim)]
+        )
+
+        self.up_modules = nn.ModuleList()
+        for dim_out, dim_in in reversed(in_out[1:]):
+            self.up_modules.append(
+                nn.ModuleList(
+                    [
+                        block(dim_in * 2, dim_out),  # * 2: the skip connection is concatenated
+                        block(dim_out, dim_out),
+                        nn.ConvTranspose1d(dim_out, dim_out, 4, 2, 1),
+                    ]
+                )
+            )
+
+        first_dim = config.down_dims[0]
+        # LeRobot leaves this block at its default of 8 groups, whatever `n_groups` says.
+        self.final_conv = nn.Sequential(
+            Conv1dBlock(first_dim, first_dim, kernel_size=config.kernel_size),
+            nn.Conv1d(first_dim, config.action_dim, 1),
+        )
+
+    def _run(self, block: nn.Module, x: Tensor, condition: Tensor) -> Tensor:
+        if self.config.gradient_checkpointing and self.training:
+            return checkpoint(block, x, condition, use_reentrant=False)
+        return block(x, condition)
+
+    def forward(self, x: Tensor, timesteps: Tensor, global_cond: Tensor | None = None) -> Tensor:
+        """`(B, T, action_dim)` noisy actions, `(B,)` steps, `(B, cond)` -> `(B, T, action_dim)`."""
+        x = x.transpose(1, 2)  # convolutions want (B, channels, T)
+        condition = self.diffusion_step_encoder(timesteps)
+        if global_cond is not None:
+            condition = torch.cat([condition, global_cond], dim=-1)
+
+        skips: list[Tensor] = []
+        for first, second, downsample in self.down_modules:
+            x = self._run(second, self._run(first, x, condition), condition)
+            skips.append(x)
+            x = downsample(x)
+        for mid in self.mid_modules:
+            x = self._run(mid, x, condition)
+        for first, second, upsample in self.up_modules:
+            x = torch.cat((x, skips.pop()), dim=1)
+            x = self._run(second, self._run(first, x, condition), condition)
+            x = upsample(x)
+        return self.final_conv(x).transpose(1, 2)

@@ -1,0 +1,158 @@
+"""A policy ready for inference: the model between its pre- and post-processor.
+
+`load_policy(path)` reads a LeRobot `pretrained_model` folder (or one rlctl saved) and returns a
+`LoadedPolicy`, which serves the application's `Policy` port: raw observations in, raw actions out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rlctl.adapters.policies.base import PolicyModel, build_policy
+from rlctl.adapters.policies.checkpoint import (
+    checkpoint_folder,
+    read_config,
+    read_model,
+    read_processors,
+    save_pretrained,
+)
+from rlctl.adapters.policies.processors import make_pre_post_processors
+from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
+from rlctl.domain.action_chunk import ActionChunk
+from rlctl.domain.errors import HardwareError
+from rlctl.domain.frames import Transition
+from rlctl.domain.processors import ProcessorPipeline
+
+
+class LoadedPolicy:
+    def __init__(
+        self,
+        model: PolicyModel,
+        preprocessor: ProcessorPipeline,
+        postprocessor: ProcessorPipeline,
+    ) -> None:
+        self.model = model.eval()
+        self.preprocessor = preprocessor
+        self.postprocessor = postprocessor
+
+    @property
+    def config(self) -> PolicyConfig:
+        return self.model.config
+
+    @property
+    def input_features(self) -> Mapping[str, PolicyFeature]:
+        return self.config.input_features
+
+    @property
+    def output_features(self) -> Mapping[str, PolicyFeature]:
+        return self.config.output_features
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @torch.no_grad()
+    def predict_chunk(
+        self, observation: Mapping[str, Any], noise: Any | None = None
+    ) -> ActionChunk:
+        raw = _as_tensors(observation)
+        batch = self._preprocess(raw)
+        noise_t = None if noise is None else self._to_model(torch.as_tensor(noise))
+        actions = self.model.predict_chunk(batch, noise=noise_t)
+        return ActionChunk(actions=self._postprocess(actions, raw))
+
+    @torch.no_grad()
+    def select_action(self, observation: Mapping[str, Any]) -> Tensor:
+        raw = _as_tensors(observation)
+        action = self.model.select_action(self._preprocess(raw))
+        return self._postprocess(action, raw)
+
+    def reset(self) -> None:
+        self.model.reset()
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        return save_pretrained(folder, self.model, self.preprocessor, self.postprocessor)
+
+    def _preprocess(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        batch = self.preprocessor.process_batch(raw)
+        return {k: self._to_model(v) if isinstance(v, Tensor) else v for k, v in batch.items()}
+
+    def _to_model(self, value: Tensor) -> Tensor:
+        # Float inputs take the model's dtype (numpy gives float64); masks and indices keep theirs.
+        dtype = self.model.dtype if value.is_floating_point() else value.dtype
+        return value.to(device=self.model.device, dtype=dtype)
+
+    def _postprocess(self, actions: Tensor, raw: Mapping[str, Any]) -> Tensor:
+        # The raw observation travels along for steps that need it (relative -> absolute actions).
+        return self.postprocessor(Transition(observation=dict(raw), action=actions)).action
+
+
+def _as_tensors(observation: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: torch.from_numpy(value)
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc"
+        else value
+        for key, value in observation.items()
+    }
+
+
+def load_policy(location: str | os.PathLike[str], *, device: str | None = None) -> LoadedPolicy:
+    """Load a policy folder; `device` defaults to the one it was trained on, if present here."""
+    folder = checkpoint_folder(location)
+    config = read_config(folder)
+    target = _pick_device(device, config.device)
+    model = read_model(folder, config, device=target)
+    preprocessor, postprocessor = read_processors(folder, device=target)
+    return LoadedPolicy(model, preprocessor, postprocessor)
+
+
+def create_policy(
+    config: PolicyConfig,
+    dataset_stats: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    device: str | None = None,
+    rename_map: Mapping[str, str] | None = None,
+) -> LoadedPolicy:
+    """A freshly initialised policy with LeRobot's default processors over `dataset_stats`."""
+    target = _pick_device(device, config.device)
+    pre, post = make_pre_post_processors(
+        config, dataset_stats, rename_map=rename_map, device=target
+    )
+    return LoadedPolicy(build_policy(config).to(target), pre, post)
+
+
+class LeRobotPolicyLoader:
+    """The `PolicyLoader` port over local checkpoint folders."""
+
+    def load(self, location: str | Path, *, device: str | None = None) -> LoadedPolicy:
+        return load_policy(location, device=device)
+
+
+def _available(device: str) -> bool:
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return torch.backends.mps.is_available()
+    return kind == "cpu"
+
+
+def _pick_device(requested: str | None, trained_on: str | None) -> str:
+    if requested is not None:
+        if not _available(requested):
+            raise HardwareError(
+                f"the device {requested!r} is not available on this machine",
+                where="device",
+                hint="choose another device, e.g. --device=cpu",
+            )
+        return requested
+    if trained_on and _available(trained_on):
+        return trained_on
+    return "cpu"

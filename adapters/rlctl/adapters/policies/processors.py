@@ -1,0 +1,224 @@
+"""Policy pre/post-processing pipelines: the torch steps, the default pair, and their files.
+
+LeRobot saves a policy's processors as `policy_preprocessor.json` / `policy_postprocessor.json`,
+each an ordered list of `{"registry_name", "config", "state_file"?}` entries, with each stateful
+step's arrays in `<pipeline>_step_<i>_<registry_name>.safetensors` beside it. The framework-free
+steps it writes (rename, to-batch, normalise, unnormalise, relative actions) are registered under
+the same names by `rlctl.domain.processors`; this module adds the torch-bound one
+(`device_processor`), builds LeRobot's default pair for a policy config, and reads and writes
+the files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from safetensors.numpy import save_file
+
+from rlctl.adapters.policies.errors import CheckpointError
+from rlctl.adapters.policies.files import read_arrays, read_json
+from rlctl.application.policy_configs import PolicyConfig
+from rlctl.domain.errors import ConfigError, RlctlError
+from rlctl.domain.frames import Transition
+from rlctl.domain.processors import (
+    AbsoluteActions,
+    AddBatchDimension,
+    NormalizedFeature,
+    Normalizer,
+    NormalizerConfig,
+    ProcessorPipeline,
+    ProcessorStep,
+    RelativeActions,
+    RelativeActionsConfig,
+    RenameConfig,
+    RenameObservations,
+    Step,
+    Unnormalizer,
+    register_step,
+    state_key,
+)
+
+PREPROCESSOR_NAME = "policy_preprocessor"
+POSTPROCESSOR_NAME = "policy_postprocessor"
+DEVICE_STEP = "device_processor"
+
+FLOAT_DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "half": torch.float16,
+    "float": torch.float32,
+    "double": torch.float64,
+}
+
+
+def _float_dtype(value: str | None) -> str | None:
+    if value is not None and value not in FLOAT_DTYPES:
+        raise ConfigError(
+            f"unknown float_dtype {value!r}; known: {', '.join(FLOAT_DTYPES)}",
+            where=DEVICE_STEP,
+        )
+    return value
+
+
+@attrs.frozen
+class DeviceConfig:
+    """LeRobot's `DeviceProcessorStep` config: where tensors go, and an optional float dtype."""
+
+    device: str = "cpu"
+    float_dtype: str | None = attrs.field(default=None, converter=_float_dtype)
+
+
+@register_step(DEVICE_STEP)
+class DeviceStep(Step[DeviceConfig]):
+    """Moves every tensor of the transition to `device` (casting floats to `float_dtype`).
+
+    Numeric numpy arrays become tensors first, so raw observations from a simulator or a robot
+    can enter a policy pipeline directly. A tensor already on a GPU stays on its GPU when the
+    target is "cuda" (what a multi-GPU launcher placed is kept, as in LeRobot).
+    """
+
+    config_class = DeviceConfig
+
+    def __init__(self, config: DeviceConfig | None = None) -> None:
+        super().__init__(config)
+        self.device = torch.device(self.config.device)
+        dtype_name = self.config.float_dtype
+        self.float_dtype = FLOAT_DTYPES[dtype_name] if dtype_name is not None else None
+
+    def move(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            value = torch.from_numpy(value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        keep_gpu = value.is_cuda and self.device.type == "cuda"
+        if not keep_gpu and value.device != self.device:
+            value = value.to(self.device, non_blocking=self.device.type == "cuda")
+        if self.float_dtype is not None and value.is_floating_point():
+            value = value.to(self.float_dtype)
+        return value
+
+    def __call__(self, transition: Transition) -> Transition:
+        return transition.evolve(
+            observation={k: self.move(v) for k, v in transition.observation.items()},
+            action=self.move(transition.action),
+            reward=self.move(transition.reward),
+            done=self.move(transition.done),
+            truncated=self.move(transition.truncated),
+            complementary_data={k: self.move(v) for k, v in transition.complementary_data.items()},
+        )
+
+
+Stats = Mapping[str, Mapping[str, Any]]
+
+
+def make_pre_post_processors(
+    config: PolicyConfig,
+    dataset_stats: Stats | None = None,
+    *,
+    rename_map: Mapping[str, str] | None = None,
+    device: str | None = None,
+    relative_actions: RelativeActionsConfig | None = None,
+) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+    """LeRobot's default pair for a policy: rename -> batch -> device -> normalise, and
+    unnormalise -> cpu. `dataset_stats` maps feature keys to `{"mean": ..., "std": ..., ...}`.
+
+    With `relative_actions`, actions are learned relative to the state, in the order LeRobot's
+    pi0 uses: ... -> device -> relative -> normalise, and unnormalise -> absolute -> cpu; the
+    action statistics must then describe the relative actions.
+    """
+    norm_map = config.normalization_mapping
+
+    def normalizer_config(features: Mapping[str, Any]) -> NormalizerConfig:
+        return NormalizerConfig(
+            features={k: NormalizedFeature(f.type, f.shape) for k, f in features.items()},
+            norm_map=norm_map,
+        )
+
+    stats = _numpy_stats(dataset_stats or {})
+    all_features = {**config.input_features, **config.output_features}
+    pre_steps: list[ProcessorStep] = [
+        RenameObservations(RenameConfig(dict(rename_map or {}))),
+        AddBatchDimension(),
+        DeviceStep(DeviceConfig(device or config.device or "cpu")),
+    ]
+    post_steps: list[ProcessorStep] = [
+        Unnormalizer(normalizer_config(config.output_features), stats)
+    ]
+    if relative_actions is not None:
+        pre_steps.append(RelativeActions(relative_actions))
+        post_steps.append(AbsoluteActions(relative_actions))
+    pre_steps.append(Normalizer(normalizer_config(all_features), stats))
+    post_steps.append(DeviceStep(DeviceConfig("cpu")))
+    return (
+        ProcessorPipeline(pre_steps, name=PREPROCESSOR_NAME),
+        ProcessorPipeline(post_steps, name=POSTPROCESSOR_NAME),
+    )
+
+
+def _numpy_stats(stats: Stats) -> dict[str, dict[str, np.ndarray]]:
+    def as_numpy(value: Any) -> np.ndarray:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+        return np.asarray(value, dtype=np.float32)
+
+    return {key: {name: as_numpy(v) for name, v in per.items()} for key, per in stats.items()}
+
+
+def sanitized_name(name: str) -> str:
+    """The pipeline name as LeRobot puts it in file names."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name.lower())
+
+
+def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> ProcessorPipeline:
+    """Rebuild the pipeline saved as `<folder>/<name>.json` (and its state files).
+
+    `device`, when given, replaces the device of the pipeline's device steps, so a checkpoint
+    trained on a GPU can run on a CPU.
+    """
+    path = folder / f"{name}.json"
+    data = read_json(path)
+    state: dict[str, dict[str, np.ndarray]] = {}
+    steps = data.get("steps") if isinstance(data, dict) else None
+    for index, entry in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        if device is not None and entry.get("registry_name") == DEVICE_STEP:
+            entry["config"] = {**(entry.get("config") or {}), "device": device}
+        state_file = entry.get("state_file")
+        if state_file:
+            key = state_key(index, str(entry.get("registry_name")))
+            state[key] = read_arrays(folder / state_file, referenced_by=path)
+    try:
+        return ProcessorPipeline.from_data(data, state)
+    except RlctlError as err:
+        where = f"{path}: {err.where}" if err.where else str(path)
+        raise CheckpointError(err.message, where=where, hint=err.hint) from err
+
+
+def write_pipeline(pipeline: ProcessorPipeline, folder: Path) -> list[Path]:
+    """Write `<name>.json` and one safetensors file per stateful step, as LeRobot names them."""
+    name = sanitized_name(pipeline.name)
+    data = pipeline.to_data()
+    state = pipeline.state()
+    written: list[Path] = []
+    for index, entry in enumerate(data["steps"]):
+        key = state_key(index, entry["registry_name"])
+        if key in state:
+            filename = f"{name}_{key}.safetensors"
+            arrays = {k: np.ascontiguousarray(v) for k, v in state[key].items()}
+            save_file(arrays, str(folder / filename))
+            entry["state_file"] = filename
+            written.append(folder / filename)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    written.append(path)
+    return written

@@ -1,0 +1,62 @@
+"""Ports for trained policies: ask one for actions, and load one from a checkpoint.
+
+Observations and actions are arrays (numpy arrays or torch tensors, whatever the adapter takes)
+keyed like a LeRobot batch: `observation.state`, `observation.images.<camera>`, … . A policy
+handles its own pre- and post-processing (normalisation, renames, device moves): callers give raw
+observations and get raw actions back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
+from rlctl.domain.action_chunk import ActionChunk
+
+
+class Policy(Protocol):
+    """A policy ready for inference, processors included."""
+
+    @property
+    def config(self) -> PolicyConfig: ...
+
+    @property
+    def input_features(self) -> Mapping[str, PolicyFeature]: ...
+
+    @property
+    def output_features(self) -> Mapping[str, PolicyFeature]: ...
+
+    def predict_chunk(
+        self, observation: Mapping[str, Any], noise: Any | None = None
+    ) -> ActionChunk:
+        """Predict a batched chunk `(batch, steps, action_dim)` of raw (unnormalised) actions.
+
+        `observation` is one batch of raw observations; a single unbatched observation gets a
+        batch axis of one. Policies that read a history (`n_obs_steps > 1`) take it stacked on
+        axis 1. `noise` fixes the initial noise of a sampling policy (Diffusion Policy:
+        `(batch, horizon, action_dim)`) so that its output is reproducible; other policies
+        ignore it.
+        """
+        ...
+
+    def select_action(self, observation: Mapping[str, Any]) -> Any:
+        """One raw action `(batch, action_dim)` for the current control tick.
+
+        Keeps what the policy needs between ticks (the chunk being executed, the observation
+        history, a temporal ensemble); call `reset()` when an episode starts.
+        """
+        ...
+
+    def reset(self) -> None:
+        """Forget everything kept between ticks; call at the start of each episode."""
+        ...
+
+
+class PolicyLoader(Protocol):
+    """Loads a saved policy (a LeRobot `pretrained_model` folder, or one rlctl saved)."""
+
+    def load(self, location: str | Path, *, device: str | None = None) -> Policy:
+        """Raise an `RlctlError` naming the file when the checkpoint is missing or malformed."""
+        ...

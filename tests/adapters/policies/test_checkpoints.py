@@ -1,0 +1,179 @@
+"""rlctl's own checkpoints: save -> load gives the same policy; broken folders name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlctl.adapters.policies.errors import (
+    CheckpointError,
+    CheckpointMismatch,
+    CheckpointNotFound,
+    UnknownPolicyType,
+)
+from rlctl.adapters.policies.loaded_policy import (
+    LeRobotPolicyLoader,
+    LoadedPolicy,
+    create_policy,
+    load_policy,
+)
+from rlctl.application.policy_configs import MLPConfig, PolicyFeature
+from rlctl.application.ports.policy import Policy, PolicyLoader
+from rlctl.domain.errors import RlctlError
+
+STATS = {
+    "observation.state": {
+        "mean": np.array([1.0, -2.0, 0.5]),
+        "std": np.array([2.0, 0.5, 1.0]),
+    },
+    "action": {"mean": np.array([0.1, 0.2]), "std": np.array([3.0, 0.25])},
+}
+
+
+def mlp_policy() -> LoadedPolicy:
+    torch.manual_seed(0)
+    config = MLPConfig(
+        input_features={"observation.state": PolicyFeature("STATE", (3,))},
+        output_features={"action": PolicyFeature("ACTION", (2,))},
+        chunk_size=4,
+        n_action_steps=2,
+        hidden_dims=(16,),
+    )
+    return create_policy(config, STATS, device="cpu")
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    return mlp_policy().save(tmp_path / "policy")
+
+
+OBSERVATION = {"observation.state": np.array([[0.5, -1.0, 2.0], [1.0, 1.0, 1.0]], np.float32)}
+
+
+def test_loaded_policy_serves_the_ports(saved: Path) -> None:
+    loader: PolicyLoader = LeRobotPolicyLoader()
+    policy: Policy = loader.load(saved, device="cpu")
+    assert set(policy.input_features) == {"observation.state"}
+    assert policy.predict_chunk(OBSERVATION).actions.shape == (2, 4, 2)
+
+
+def test_round_trip_predicts_identically(saved: Path) -> None:
+    original = mlp_policy()
+    reloaded = load_policy(saved)
+    expected = original.predict_chunk(OBSERVATION).actions
+    assert torch.equal(reloaded.predict_chunk(OBSERVATION).actions, expected)
+    # Actions come back in the dataset's units: the post-processor undoes the normalisation.
+    raw = original.model.predict_chunk({"observation.state": torch.zeros(1, 3)})
+    unnormalised = original.predict_chunk({"observation.state": STATS["observation.state"]["mean"]})
+    scale, shift = torch.tensor([3.0, 0.25]), torch.tensor([0.1, 0.2])
+    assert torch.allclose(unnormalised.actions, raw * scale + shift, atol=1e-6)
+
+
+def test_select_action_follows_the_chunk(saved: Path) -> None:
+    policy = load_policy(saved)
+    chunk = policy.predict_chunk(OBSERVATION).actions
+    policy.reset()
+    first, second = policy.select_action(OBSERVATION), policy.select_action(OBSERVATION)
+    assert torch.allclose(first, chunk[:, 0]) and torch.allclose(second, chunk[:, 1])
+
+
+def test_a_training_run_folder_is_found_by_its_pretrained_model(tmp_path: Path) -> None:
+    mlp_policy().save(tmp_path / "checkpoints" / "last" / "pretrained_model")
+    assert load_policy(tmp_path / "checkpoints" / "last").config.type_name == "mlp"
+
+
+def test_saving_over_a_checkpoint_replaces_it(saved: Path) -> None:
+    (saved / "stale.txt").write_text("old")
+    mlp_policy().save(saved)
+    assert not (saved / "stale.txt").exists()
+    assert not list(saved.parent.glob(".*rlctl-*"))
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointNotFound) as caught:
+        load_policy(tmp_path / "nowhere")
+    assert "nowhere" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "file",
+    [
+        "model.safetensors",
+        "config.json",
+        "policy_preprocessor.json",
+        "policy_postprocessor_step_0_unnormalizer_processor.safetensors",
+    ],
+)
+def test_missing_file_is_named(saved: Path, file: str) -> None:
+    (saved / file).unlink()
+    with pytest.raises(CheckpointNotFound) as caught:
+        load_policy(saved)
+    assert caught.value.where == str(saved / file)
+    assert caught.value.hint
+
+
+def test_wrong_shapes_list_the_offending_keys(saved: Path) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    config["hidden_dims"] = [8]
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointMismatch) as caught:
+        load_policy(saved)
+    error = caught.value
+    assert error.where == str(saved / "model.safetensors")
+    assert "network.0.weight (model [8, 3], file [16, 3])" in error.message
+    assert "network.2.weight" in error.message
+
+
+def test_missing_and_unexpected_keys_are_listed(saved: Path) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    config["hidden_dims"] = [16, 16]
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointMismatch, match=r"keys missing from the file: network\.4"):
+        load_policy(saved)
+
+
+def test_unknown_policy_type_names_the_config(saved: Path) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    config["type"] = "pi0"
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnknownPolicyType) as caught:
+        load_policy(saved)
+    assert str(saved / "config.json") in str(caught.value)
+    assert "act" in (caught.value.hint or "") and "diffusion" in (caught.value.hint or "")
+
+
+def test_invalid_config_value_names_the_file(saved: Path) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    config["n_action_steps"] = 9
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="n_action_steps") as caught:
+        load_policy(saved)
+    assert str(saved / "config.json") in str(caught.value)
+
+
+def test_keys_from_a_newer_lerobot_are_ignored(saved: Path) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    config["some_future_option"] = True
+    (saved / "config.json").write_text(json.dumps(config))
+    assert load_policy(saved).config.chunk_size == 4
+
+
+@pytest.mark.parametrize("file", ["model.safetensors", "config.json", "policy_postprocessor.json"])
+def test_damaged_files_are_named(saved: Path, file: str) -> None:
+    (saved / file).write_bytes(b"\x00garbage")
+    with pytest.raises(RlctlError) as caught:
+        load_policy(saved)
+    assert str(saved / file) in str(caught.value)
+
+
+def test_unknown_processor_step_names_the_pipeline_file(saved: Path) -> None:
+    data = json.loads((saved / "policy_preprocessor.json").read_text())
+    data["steps"].append({"registry_name": "tokenizer_processor", "config": {}})
+    (saved / "policy_preprocessor.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="tokenizer_processor") as caught:
+        load_policy(saved)
+    assert str(saved / "policy_preprocessor.json") in str(caught.value)
