@@ -92,6 +92,9 @@ def _make_converter() -> cattrs.Converter:
         return conv.structure(body, known[name])
 
     def unstructure_union(obj: Any) -> dict[str, Any]:
+        # Field types are strings under `from __future__ import annotations` until resolved;
+        # unresolved, nested configs would be left as objects.
+        attrs.resolve_types(type(obj))
         data = conv.unstructure_attrs_asdict(obj)
         name = type_name_of(obj)
         return {TYPE_FIELD: name, **data} if name else data
