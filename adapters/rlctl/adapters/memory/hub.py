@@ -1,0 +1,134 @@
+"""A Hub in RAM: repos as dicts of bytes, downloads copied into a folder. For tests, dry runs.
+
+It keeps the rules that matter to the use cases: one commit per push, branches and tags, errors
+for a missing repo or revision, files fetched only once, and an offline switch under which
+only what was already fetched is served.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from rlctl.application.ports.hub import (
+    HubNotCached,
+    HubRepoNotFound,
+    HubRevisionNotFound,
+    PushRequest,
+    PushResult,
+    RepoRef,
+    Snapshot,
+)
+
+DEFAULT_BRANCH = "main"
+
+
+def _match(path: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(path, p + "*" if p.endswith("/") else p) for p in patterns)
+
+
+@attrs.define
+class MemoryRepo:
+    private: bool = False
+    commits: dict[str, dict[str, bytes]] = attrs.field(factory=dict)
+    branches: dict[str, str] = attrs.field(factory=dict)
+    tags: dict[str, str] = attrs.field(factory=dict)
+
+    def resolve(self, revision: str | None) -> str | None:
+        name = revision or DEFAULT_BRANCH
+        if name in self.commits:
+            return name
+        return self.branches.get(name) or self.tags.get(name)
+
+
+class InMemoryHub:
+    def __init__(self, workdir: Path, *, offline: bool = False) -> None:
+        self.workdir = Path(workdir)
+        self.offline = offline
+        self.repos: dict[tuple[str, str], MemoryRepo] = {}
+        # Every (repo, commit, path) fetched, to check what a pull transferred.
+        self.fetched: list[tuple[str, str, str]] = []
+
+    def home_root(self, repo_id: str) -> Path:
+        return self.workdir / "home" / repo_id
+
+    def push(self, request: PushRequest) -> PushResult:
+        repo_ref = request.repo
+        repo = self.repos.setdefault(
+            (repo_ref.kind, repo_ref.repo_id), MemoryRepo(private=bool(request.private))
+        )
+        branch = repo_ref.revision or DEFAULT_BRANCH
+        parent = repo.branches.get(branch) or repo.branches.get(DEFAULT_BRANCH)
+        files = dict(repo.commits.get(parent, {})) if parent else {}
+        for path in sorted(request.folder.rglob("*")):
+            name = path.relative_to(request.folder).as_posix()
+            if not path.is_file() or name == "README.md":
+                continue
+            if request.allow is not None and not _match(name, request.allow):
+                continue
+            if _match(name, request.ignore):
+                continue
+            files[name] = path.read_bytes()
+        files["README.md"] = request.card.encode()
+        digest = hashlib.sha1(repr(sorted(files.items())).encode() + str(parent).encode())
+        commit = digest.hexdigest()
+        repo.commits[commit] = files
+        repo.branches[branch] = commit
+        if request.version_tag:
+            repo.tags[request.version_tag] = commit
+        return PushResult(
+            repo_id=repo_ref.repo_id,
+            kind=repo_ref.kind,
+            branch=repo_ref.revision,
+            commit=commit,
+            url=f"memory://{repo_ref.kind}s/{repo_ref.repo_id}",
+            files=len(files),
+            version_tag=request.version_tag,
+        )
+
+    def download(
+        self,
+        repo: RepoRef,
+        *,
+        allow: Sequence[str] | None = None,
+        ignore: Sequence[str] | None = None,
+        local_dir: Path | None = None,
+    ) -> Snapshot:
+        commit = self._commit(repo)
+        root = local_dir or self.workdir / "cache" / repo.kind / repo.repo_id / commit
+        files = self.repos[(repo.kind, repo.repo_id)].commits[commit] if not self.offline else {}
+        for name, content in files.items():
+            if allow is not None and not _match(name, allow):
+                continue
+            if ignore and _match(name, ignore):
+                continue
+            target = root / name
+            if target.is_file():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            self.fetched.append((repo.repo_id, commit, name))
+        if self.offline and not root.is_dir():
+            raise HubNotCached("not in the local cache (offline)", where=repo.describe())
+        return Snapshot(repo=repo, root=root, commit=commit)
+
+    def _commit(self, repo: RepoRef) -> str:
+        if self.offline:
+            # Offline, a revision resolves only to what was fetched before.
+            cached = self.workdir / "cache" / repo.kind / repo.repo_id
+            known = self.repos.get((repo.kind, repo.repo_id))
+            commit = known.resolve(repo.revision) if known else None
+            if commit is None or not (cached / commit).is_dir():
+                raise HubNotCached("not in the local cache (offline)", where=repo.describe())
+            return commit
+        known = self.repos.get((repo.kind, repo.repo_id))
+        if known is None:
+            raise HubRepoNotFound(f"no {repo.kind} repo {repo.repo_id!r}", where=repo.describe())
+        commit = known.resolve(repo.revision)
+        if commit is None:
+            raise HubRevisionNotFound(f"no revision {repo.revision!r}", where=repo.describe())
+        return commit
