@@ -32,7 +32,14 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.std
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["dataset", "--help"], ["dataset", "info", "--help"], ["--version"]]
+    "args",
+    [
+        ["--help"],
+        ["dataset", "--help"],
+        ["dataset", "info", "--help"],
+        ["eval", "--help"],
+        ["--version"],
+    ],
 )
 def test_help_imports_nothing_heavy(args):
     proc = subprocess.run(

@@ -48,6 +48,21 @@ class Container(containers.DeclarativeContainer):
         silent=providers.Singleton(lazy("rlctl.adapters.memory.progress:SilentProgress")),
     )
 
+    policy_loader = providers.Singleton(
+        lazy("rlctl.adapters.policies.loaded_policy:LeRobotPolicyLoader")
+    )
+
+    # A simulation is built per env config: `container.simulation(env_config)`.
+    simulation = providers.Factory(lazy("rlctl.adapters.sim.simulation:GymSimulation"))
+
+    video_encoder = providers.Singleton(lazy("rlctl.adapters.video.pyav_encoder:PyAVVideoEncoder"))
+
+    evaluate_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.evaluate_policy:EvaluatePolicy"),
+        progress=progress,
+        video_encoder=video_encoder,
+    )
+
     inspect_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.inspect_dataset:InspectDataset"),
         meta_reader=meta_reader,

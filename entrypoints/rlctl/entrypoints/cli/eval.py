@@ -53,21 +53,9 @@ def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = 
     return Path("outputs/eval") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job}"
 
 
-def build_policy(settings: EvalCommandSettings, simulation: Any) -> Any:
+def build_policy(settings: EvalCommandSettings, simulation: Any, container: Any) -> Any:
     if settings.policy.path:
-        from rlctl.entrypoints.container import build_container
-
-        container = build_container(settings)
-        loader = getattr(container, "policy_loader", None)
-        if loader is None:
-            from rlctl.domain.errors import NotSupported
-
-            raise NotSupported(
-                "this build cannot load policy checkpoints yet",
-                where="--policy.path",
-                hint="evaluate --policy.type=random until the policy loader is wired",
-            )
-        return loader().load(settings.policy.path, device=settings.policy.device)
+        return container.policy_loader().load(settings.policy.path, device=settings.policy.device)
     if settings.policy.type == "metaworld_expert":
         from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
 
@@ -82,9 +70,6 @@ def build_policy(settings: EvalCommandSettings, simulation: Any) -> Any:
 @config_options(EvalCommandSettings)
 def eval_command(config: EvalCommandSettings) -> None:
     """Evaluate a policy in simulation; write eval_info.json and videos to the output dir."""
-    from rlctl.adapters.sim.simulation import GymSimulation
-    from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder
-    from rlctl.application.use_cases.evaluate_policy import EvaluatePolicy
     from rlctl.entrypoints.container import build_container
     from rlctl.entrypoints.settings import write_resolved_config
 
@@ -93,11 +78,10 @@ def eval_command(config: EvalCommandSettings) -> None:
     if settings.videos_dir is None and settings.max_episodes_rendered > 0:
         settings = attrs.evolve(settings, videos_dir=str(out / "videos"))
     write_resolved_config(config, out)
-    simulation = GymSimulation(config.env)
-    policy = build_policy(config, simulation)
-    use_case = EvaluatePolicy(
-        simulation, policy, build_container(config).progress(), PyAVVideoEncoder()
-    )
+    container = build_container(config)
+    simulation = container.simulation(config.env)
+    policy = build_policy(config, simulation, container)
+    use_case = container.evaluate_policy(simulation, policy)
     report = use_case(settings)
     info = report.to_info()
     (out / EVAL_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
