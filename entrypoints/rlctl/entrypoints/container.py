@@ -63,6 +63,33 @@ class Container(containers.DeclarativeContainer):
         video_encoder=video_encoder,
     )
 
+    hub = providers.Singleton(lazy("rlctl.adapters.hub.huggingface:HuggingFaceHub"))
+    dataset_layout = providers.Singleton(lazy("rlctl.adapters.hub.layout:LeRobotLayout"))
+    push_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.push_dataset:PushDataset"),
+        hub=hub,
+        meta_reader=meta_reader,
+        layout=dataset_layout,
+    )
+    pull_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.pull_dataset:PullDataset"),
+        hub=hub,
+        meta_reader=meta_reader,
+        layout=dataset_layout,
+    )
+    resolve_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.pull_dataset:ResolveDataset"), hub=hub, pull=pull_dataset
+    )
+    push_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.push_policy:PushPolicy"), hub=hub
+    )
+    pull_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.pull_policy:PullPolicy"), hub=hub
+    )
+    resolve_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.pull_policy:ResolvePolicy"), pull=pull_policy
+    )
+
     inspect_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.inspect_dataset:InspectDataset"),
         meta_reader=meta_reader,

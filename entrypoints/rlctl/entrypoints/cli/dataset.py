@@ -7,10 +7,16 @@ import json
 import click
 
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.lazy_group import LazyGroup
 from rlctl.entrypoints.settings import AppSettings
 
+DATASET_SUBCOMMANDS = {
+    "push": "rlctl.entrypoints.cli.hub_dataset:push",
+    "pull": "rlctl.entrypoints.cli.hub_dataset:pull",
+}
 
-@click.group()
+
+@click.group(cls=LazyGroup, lazy_subcommands=DATASET_SUBCOMMANDS)
 def dataset() -> None:
     """Inspect and maintain LeRobot v3.0 datasets."""
 

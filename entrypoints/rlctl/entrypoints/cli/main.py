@@ -13,6 +13,7 @@ from rlctl.entrypoints.cli.lazy_group import LazyGroup
 SUBCOMMANDS = {
     "dataset": "rlctl.entrypoints.cli.dataset:dataset",
     "eval": "rlctl.entrypoints.cli.eval:eval_command",
+    "policy": "rlctl.entrypoints.cli.policy:policy",
 }
 
 
