@@ -1,0 +1,233 @@
+"""Reopening a dataset for appending: find its last committed episode, drop what came after.
+
+`meta/info.json` is the writer's commit point: its `total_episodes` says which episodes are
+complete. An interrupted session may have left more behind it: rows of an unfinished episode at
+the end of the last data file, a row in the episodes file or a task in tasks.parquet that info.json
+does not count yet, frames at the end of a video file, temporary files. `recover` removes all of it
+(frames at the end of a video are left: nothing points at them, and new episodes start a new file)
+and returns what a new session needs to carry on.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import structlog
+
+from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, write_atomic
+from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table, reading
+from rlctl.adapters.storage.lerobot_v3.meta_reader import episode_files, read_info, read_tasks
+from rlctl.adapters.storage.lerobot_v3.meta_writer import (
+    STAT_KEYS,
+    stage_stats,
+    stage_tasks,
+    stats_shapes,
+)
+from rlctl.adapters.storage.lerobot_v3.paths import DEFAULT_DATA_PATH, STATS_PATH, TASKS_PATH
+from rlctl.domain.errors import CorruptDataset
+from rlctl.domain.features import FeatureSpec, features_from_info
+from rlctl.domain.statistics import FeatureStats, aggregate_stats
+
+log = structlog.get_logger(__name__)
+
+STAGING_DIR = ".rlctl-staging"
+_WRITTEN_DIRS = ("meta", "data", "videos")
+
+ChunkFile = tuple[int, int]
+
+
+@attrs.frozen
+class RecoveredDataset:
+    """The committed state of a dataset, ready for appending."""
+
+    info: dict[str, Any]
+    features: dict[str, FeatureSpec]
+    tasks: tuple[str, ...]
+    total_episodes: int
+    total_frames: int
+    stats: dict[str, FeatureStats] | None
+    last_data_file: ChunkFile | None
+    last_meta_file: ChunkFile | None
+    last_video_files: dict[str, ChunkFile | None]
+    removed: tuple[str, ...]
+
+
+def remove_leftovers(root: Path) -> list[Path]:
+    """Delete the staging folder and the hidden temporary files of an interrupted session."""
+    removed: list[Path] = []
+    staging = root / STAGING_DIR
+    if staging.exists():
+        shutil.rmtree(staging, ignore_errors=True)
+        removed.append(staging)
+    for folder in _WRITTEN_DIRS:
+        for path in (root / folder).rglob(".*"):
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def _chunk_file(path: Path) -> ChunkFile | None:
+    """(chunk, file) of `.../chunk-XXX/file-YYY.ext`, None for other names."""
+    try:
+        chunk = int(path.parent.name.removeprefix("chunk-"))
+        file = int(path.stem.removeprefix("file-"))
+    except ValueError:
+        return None
+    return chunk, file
+
+
+def _files_after(folder: Path, suffix: str, last: ChunkFile | None) -> list[Path]:
+    """Files under `folder/chunk-*/` numbered after `last` (all of them when `last` is None)."""
+    found = []
+    for path in folder.glob(f"chunk-*/file-*{suffix}"):
+        position = _chunk_file(path)
+        if position is not None and (last is None or position > last):
+            found.append(path)
+    return sorted(found)
+
+
+def recover(root: Path) -> RecoveredDataset:
+    info = read_info(root)
+    features = features_from_info(info.get("features") or {})
+    total = int(info.get("total_episodes") or 0)
+    removed = [str(p) for p in remove_leftovers(root)]
+
+    rows = _committed_episode_rows(root, total, removed)
+    frames = rows[-1]["dataset_to_index"] if rows else 0
+    if frames != int(info.get("total_frames") or 0):
+        raise CorruptDataset(
+            f"info.json counts {info.get('total_frames')} frames but its {total} episodes hold "
+            f"{frames}",
+            where=str(root / "meta/info.json"),
+            hint="the metadata was edited by hand or damaged; it cannot be resumed safely",
+        )
+    last_data = _last(rows, "data")
+    _truncate_data(root, info, rows, last_data, removed)
+    video_keys = [k for k, f in features.items() if f.is_video]
+    last_videos = {key: _last(rows, f"videos/{key}") for key in video_keys}
+    for key, last in last_videos.items():
+        for path in _files_after(root / "videos" / key, ".mp4", last):
+            path.unlink()
+            removed.append(str(path))
+
+    tasks = read_tasks(root, expected=None) if (root / TASKS_PATH).exists() else ()
+    total_tasks = int(info.get("total_tasks") or 0)
+    stats = _episode_stats(rows, features)
+    staged = StagedReplace()
+    if len(tasks) > total_tasks:
+        tasks = tasks[:total_tasks]
+        stage_tasks(staged, root, tasks)
+        removed.append(f"{root / TASKS_PATH} (tasks past {total_tasks})")
+    if stats is not None:
+        stage_stats(staged, root, stats)
+    staged.publish()
+    if stats is None:
+        (root / STATS_PATH).unlink(missing_ok=True)
+    if not rows:
+        (root / TASKS_PATH).unlink(missing_ok=True)
+    if removed:
+        log.info("resume removed an interrupted session's leftovers", removed=removed)
+    return RecoveredDataset(
+        info=info,
+        features=features,
+        tasks=tuple(tasks),
+        total_episodes=total,
+        total_frames=frames,
+        stats=stats,
+        last_data_file=last_data,
+        last_meta_file=_last(rows, "meta/episodes"),
+        last_video_files=last_videos,
+        removed=tuple(removed),
+    )
+
+
+def _last(rows: list[dict[str, Any]], prefix: str) -> ChunkFile | None:
+    if not rows:
+        return None
+    return int(rows[-1][f"{prefix}/chunk_index"]), int(rows[-1][f"{prefix}/file_index"])
+
+
+def _committed_episode_rows(root: Path, total: int, removed: list[str]) -> list[dict[str, Any]]:
+    """Rows of episodes 0..total-1; rows of later episodes are cut from the files."""
+    rows: list[dict[str, Any]] = []
+    for path in episode_files(root):
+        table = read_parquet_table(path, "episodes metadata file", root)
+        keep = pc.less(table.column("episode_index"), total)
+        kept = table.filter(keep)
+        if kept.num_rows < table.num_rows:
+            if kept.num_rows:
+                write_atomic(path, lambda temp, kept=kept: pq.write_table(kept, temp))
+            else:
+                path.unlink()
+            removed.append(f"{path} ({table.num_rows - kept.num_rows} uncommitted rows)")
+        rows.extend(kept.to_pylist())
+    indices = [int(row["episode_index"]) for row in rows]
+    if indices != list(range(total)):
+        raise CorruptDataset(
+            f"info.json counts {total} episodes but meta/episodes holds episodes "
+            f"{indices[:5]}{' ...' if len(indices) > 5 else ''}",
+            where=str(root / "meta/episodes"),
+            hint="the metadata was edited by hand or damaged; it cannot be resumed safely",
+        )
+    return rows
+
+
+def _truncate_data(
+    root: Path,
+    info: dict[str, Any],
+    rows: list[dict[str, Any]],
+    last: ChunkFile | None,
+    removed: list[str],
+) -> None:
+    template = str(info.get("data_path") or DEFAULT_DATA_PATH)
+    for path in _files_after(root / "data", ".parquet", last):
+        path.unlink()
+        removed.append(str(path))
+    if last is None:
+        return
+    path = root / template.format(chunk_index=last[0], file_index=last[1])
+    expected = sum(
+        int(row["length"])
+        for row in rows
+        if (int(row["data/chunk_index"]), int(row["data/file_index"])) == last
+    )
+    with reading(path, "data file", root):
+        source = pq.ParquetFile(path)
+    if source.metadata.num_rows == expected:
+        return
+    committed = len(rows)
+
+    def rewrite(temp: Path) -> None:
+        with pq.ParquetWriter(temp, source.schema_arrow, compression="snappy") as out:
+            for group in range(source.num_row_groups):
+                table = source.read_row_group(group)
+                table = table.filter(pc.less(table.column("episode_index"), pa.scalar(committed)))
+                if table.num_rows:
+                    out.write_table(table)
+
+    write_atomic(path, rewrite)
+    removed.append(f"{path} ({source.metadata.num_rows - expected} uncommitted rows)")
+
+
+def _episode_stats(
+    rows: list[dict[str, Any]], features: dict[str, FeatureSpec]
+) -> dict[str, FeatureStats] | None:
+    """stats.json recomputed from the committed episodes' own statistics."""
+    if not rows:
+        return None
+    per_episode = []
+    for row in rows:
+        stats = {}
+        for key in stats_shapes(features):
+            entry = {s: row[f"stats/{key}/{s}"] for s in STAT_KEYS if f"stats/{key}/{s}" in row}
+            if "mean" in entry:
+                stats[key] = FeatureStats.from_json(entry, where=f"meta/episodes: stats/{key}")
+        per_episode.append(stats)
+    return aggregate_stats(per_episode)
