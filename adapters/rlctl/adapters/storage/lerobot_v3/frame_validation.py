@@ -14,11 +14,21 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlctl.domain.errors import FeatureMismatch
+from rlctl.domain.errors import FeatureMismatch, InvalidInput
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
 from rlctl.domain.frames import Frame
 
 TASK_KEY = "task"
+
+# The bookkeeping columns LeRobot adds to every dataset (`DEFAULT_FEATURES`).
+_BOOKKEEPING = {
+    "timestamp": FeatureSpec(key="timestamp", dtype="float32", shape=(1,)),
+    "frame_index": FeatureSpec(key="frame_index", dtype="int64", shape=(1,)),
+    "episode_index": FeatureSpec(key="episode_index", dtype="int64", shape=(1,)),
+    "index": FeatureSpec(key="index", dtype="int64", shape=(1,)),
+    "task_index": FeatureSpec(key="task_index", dtype="int64", shape=(1,)),
+}
+assert tuple(_BOOKKEEPING) == DEFAULT_FEATURE_KEYS
 
 
 @attrs.frozen
@@ -177,3 +187,31 @@ def _split_task(frame: Frame | Mapping[str, Any]) -> tuple[Mapping[str, Any], st
     if not isinstance(task, str):
         raise _mismatch(TASK_KEY, "the task as a str", task)
     return values, task
+
+
+def dataset_features(
+    features: Mapping[str, FeatureSpec | Mapping[str, Any]],
+) -> dict[str, FeatureSpec]:
+    """A new dataset's features: the user's, then LeRobot's bookkeeping columns.
+
+    The bookkeeping columns may be listed too (LeRobot's `features` often are), but not redefined.
+    """
+    specs: dict[str, FeatureSpec] = {}
+    for key, feature in features.items():
+        spec = feature if isinstance(feature, FeatureSpec) else FeatureSpec.from_info(key, feature)
+        if key in _BOOKKEEPING:
+            fixed = _BOOKKEEPING[key]
+            if (spec.dtype, spec.shape) != (fixed.dtype, fixed.shape):
+                raise InvalidInput(
+                    f"{key} is a column the writer fills ({fixed.dtype} {list(fixed.shape)}); "
+                    f"it cannot be {spec.dtype} {list(spec.shape)}",
+                    where=f"features.{key}",
+                    hint="leave the bookkeeping columns out of the features",
+                )
+            continue
+        if spec.is_visual:
+            spec.hwc  # noqa: B018 - raises for a camera whose shape is not (H, W, C) or (C, H, W)
+        specs[key] = spec
+    if not specs:
+        raise InvalidInput("a dataset needs at least one feature", where="features")
+    return {**specs, **_BOOKKEEPING}

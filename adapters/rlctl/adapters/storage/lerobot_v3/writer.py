@@ -27,7 +27,7 @@ from rlctl.adapters.storage.lerobot_v3.data_writer import (
     check_writable,
 )
 from rlctl.adapters.storage.lerobot_v3.episode_buffer import EpisodeBuffer
-from rlctl.adapters.storage.lerobot_v3.frame_validation import FrameValidator
+from rlctl.adapters.storage.lerobot_v3.frame_validation import FrameValidator, dataset_features
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     EpisodesMetaWriter,
@@ -48,7 +48,7 @@ from rlctl.adapters.storage.lerobot_v3.video_worker import (
 from rlctl.application.ports.video import VideoEncoder
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import InvalidInput
-from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.frames import Frame
 from rlctl.domain.video import VideoEncoding
 
@@ -57,16 +57,6 @@ log = structlog.get_logger(__name__)
 DEFAULT_CHUNKS_SIZE = 1000
 DEFAULT_DATA_FILE_SIZE_IN_MB = 100
 DEFAULT_VIDEO_FILE_SIZE_IN_MB = 200
-
-# The bookkeeping columns LeRobot adds to every dataset (`DEFAULT_FEATURES`).
-_BOOKKEEPING = {
-    "timestamp": FeatureSpec(key="timestamp", dtype="float32", shape=(1,)),
-    "frame_index": FeatureSpec(key="frame_index", dtype="int64", shape=(1,)),
-    "episode_index": FeatureSpec(key="episode_index", dtype="int64", shape=(1,)),
-    "index": FeatureSpec(key="index", dtype="int64", shape=(1,)),
-    "task_index": FeatureSpec(key="task_index", dtype="int64", shape=(1,)),
-}
-assert tuple(_BOOKKEEPING) == DEFAULT_FEATURE_KEYS
 
 
 @attrs.frozen
@@ -123,7 +113,7 @@ class LeRobotV3Writer:
             )
         if isinstance(fps, bool) or not isinstance(fps, int) or fps <= 0:
             raise InvalidInput(f"fps must be a positive whole number, got {fps!r}", where="fps")
-        specs = _all_features(features)
+        specs = dataset_features(features)
         check_writable(specs)
         has_video = any(f.is_video for f in specs.values())
         info = new_info(
@@ -178,31 +168,6 @@ def _positive(value: int | None, default: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidInput(f"{name} must be a positive whole number, got {value!r}", where=name)
     return value
-
-
-def _all_features(
-    features: Mapping[str, FeatureSpec | Mapping[str, Any]],
-) -> dict[str, FeatureSpec]:
-    """The user's features, then LeRobot's bookkeeping columns (which a user may not redefine)."""
-    specs: dict[str, FeatureSpec] = {}
-    for key, feature in features.items():
-        spec = feature if isinstance(feature, FeatureSpec) else FeatureSpec.from_info(key, feature)
-        if key in _BOOKKEEPING:
-            fixed = _BOOKKEEPING[key]
-            if (spec.dtype, spec.shape) != (fixed.dtype, fixed.shape):
-                raise InvalidInput(
-                    f"{key} is a column the writer fills ({fixed.dtype} {list(fixed.shape)}); "
-                    f"it cannot be {spec.dtype} {list(spec.shape)}",
-                    where=f"features.{key}",
-                    hint="leave the bookkeeping columns out of the features",
-                )
-            continue
-        if spec.is_visual:
-            spec.hwc  # noqa: B018 - raises for a camera whose shape is not (H, W, C) or (C, H, W)
-        specs[key] = spec
-    if not specs:
-        raise InvalidInput("a dataset needs at least one feature", where="features")
-    return {**specs, **_BOOKKEEPING}
 
 
 def _recorded_encoding(features: Mapping[str, FeatureSpec]) -> VideoEncoding:
