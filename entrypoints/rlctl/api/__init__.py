@@ -1,17 +1,30 @@
 """The embedding facade: what a service or notebook calls instead of the CLI.
 
 Everything goes through the container, so an embedder can override any port with its own
-adapter: `c = rlctl.api.container(); c.meta_reader.override(providers.Object(mine))`.
+adapter: `c = rlctl.api.container(); c.meta_reader.override(providers.Object(mine))`, then pass
+`using=c`. Locations are local folders or Hugging Face Hub repo ids (pulled into LeRobot's cache).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rlctl.entrypoints.container import Container, build_container
 from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
-__all__ = ["AppSettings", "Container", "DatasetSettings", "container", "inspect_dataset"]
+__all__ = [
+    "AppSettings",
+    "Container",
+    "DatasetSettings",
+    "container",
+    "create_dataset",
+    "inspect_dataset",
+    "load_policy",
+    "open_dataset",
+    "resume_dataset",
+]
 
 
 def container(settings: AppSettings | None = None) -> Container:
@@ -19,6 +32,95 @@ def container(settings: AppSettings | None = None) -> Container:
     return build_container(settings)
 
 
-def inspect_dataset(root: str, *, using: Container | None = None) -> Any:
+def inspect_dataset(location: str | Path, *, using: Container | None = None) -> Any:
     """Summarise a dataset (fps, features, episodes, frames, tasks, robot type, size)."""
-    return (using or build_container()).inspect_dataset()(str(root))
+    c = using or build_container()
+    return c.inspect_dataset()(str(_local_dataset(location, c)))
+
+
+def open_dataset(
+    location: str | Path | Sequence[str | Path],
+    *,
+    delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+    episodes: Iterable[int] | None = None,
+    video_backend: str | None = None,
+    image_transforms: Callable[[Any], Any] | None = None,
+    revision: str | None = None,
+    using: Container | None = None,
+) -> Any:
+    """A LeRobot v3.0 dataset as a torch `Dataset` (items as LeRobot's `__getitem__`).
+
+    A list of locations gives a multi-dataset over the features they share. `episodes` picks a
+    subset (and, for a repo id, downloads only those episodes' files).
+    """
+    from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset, MultiLeRobotTorchDataset
+
+    c = using or build_container()
+    backend = video_backend or _configured_backend(c)
+    if isinstance(location, (list, tuple)):
+        roots = [_local_dataset(loc, c, revision=revision) for loc in location]
+        return MultiLeRobotTorchDataset(
+            roots,
+            delta_timestamps=delta_timestamps,
+            video_backend=backend,
+            image_transforms=image_transforms,
+        )
+    chosen = tuple(episodes) if episodes is not None else None
+    root = _local_dataset(location, c, revision=revision, episodes=chosen)
+    return LeRobotTorchDataset(
+        root,
+        delta_timestamps=delta_timestamps,
+        episodes=chosen,
+        video_backend=backend,
+        image_transforms=image_transforms,
+    )
+
+
+def create_dataset(
+    root: str | Path,
+    *,
+    fps: int,
+    features: Mapping[str, Any],
+    robot_type: str | None = None,
+    video: Any = None,
+    using: Container | None = None,
+) -> Any:
+    """Start a dataset at `root`: `add_frame(dict)`, `save_episode()`, `finalize()`.
+
+    `features` maps keys to `FeatureSpec`s or to LeRobot's info.json entries
+    (`{"dtype": "float32", "shape": [6], "names": [...]}`).
+    """
+    from rlctl.domain.features import FeatureSpec
+
+    specs = {
+        key: spec if isinstance(spec, FeatureSpec) else FeatureSpec.from_info(key, spec)
+        for key, spec in features.items()
+    }
+    writer = (using or build_container()).dataset_writer()
+    return writer.create(Path(root), fps=fps, features=specs, robot_type=robot_type, video=video)
+
+
+def resume_dataset(root: str | Path, *, using: Container | None = None) -> Any:
+    """Reopen a dataset to append episodes after its last complete one."""
+    return (using or build_container()).dataset_writer().resume(Path(root))
+
+
+def load_policy(location: str | Path, *, device: str | None = None, using: Container | None = None):
+    """A trained policy (rlctl or LeRobot `pretrained_model` folder, or a Hub repo id):
+    its features and `predict_chunk(observation_batch, noise=None)`, processors included."""
+    c = using or build_container()
+    path = c.resolve_policy()(str(location))
+    return c.policy_loader().load(str(path), device=device)
+
+
+def _local_dataset(location: str | Path, c: Container, **options: Any) -> Path | str:
+    if c.config.dataset.store() != "lerobot":
+        return str(location)  # another store names its datasets its own way
+    if Path(location).expanduser().is_dir():
+        return Path(location).expanduser()
+    return c.resolve_dataset()(location, **options)
+
+
+def _configured_backend(c: Container) -> str | None:
+    backend = c.config.dataset.video_backend()
+    return None if backend in (None, "auto") else backend

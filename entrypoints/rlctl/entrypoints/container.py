@@ -41,6 +41,16 @@ class Container(containers.DeclarativeContainer):
         ),
     )
 
+    dataset_writer = providers.Selector(
+        config.dataset.store,
+        lerobot=providers.Singleton(
+            lazy("rlctl.adapters.storage.lerobot_v3.writer:LeRobotV3Writer")
+        ),
+        memory=providers.Singleton(
+            lazy("rlctl.adapters.memory.dataset_writer:InMemoryDatasetWriter")
+        ),
+    )
+
     progress = providers.Selector(
         config.progress,
         auto=providers.Singleton(lazy("rlctl.adapters.telemetry.progress:terminal_progress")),
