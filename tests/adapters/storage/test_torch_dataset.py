@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import shutil
 import stat
 from pathlib import Path
@@ -14,6 +16,7 @@ import structlog
 import torch
 from torch.utils.data import DataLoader
 
+from rlctl.adapters.storage.lerobot_v3.decoders import DecoderFactory, process_local_decoder
 from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset, MultiLeRobotTorchDataset
 from rlctl.domain.errors import InvalidInput, RlctlError
 
@@ -130,3 +133,33 @@ def test_multi_dataset_reports_differences_and_keeps_what_is_shared(fixtures_dir
     for item in (multi[0], multi[80]):
         assert "reward" not in item and "reward_is_pad" not in item
         assert "action" in item
+
+
+class _NullDecoder:
+    def decode(self, path, timestamps, tolerance_s):  # pragma: no cover - never decodes
+        raise AssertionError("not used")
+
+    def close(self) -> None:
+        pass
+
+
+def test_workers_skip_the_torchcodec_probe_their_parent_passed(monkeypatch):
+    import rlctl.adapters.video.auto as auto
+
+    probed: list[str] = []
+    monkeypatch.setattr(auto, "video_decoder_for", lambda b: probed.append(b) or _NullDecoder())
+    monkeypatch.setattr(auto, "torchcodec_decoder", _NullDecoder)
+    factory = DecoderFactory("torchcodec")
+    factory()
+    worker_copy = pickle.loads(pickle.dumps(factory))
+    worker_copy()
+    assert probed == ["torchcodec"]
+
+
+def test_each_process_makes_its_own_decoder(monkeypatch):
+    made: list[_NullDecoder] = []
+    local = process_local_decoder(lambda: made.append(_NullDecoder()) or made[-1])
+    assert local.get() is local.get() is made[0]
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # as in a forked DataLoader worker
+    assert local.get() is made[1]
+    assert len(made) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -222,9 +223,11 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
 
     def locate(self, idx: int) -> tuple[int, int]:
         """(dataset number, position inside it) of a global position."""
-        if not isinstance(idx, int) and not hasattr(idx, "__index__"):
-            raise TypeError(f"dataset indices must be integers, not {type(idx).__name__}")
-        position = int(idx) + len(self) if idx < 0 else int(idx)
+        try:
+            value = operator.index(idx)
+        except TypeError:
+            raise TypeError(f"dataset indices must be integers, not {type(idx).__name__}") from None
+        position = value + len(self) if value < 0 else value
         if not 0 <= position < len(self):
             raise IndexError(f"index {idx} is out of range for a dataset of {len(self)} frames")
         which = bisect.bisect_right(self._starts, position) - 1

@@ -40,16 +40,42 @@ def backend_name(video_backend: str | None) -> str:
         ) from None
 
 
-def _make_decoder(backend: str) -> VideoDecoder:
-    # Imported here: reading a dataset without videos must not load av or torchcodec.
-    from rlctl.adapters.video.auto import video_decoder_for
+class DecoderFactory:
+    """Makes the named backend's decoder, probing torchcodec once per process tree.
 
-    return video_decoder_for(backend)
+    torchcodec's probe (encode and decode a tiny clip) costs 0.3-0.9 s. A DataLoader worker
+    forked or spawned from a process whose probe passed runs on the same libraries, and inherits
+    `torchcodec_verified`, so it skips the probe; a decode error still falls back to PyAV under
+    'auto'.
+    """
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.torchcodec_verified = False
+
+    def __call__(self) -> VideoDecoder:
+        # Imported here: reading a dataset without videos must not load av or torchcodec.
+        from rlctl.adapters.video.auto import AutoVideoDecoder, video_decoder_for
+
+        if self.backend == "torchcodec":
+            return self._torchcodec()
+        if self.backend == "auto":
+            return AutoVideoDecoder(preferred=self._torchcodec)
+        return video_decoder_for(self.backend)
+
+    def _torchcodec(self) -> VideoDecoder:
+        from rlctl.adapters.video.auto import torchcodec_decoder, video_decoder_for
+
+        if self.torchcodec_verified:
+            return torchcodec_decoder()
+        decoder = video_decoder_for("torchcodec")  # probes; a VideoError when unusable here
+        self.torchcodec_verified = True
+        return decoder
 
 
 def decoder_factory(video_backend: str | None) -> Callable[[], VideoDecoder]:
     """A picklable factory for the named backend (DataLoader workers may be spawned)."""
-    return functools.partial(_make_decoder, backend_name(video_backend))
+    return DecoderFactory(backend_name(video_backend))
 
 
 class ProcessLocal[T]:

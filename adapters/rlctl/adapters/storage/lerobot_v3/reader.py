@@ -13,6 +13,7 @@ decodes a batch's frames with one sorted call per file.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -188,10 +189,12 @@ class LeRobotDatasetReader:
         return [self._item(query, frames) for query in queries]
 
     def _position(self, idx: int) -> int:
-        if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
-            raise TypeError(f"dataset indices must be integers, not {type(idx).__name__}")
+        try:
+            value = operator.index(idx)  # ints, numpy integers, 0-d integer tensors
+        except TypeError:
+            raise TypeError(f"dataset indices must be integers, not {type(idx).__name__}") from None
         size = len(self._table)
-        position = int(idx) + size if idx < 0 else int(idx)
+        position = value + size if value < 0 else value
         if not 0 <= position < size:
             raise IndexError(f"index {idx} is out of range for a dataset of {size} frames")
         return position
