@@ -8,12 +8,12 @@ of the process and its children (encoder processes, LeRobot's encoding pool), sa
 
 Usage:
     python benchmarks/dataset_write.py OUT [--episodes 10 --frames 200 --hw 240x320 --cams 2]
-        [--lerobot-python /tmp/lerobot-anchor/bin/python]
+        [--lerobot-python /tmp/lerobot-anchor/bin/python [--repeat 3]]
 
 With --lerobot-python, the same content is also written by LeRobot (its `LeRobotDataset.create`,
 `add_frame`, `save_episode`, `finalize`, as in the anchor script, without the read part) in that
-interpreter, measured the same way, and a second JSON line is printed. Each run prints one JSON
-line per system.
+interpreter, measured the same way, and a second JSON line is printed. `--repeat N` alternates the
+two systems N times and ends with the median `write_fps` of each and their ratio.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -199,15 +200,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dim", type=int, default=6)
     parser.add_argument("--fps", type=int, default=30)
     parser.add_argument("--lerobot-python", default=None)
+    parser.add_argument("--repeat", type=int, default=1, help="alternated runs of each system")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    print(json.dumps(write_rlctl(args)), flush=True)
-    if args.lerobot_python:
-        print(json.dumps(write_lerobot(args, args.lerobot_python)), flush=True)
+    runs: dict[str, list[dict]] = {"rlctl": [], "lerobot": []}
+    # Alternate the systems so that both see the same (noisy) machine.
+    for _ in range(args.repeat):
+        runs["rlctl"].append(write_rlctl(args))
+        print(json.dumps(runs["rlctl"][-1]), flush=True)
+        if args.lerobot_python:
+            runs["lerobot"].append(write_lerobot(args, args.lerobot_python))
+            print(json.dumps(runs["lerobot"][-1]), flush=True)
+    if args.lerobot_python and args.repeat > 1:
+        median = {k: statistics.median(r["write_fps"] for r in v) for k, v in runs.items()}
+        peak = {k: max(r["peak_rss_mb"] for r in v) for k, v in runs.items()}
+        print(
+            json.dumps(
+                {
+                    "summary": f"median of {args.repeat} alternated runs",
+                    "write_fps": median,
+                    "write_fps_ratio": round(median["rlctl"] / median["lerobot"], 2),
+                    "peak_rss_mb_max": peak,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

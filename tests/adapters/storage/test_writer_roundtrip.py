@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
+from rlctl.domain.video import VideoEncoding
 
 
 def load_support():
@@ -180,3 +181,17 @@ def test_flush_returns_what_is_on_disk(tmp_path: Path) -> None:
     assert info["video.codec"] == "av1" and info["video.height"] == 16
     session.finalize()
     assert not (tmp_path / "ds/.rlctl-staging").exists()
+
+
+def test_h264_is_an_option_and_info_json_records_it(tmp_path: Path) -> None:
+    plan = support.DatasetPlan(fps=10, state_dim=2, episodes=(("a",) * 5, ("b",) * 4), video=True)
+    encoding = VideoEncoding(codec="h264", pix_fmt="yuv444p", crf=23)
+    support.write(tmp_path / "ds", plan, video=encoding)
+    support.check_dataset(tmp_path / "ds", plan)
+    info = support.info(tmp_path / "ds")["features"][support.VIDEO]["info"]
+    assert (info["video.codec"], info["video.pix_fmt"], info["video.crf"]) == (
+        "h264",
+        "yuv444p",
+        23,
+    )
+    assert info["video.g"] == 2 and info["video.video_backend"] == "pyav"
