@@ -26,7 +26,10 @@ class EpisodeRecord:
 
 @attrs.frozen
 class DatasetMeta:
-    """`info.json` parsed, plus tasks and episodes; `info` keeps the raw mapping for lossless writes."""
+    """`info.json` parsed, plus tasks and episodes.
+
+    `info` keeps the raw mapping, so writing it back loses nothing.
+    """
 
     codebase_version: str
     fps: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 class RlctlError(Exception):
-    """Base of every user-facing error: `message` says what, `where` says where, `hint` what to do."""
+    """Every user-facing error: `message` says what, `where` says where, `hint` what to do."""
 
     def __init__(self, message: str, *, where: str | None = None, hint: str | None = None) -> None:
         self.message = message
