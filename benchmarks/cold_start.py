@@ -25,8 +25,11 @@ def measure(cmd: list[str], repeat: int) -> dict[str, float | str]:
         walls.append(time.perf_counter() - start)
     # ru_maxrss of children is the largest child seen so far, in KiB on Linux.
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"command": " ".join(cmd), "wall_s": round(statistics.median(walls), 3),
-            "peak_rss_mb": round(peak_mb, 1)}
+    return {
+        "command": " ".join(cmd),
+        "wall_s": round(statistics.median(walls), 3),
+        "peak_rss_mb": round(peak_mb, 1),
+    }
 
 
 def main() -> None:
