@@ -38,6 +38,13 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.std
         ["dataset", "--help"],
         ["dataset", "info", "--help"],
         ["eval", "--help"],
+        ["record", "--help"],
+        ["teleoperate", "--help"],
+        ["replay", "--help"],
+        ["calibrate", "--help"],
+        ["setup-motors", "--help"],
+        ["find-port", "--help"],
+        ["find-cameras", "--help"],
         ["--version"],
     ],
 )

@@ -14,6 +14,13 @@ SUBCOMMANDS = {
     "dataset": "rlctl.entrypoints.cli.dataset:dataset",
     "eval": "rlctl.entrypoints.cli.eval:eval_command",
     "policy": "rlctl.entrypoints.cli.policy:policy",
+    "calibrate": "rlctl.entrypoints.cli.calibrate:calibrate_command",
+    "find-cameras": "rlctl.entrypoints.cli.find_cameras:find_cameras_command",
+    "find-port": "rlctl.entrypoints.cli.find_port:find_port_command",
+    "record": "rlctl.entrypoints.cli.record:record_command",
+    "replay": "rlctl.entrypoints.cli.replay:replay_command",
+    "setup-motors": "rlctl.entrypoints.cli.setup_motors:setup_motors_command",
+    "teleoperate": "rlctl.entrypoints.cli.teleoperate:teleoperate_command",
 }
 
 

@@ -1,0 +1,1 @@
+"""Cameras: OpenCV devices and video files on a capture thread, and finding them."""

@@ -1,0 +1,161 @@
+"""What every threaded camera shares: a capture thread, the newest frame, and clear failures.
+
+A subclass opens its source (`_open`), grabs one frame (`_grab`, blocking until the source has
+one; None when a finite source has ended) and closes it (`_close`). This base runs the thread
+and implements the `Camera` port's reads on top of `LatestFrame`.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+
+import numpy as np
+import structlog
+
+from rlctl.adapters.cameras.latest_frame import LatestFrame
+from rlctl.domain.errors import HardwareError
+
+log = structlog.get_logger(__name__)
+
+# Consecutive failed grabs before the camera is declared dead (a USB hiccup drops one or two).
+MAX_FAILED_GRABS = 10
+FIRST_FRAME_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 2.0
+
+
+class CaptureThreadCamera(abc.ABC):
+    def __init__(self, *, first_frame_timeout_s: float = FIRST_FRAME_TIMEOUT_S) -> None:
+        self._frames = LatestFrame()
+        self._returned = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._first_frame_timeout_s = first_frame_timeout_s
+
+    # What a source supplies
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str: ...
+
+    @abc.abstractmethod
+    def _open(self) -> None:
+        """Open the source or raise `HardwareError` saying why it cannot be opened."""
+
+    @abc.abstractmethod
+    def _grab(self) -> np.ndarray | None:
+        """The next frame, final layout (rotated, colour order applied); None when a finite
+        source has ended. Raise on a failed grab."""
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...
+
+    def _hint(self) -> str:
+        return "check the cable and that no other program uses the camera; `rlctl find-cameras`"
+
+    # The port
+
+    @property
+    def is_connected(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def connect(self) -> None:
+        if self.is_connected:
+            return
+        self._frames.clear()
+        self._returned = 0
+        self._stop.clear()
+        self._open()
+        self._thread = threading.Thread(
+            target=self._capture, name=f"camera {self.name}", daemon=True
+        )
+        self._thread.start()
+        try:
+            first = self._frames.wait_newer(0, self._first_frame_timeout_s)
+        except HardwareError:
+            self.disconnect()
+            raise
+        if first is None:
+            self.disconnect()
+            raise HardwareError(
+                f"no frame within {self._first_frame_timeout_s:g} s of opening",
+                where=self.name,
+                hint=self._hint(),
+            )
+
+    def read(self) -> np.ndarray:
+        return self.async_read(READ_TIMEOUT_S, newer_than=self._frames.sequence)
+
+    def async_read(self, timeout_s: float = 0.2, *, newer_than: int | None = None) -> np.ndarray:
+        self._require_connected()
+        since = self._returned if newer_than is None else newer_than
+        got = self._frames.wait_newer(since, timeout_s)
+        if got is None:
+            raise HardwareError(
+                f"no new frame within {timeout_s * 1e3:.0f} ms: the camera stopped delivering",
+                where=self.name,
+                hint=self._hint(),
+            )
+        frame, self._returned = got
+        return frame
+
+    def read_latest(self, max_age_s: float = 0.5) -> np.ndarray:
+        self._require_connected(allow_ended=True)
+        frame, sequence, age = self._frames.latest()
+        if frame is None or age > max_age_s:
+            raise HardwareError(
+                f"the newest frame is {age * 1e3:.0f} ms old: the camera stopped delivering",
+                where=self.name,
+                hint=self._hint(),
+            )
+        self._returned = sequence
+        return frame
+
+    def disconnect(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        try:
+            self._close()
+        except Exception as error:
+            log.warning("camera did not close cleanly", camera=self.name, error=str(error))
+
+    # The thread
+
+    def _capture(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                frame = self._grab()
+            except Exception as error:
+                failures += 1
+                if failures >= MAX_FAILED_GRABS:
+                    self._frames.fail(
+                        HardwareError(
+                            f"{failures} frames in a row could not be read ({error})",
+                            where=self.name,
+                            hint=self._hint(),
+                        )
+                    )
+                    return
+                continue
+            if frame is None:
+                self._frames.fail(
+                    HardwareError(
+                        "the source ended (end of the video file)",
+                        where=self.name,
+                        hint="loop the file (loop: true) or use a longer one",
+                    )
+                )
+                return
+            failures = 0
+            self._frames.publish(frame)
+
+    def _require_connected(self, *, allow_ended: bool = False) -> None:
+        if self._thread is None:
+            raise HardwareError(
+                "the camera is not connected", where=self.name, hint="connect it first"
+            )
+        if not allow_ended and not self._thread.is_alive():
+            self._frames.latest()  # raises the capture's failure, if any

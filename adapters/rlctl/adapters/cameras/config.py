@@ -1,0 +1,134 @@
+"""Camera configs: a tagged union on `type`, each member naming the adapter that builds it.
+
+    --robot.cameras='{front: {type: opencv, index_or_path: 0, width: 640, height: 480, fps: 30}}'
+
+is read as LeRobot reads it (a YAML flow mapping, so keys need no quotes); a camera is also
+reachable key by key (`--robot.cameras.front.fps=15`). Importing this module is cheap: OpenCV
+is imported when a camera is built. A new camera kind is one config class here (or in a plugin)
+plus its adapter module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import attrs
+
+from rlctl.domain.config import converter, tagged_union
+from rlctl.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.camera import Camera
+
+ColorMode = Literal["rgb", "bgr"]
+
+
+@tagged_union
+@attrs.frozen(kw_only=True)
+class CameraConfig:
+    # None: what the device gives (a robot needs width and height to declare its features).
+    fps: float | None = None
+    width: int | None = None
+    height: int | None = None
+
+    type_name: ClassVar[str]
+    # "package.module:factory", called with the config; imported only when a camera is built.
+    adapter: ClassVar[str]
+
+    def build(self) -> Camera:
+        module, _, name = self.adapter.partition(":")
+        return getattr(importlib.import_module(module), name)(self)
+
+    def frame_size(self, camera: str) -> tuple[int, int]:
+        """(height, width) of the frames, as the robot's features declare them."""
+        if self.width is None or self.height is None:
+            raise ConfigError(
+                "the camera's width and height must be given",
+                where=f"cameras.{camera}",
+                hint="add width and height, e.g. {width: 640, height: 480}; "
+                "`rlctl find-cameras` shows what each camera offers",
+            )
+        rotated = getattr(self, "rotation", 0) in (90, -90, 270)
+        return (self.width, self.height) if rotated else (self.height, self.width)
+
+
+@CameraConfig.register("opencv")
+@attrs.frozen(kw_only=True)
+class OpenCVCameraConfig(CameraConfig):
+    """A camera OpenCV opens: an index (0), a device (/dev/video4) or a video file."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.cameras.opencv:OpenCVCamera"
+
+    index_or_path: int | str = 0
+    color_mode: ColorMode = "rgb"
+    # Degrees clockwise: 0, 90, 180 or -90 (LeRobot's values; 270 is taken as -90).
+    rotation: Literal[0, 90, 180, -90, 270] = 0
+    warmup_s: float = 1.0
+    fourcc: str | None = None
+    # OpenCV's backend id (0: any, 200: V4L2, …), as LeRobot's `Cv2Backends`.
+    backend: int = 0
+    # A video file: start over at its end instead of failing (a stand-in camera for demos).
+    loop: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.fourcc is not None and len(self.fourcc) != 4:
+            raise ConfigError(
+                f"fourcc must be 4 characters (MJPG, YUYV), got {self.fourcc!r}",
+                where="fourcc",
+            )
+
+
+@CameraConfig.register("synthetic")
+@attrs.frozen(kw_only=True)
+class SyntheticCameraConfig(CameraConfig):
+    """A moving gradient at `fps`, for dry runs and benchmarks; no device needed."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.memory.camera:synthetic_camera"
+
+    fps: float | None = 30.0
+    width: int | None = 640
+    height: int | None = 480
+    threaded: bool = True
+    stop_after: int | None = None
+
+
+def _structure_cameras(data: Any, _: type) -> dict[str, CameraConfig]:
+    if isinstance(data, str):
+        import yaml
+
+        try:
+            data = yaml.safe_load(data)
+        except yaml.YAMLError as error:
+            raise ConfigError(
+                f"cannot read the cameras as a mapping: {error}",
+                where="cameras",
+                hint="write them as {front: {type: opencv, index_or_path: 0, width: 640, "
+                "height: 480, fps: 30}}",
+            ) from error
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"cameras must map names to camera settings, got {type(data).__name__}",
+            where="cameras",
+        )
+    return {str(name): converter.structure(value, CameraConfig) for name, value in data.items()}
+
+
+def _structure_index_or_path(data: Any, _: type) -> int | str:
+    if isinstance(data, bool) or not isinstance(data, int | str):
+        raise ConfigError(
+            f"expected a camera index (0) or a path (/dev/video0, a video file), got {data!r}",
+            where="index_or_path",
+        )
+    return int(data) if isinstance(data, str) and data.strip().isdigit() else data
+
+
+converter.register_structure_hook_func(lambda t: t == dict[str, CameraConfig], _structure_cameras)
+converter.register_structure_hook_func(lambda t: t == int | str, _structure_index_or_path)
+
+
+def build_cameras(configs: Mapping[str, CameraConfig]) -> dict[str, Camera]:
+    return {name: config.build() for name, config in configs.items()}

@@ -1,0 +1,1 @@
+"""Clocks for control loops: the system clock with a precise sleep."""

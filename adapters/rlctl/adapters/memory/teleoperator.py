@@ -1,0 +1,76 @@
+"""A teleoperator with no hardware: actions from a function of the tick number.
+
+The default script swings every joint on a slow sine, different per joint, so recordings have
+motion in them. `reset` starts the script over (a new episode).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlctl.adapters.memory.robot import DEFAULT_JOINTS
+from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
+from rlctl.application.robot_features import action_feature, joint_names
+from rlctl.domain.features import FeatureSpec
+
+Script = Callable[[int], Sequence[float]]
+
+
+def sine_script(n_joints: int, period_ticks: int = 90, amplitude: float = 30.0) -> Script:
+    def script(tick: int) -> list[float]:
+        return [
+            amplitude * math.sin(2 * math.pi * tick / period_ticks + j) for j in range(n_joints)
+        ]
+
+    return script
+
+
+class ScriptedTeleoperator:
+    def __init__(
+        self,
+        joints: Sequence[str] = DEFAULT_JOINTS,
+        script: Script | None = None,
+        *,
+        teleop_type: str = "scripted",
+        calibration_targets: Sequence[CalibrationTarget] = (),
+    ) -> None:
+        self._names = joint_names(joints)
+        self._script = script or sine_script(len(self._names))
+        self._type = teleop_type
+        self._targets = list(calibration_targets)
+        self._connected = False
+        self._tick = 0
+        self.observations_seen: list[Mapping[str, Any]] = []
+
+    @property
+    def teleop_type(self) -> str:
+        return self._type
+
+    @property
+    def action_features(self) -> dict[str, FeatureSpec]:
+        return {ACTION_KEY: action_feature(self._names)}
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    def connect(self) -> None:
+        self._connected = True
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]:
+        return list(self._targets)
+
+    def reset(self) -> None:
+        self._tick = 0
+
+    def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        action = np.asarray(self._script(self._tick), dtype=np.float32)
+        self._tick += 1
+        return action
+
+    def disconnect(self) -> None:
+        self._connected = False

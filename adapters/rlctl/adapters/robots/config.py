@@ -1,0 +1,145 @@
+"""Robot configs: a tagged union on `type`, each member naming the adapter that builds it.
+
+    --robot.type=so101_follower --robot.port=/dev/ttyACM0 --robot.id=black \\
+        --robot.cameras='{front: {type: opencv, index_or_path: 0, width: 640, height: 480}}'
+
+Fields and defaults are LeRobot 0.6.1's, so its command lines and config files work unchanged.
+Importing this module is cheap: the SDKs, OpenCV and simulators load when a robot is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+# The registry module hooks env structuring, so `--robot.env.type=pusht` finds every env type.
+import rlctl.adapters.sim.registry  # noqa: F401
+from rlctl.adapters.cameras.config import CameraConfig
+from rlctl.adapters.sim.config import EnvConfig
+from rlctl.domain.config import converter, tagged_union
+from rlctl.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.robot import CalibrationStore, Robot
+
+# A cap on how far a joint moves in one step: one number for all, or one per motor.
+MaxRelativeTarget = float | dict[str, float] | None
+
+
+@tagged_union
+@attrs.frozen(kw_only=True)
+class RobotConfig:
+    # Names the calibration file (`<id>.json`) and tells arms of one type apart.
+    id: str | None = None
+    # Replaces `$HF_LEROBOT_CALIBRATION/robots/<type>` as the calibration folder.
+    calibration_dir: str | None = None
+
+    type_name: ClassVar[str]
+    # "package.module:factory", called as factory(config, calibration_store=...).
+    adapter: ClassVar[str]
+
+    def build(self, calibration_store: CalibrationStore) -> Robot:
+        module, _, name = self.adapter.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        return factory(self, calibration_store=calibration_store)
+
+    def without_cameras(self) -> RobotConfig:
+        """The same robot with no cameras (calibration and motor setup need none)."""
+        return attrs.evolve(self, cameras={}) if hasattr(self, "cameras") else self
+
+
+@attrs.frozen(kw_only=True)
+class SOFollowerConfig(RobotConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.robots.so_follower:so_follower"
+
+    port: str
+    disable_torque_on_disconnect: bool = True
+    max_relative_target: MaxRelativeTarget = None
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # Joints in degrees (LeRobot 0.6.1's default) or in -100..100 of their range.
+    use_degrees: bool = True
+    position_p_coefficient: int = 16
+    position_i_coefficient: int = 0
+    position_d_coefficient: int = 32
+    num_read_retries: int = 2
+
+
+@RobotConfig.register("so101_follower")
+@attrs.frozen(kw_only=True)
+class SO101FollowerConfig(SOFollowerConfig):
+    pass
+
+
+@RobotConfig.register("so100_follower")
+@attrs.frozen(kw_only=True)
+class SO100FollowerConfig(SOFollowerConfig):
+    pass
+
+
+@RobotConfig.register("koch_follower")
+@attrs.frozen(kw_only=True)
+class KochFollowerConfig(RobotConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.robots.koch_follower:koch_follower"
+
+    port: str
+    disable_torque_on_disconnect: bool = True
+    max_relative_target: MaxRelativeTarget = None
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    use_degrees: bool = False
+    num_read_retries: int = 2
+
+
+def _default_env() -> EnvConfig:
+    from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
+
+    return MetaworldEnv(obs_type="state")
+
+
+@RobotConfig.register("sim")
+@attrs.frozen(kw_only=True)
+class SimRobotConfig(RobotConfig):
+    """Any registered simulator as a robot: `--robot.env.type=pusht`. Each episode resets the
+    env with seed `seed + episode`; the episode ends when the env ends it."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.sim_robot:sim_robot"
+
+    env: EnvConfig = attrs.field(factory=_default_env)
+    seed: int = 0
+    # Keep to the wall clock (a person teleoperating); off, the simulator steps flat out.
+    realtime: bool = False
+
+
+@RobotConfig.register("scripted")
+@attrs.frozen(kw_only=True)
+class ScriptedRobotConfig(RobotConfig):
+    """Joints that go where they are told and optional cameras (synthetic ones need no
+    device): a dry run of the whole recording pipeline with no hardware."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.scripted:scripted_robot"
+
+    joints: tuple[str, ...] = ("shoulder_pan", "shoulder_lift", "elbow_flex", "gripper")
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    max_relative_target: float | None = None
+    realtime: bool = True
+
+
+def _structure_max_relative(data: Any, _: type) -> float | dict[str, float] | None:
+    if data is None or isinstance(data, Mapping):
+        return None if data is None else {str(k): float(v) for k, v in data.items()}
+    if isinstance(data, bool) or not isinstance(data, int | float):
+        raise ConfigError(
+            f"expected a number or a mapping of motor to number, got {data!r}",
+            where="max_relative_target",
+        )
+    return float(data)
+
+
+converter.register_structure_hook_func(lambda t: t == MaxRelativeTarget, _structure_max_relative)
+
+
+def make_robot(config: RobotConfig, *, calibration_store: CalibrationStore) -> Robot:
+    """What the container calls: `container.robot(config)`."""
+    return config.build(calibration_store)

@@ -1,0 +1,140 @@
+"""Any registered simulator as a `Robot`: one env, stepped once per tick.
+
+The observation is the env's, under the keys and dtypes a dataset stores (`agent_pos` becomes
+`observation.state`, `pixels` `observation.image`, …) plus the env's task text under `task`;
+the action is stepped as given (clipped to the action space by the env). Each episode resets
+the env with seed `seed + n`; once the env ends the episode (success, time limit) the robot
+says so and ignores further actions until the next reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlctl.adapters.robots.config import SimRobotConfig
+from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
+from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
+from rlctl.application.ports.simulation import SimSpec
+from rlctl.domain.env_observation import policy_key
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import FeatureSpec
+
+TASK_KEY = "task"
+
+
+def _dataset_spec(key: str, spec: FeatureSpec) -> FeatureSpec:
+    if spec.is_visual:
+        return FeatureSpec(key, "video", spec.shape, names=["height", "width", "channels"])
+    return FeatureSpec(key, "float32", spec.shape, names=spec.names)
+
+
+class SimRobot:
+    def __init__(self, config: SimRobotConfig, simulation: GymSimulation | None = None) -> None:
+        self.config = config
+        self._simulation = simulation or GymSimulation(config.env)
+        self._spec: SimSpec | None = None
+        self._env: GymVectorSimulator | None = None
+        self._raw: dict[str, Any] = {}
+        self._task_text = ""
+        self._episodes = 0
+        self._over = False
+
+    @property
+    def robot_type(self) -> str:
+        return f"sim_{self.config.env.type}"
+
+    @property
+    def spec(self) -> SimSpec:
+        if self._spec is None:
+            self._spec = self._simulation.spec()
+        return self._spec
+
+    @property
+    def observation_features(self) -> dict[str, FeatureSpec]:
+        spec = self.spec
+        out = {}
+        for raw, feature in spec.features.items():
+            if raw == ACTION_KEY:
+                continue
+            key = policy_key(raw, spec.feature_map)
+            out[key] = _dataset_spec(key, feature)
+        return out
+
+    @property
+    def action_features(self) -> dict[str, FeatureSpec]:
+        action = self.spec.features[ACTION_KEY]
+        return {ACTION_KEY: FeatureSpec(ACTION_KEY, "float32", action.shape, names=action.names)}
+
+    @property
+    def realtime(self) -> bool:
+        return self.config.realtime
+
+    @property
+    def is_connected(self) -> bool:
+        return self._env is not None
+
+    def connect(self) -> None:
+        if self._env is not None:
+            return
+        groups = self._simulation.create(1, use_async=False)
+        first = next(iter(next(iter(groups.values())).values()))
+        for group in groups.values():
+            for env in group.values():
+                if env is not first:
+                    env.close()
+        self._env = first
+        self._over = True  # nothing to act on until the first reset
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]:
+        return []
+
+    def reset(self) -> None:
+        env = self._require_env()
+        self._raw = env.reset([self.config.seed + self._episodes])
+        self._task_text = env.task_descriptions()[0]
+        self._episodes += 1
+        self._over = False
+
+    @property
+    def episode_over(self) -> bool:
+        return self._over
+
+    def get_observation(self) -> dict[str, Any]:
+        self._require_env()
+        spec = self.spec
+        observation: dict[str, Any] = {}
+        for raw, values in self._raw.items():
+            key = policy_key(raw, spec.feature_map)
+            value = np.asarray(values)[0]
+            observation[key] = value if value.dtype == np.uint8 else value.astype(np.float32)
+        observation[TASK_KEY] = self._task_text
+        return observation
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        env = self._require_env()
+        sent = np.asarray(action, dtype=np.float32).reshape(self.spec.action_low.shape)
+        if self._over:
+            return sent
+        step = env.step(sent[None])
+        self._raw = step.observation
+        self._over = bool(step.terminated[0] or step.truncated[0])
+        return sent
+
+    def disconnect(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            env.close()
+
+    def _require_env(self) -> GymVectorSimulator:
+        if self._env is None:
+            raise InvalidInput("the simulated robot is not connected", where=self.robot_type)
+        return self._env
+
+
+def sim_robot(
+    config: SimRobotConfig, *, calibration_store: CalibrationStore | None = None
+) -> SimRobot:
+    return SimRobot(config)

@@ -1,0 +1,1 @@
+"""Teleoperators: SO and Koch leader arms, scripted experts, replay of a recorded episode."""

@@ -1,0 +1,104 @@
+"""Teleoperator configs: a tagged union on `type`, each member naming the adapter that builds it.
+
+    --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue
+
+Fields and defaults are LeRobot 0.6.1's for the leader arms. The scripted kinds need no
+hardware: `metaworld_expert` acts as Meta-World's expert policy for the sim robot's task,
+`replay` plays an episode of a dataset back, `scripted` swings the joints on a sine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from rlctl.domain.config import tagged_union
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.robot import CalibrationStore
+    from rlctl.application.ports.teleoperator import Teleoperator
+
+
+@tagged_union
+@attrs.frozen(kw_only=True)
+class TeleoperatorConfig:
+    id: str | None = None
+    calibration_dir: str | None = None
+
+    type_name: ClassVar[str]
+    adapter: ClassVar[str]
+
+    def build(self, calibration_store: CalibrationStore) -> Teleoperator:
+        module, _, name = self.adapter.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        return factory(self, calibration_store=calibration_store)
+
+
+@attrs.frozen(kw_only=True)
+class SOLeaderConfig(TeleoperatorConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.so_leader:so_leader"
+
+    port: str
+    use_degrees: bool = True
+    num_read_retries: int = 2
+
+
+@TeleoperatorConfig.register("so101_leader")
+@attrs.frozen(kw_only=True)
+class SO101LeaderConfig(SOLeaderConfig):
+    pass
+
+
+@TeleoperatorConfig.register("so100_leader")
+@attrs.frozen(kw_only=True)
+class SO100LeaderConfig(SOLeaderConfig):
+    pass
+
+
+@TeleoperatorConfig.register("koch_leader")
+@attrs.frozen(kw_only=True)
+class KochLeaderConfig(TeleoperatorConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.koch_leader:koch_leader"
+
+    port: str
+    # The leader's gripper is held (current-limited) here, so it springs back when released.
+    gripper_open_pos: float = 50.0
+
+
+@TeleoperatorConfig.register("metaworld_expert")
+@attrs.frozen(kw_only=True)
+class MetaWorldExpertConfig(TeleoperatorConfig):
+    """Meta-World's scripted expert for the sim robot's task (with `--robot.env.obs_type=state`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.metaworld_expert:metaworld_expert"
+
+
+@TeleoperatorConfig.register("replay")
+@attrs.frozen(kw_only=True)
+class ReplayTeleopConfig(TeleoperatorConfig):
+    """The actions of one recorded episode, in order; the last one is held after the end."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.episode_replay:episode_replay"
+
+    # A dataset folder, or a repo id under $HF_LEROBOT_HOME.
+    dataset: str = ""
+    episode: int = 0
+
+
+@TeleoperatorConfig.register("scripted")
+@attrs.frozen(kw_only=True)
+class ScriptedTeleopConfig(TeleoperatorConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.robots.scripted:scripted_teleop"
+
+    joints: tuple[str, ...] = ("shoulder_pan", "shoulder_lift", "elbow_flex", "gripper")
+    period_s: float = 3.0
+    amplitude: float = 30.0
+
+
+def make_teleoperator(
+    config: TeleoperatorConfig, *, calibration_store: CalibrationStore
+) -> Teleoperator:
+    """What the container calls: `container.teleoperator(config)`."""
+    return config.build(calibration_store)

@@ -1,0 +1,72 @@
+"""Meta-World's scripted experts as a teleoperator for the sim robot.
+
+The expert reads the env's full 39-value state (`observation.environment_state`, present with
+`--robot.env.obs_type=state`) and picks the expert for the task text the sim robot reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlctl.adapters.sim.envs.metaworld_env import ACTION_DIM
+from rlctl.adapters.sim.metaworld_expert import ENV_STATE_KEY, MetaWorldExpertPolicy
+from rlctl.adapters.teleop.config import MetaWorldExpertConfig
+from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import FeatureSpec
+
+
+class MetaWorldExpertTeleop:
+    def __init__(self, expert: MetaWorldExpertPolicy | None = None) -> None:
+        self._expert = expert
+        self._connected = False
+
+    @property
+    def teleop_type(self) -> str:
+        return "metaworld_expert"
+
+    @property
+    def action_features(self) -> dict[str, FeatureSpec]:
+        return {ACTION_KEY: FeatureSpec(ACTION_KEY, "float32", (ACTION_DIM,))}
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    def connect(self) -> None:
+        if self._expert is None:
+            self._expert = MetaWorldExpertPolicy()
+        self._connected = True
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]:
+        return []
+
+    def reset(self) -> None:
+        pass
+
+    def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        if self._expert is None:
+            raise InvalidInput("the expert is not connected", where=self.teleop_type)
+        if ENV_STATE_KEY not in observation:
+            raise InvalidInput(
+                f"the Meta-World expert needs {ENV_STATE_KEY}",
+                where=self.teleop_type,
+                hint="use --robot.type=sim --robot.env.type=metaworld --robot.env.obs_type=state",
+            )
+        batch = {
+            ENV_STATE_KEY: np.asarray(observation[ENV_STATE_KEY])[None],
+            "task": [str(observation.get("task", ""))],
+        }
+        return self._expert.select_action(batch)[0]
+
+    def disconnect(self) -> None:
+        self._connected = False
+
+
+def metaworld_expert(
+    config: MetaWorldExpertConfig, *, calibration_store: CalibrationStore | None = None
+) -> MetaWorldExpertTeleop:
+    return MetaWorldExpertTeleop()

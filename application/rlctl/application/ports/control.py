@@ -1,0 +1,60 @@
+"""What a person at the machine says while work runs.
+
+- `RecordControls`: keys pressed during recording (next, re-record, stop), latched until polled,
+  so a key pressed between two ticks is never missed.
+- `Console`: questions and answers for interactive procedures (calibration, motor setup): a
+  prompt that waits for a line, messages, and a non-blocking "was Enter pressed?".
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+
+class Control(enum.StrEnum):
+    # End the current phase now: the episode is kept, or the reset is cut short.
+    NEXT = "next"
+    # End the current phase now and record the episode again (its frames are dropped).
+    RERECORD = "rerecord"
+    # End now and stop recording; the episode under way is kept, as LeRobot keeps it.
+    STOP = "stop"
+
+
+class RecordControls(Protocol):
+    def poll(self) -> frozenset[Control]:
+        """Every control pressed since the last poll (empty when none); they are cleared."""
+        ...
+
+    def close(self) -> None:
+        """Stop listening and give the terminal back as it was; safe to call twice."""
+        ...
+
+
+class Console(Protocol):
+    def ask(self, prompt: str) -> str:
+        """Show `prompt` and wait for one line of answer (without its newline)."""
+        ...
+
+    def show(self, text: str) -> None:
+        """A message for the person (instructions, where a file was saved)."""
+        ...
+
+    def show_table(self, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        """A small live table (motor ranges while they are recorded), redrawn in place."""
+        ...
+
+    def enter_pressed(self) -> bool:
+        """Whether Enter was pressed since the last call; never waits."""
+        ...
+
+
+def describe_controls(keys: Mapping[Control, str]) -> str:
+    """`"next episode: → or n; re-record: ← or r; stop: Esc or q"` for the keys an adapter reads."""
+    names = {
+        Control.NEXT: "next episode",
+        Control.RERECORD: "re-record",
+        Control.STOP: "stop",
+    }
+    return "; ".join(f"{names[c]}: {keys[c]}" for c in Control if c in keys)

@@ -1,0 +1,156 @@
+"""Robots: what the control loops observe and command, and how arms on motor buses are calibrated.
+
+A robot speaks in dataset features (`rlctl.domain.features.FeatureSpec`), as LeRobot's
+`hw_to_dataset_features` turns its hardware features into them: joints are one float32 vector
+(`observation.state`, names `shoulder_pan.pos`, …), cameras are `observation.images.<name>`
+(uint8, height by width by 3), and the action is one float32 vector `action` whose names say which
+joint each entry drives. `get_observation` returns one value per observation feature, so a
+frame of the dataset is the observation plus the action.
+
+`send_action` returns the action actually sent, which may differ from the one asked for (a
+follower caps how far a joint may move in one step); recordings store what was sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import attrs
+
+from rlctl.application.ports.motors import MotorBus
+from rlctl.domain.calibration import Calibration
+from rlctl.domain.features import FeatureSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ACTION_KEY = "action"
+
+
+@attrs.frozen
+class CalibrationKey:
+    """Which calibration file belongs to a device: LeRobot keeps one per kind, type and id
+    (`calibration/robots/so_follower/black.json`); `directory` replaces `<kind>/<type>`."""
+
+    kind: Literal["robots", "teleoperators"]
+    type: str
+    id: str | None
+    directory: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.type} {self.id}"
+
+
+@attrs.frozen
+class CalibrationPlan:
+    """What calibrating an arm involves besides the homing and the recorded ranges.
+
+    `full_turn_motors` turn freely (LeRobot gives them the whole encoder range instead of
+    recording one); `drive_modes` are the directions to store per motor (1: inverted).
+    """
+
+    full_turn_motors: tuple[str, ...] = ()
+    drive_modes: Mapping[str, int] = attrs.field(factory=dict)
+    resolution: int = 4096
+
+
+class CalibrationTarget(Protocol):
+    """One arm on one motor bus, as `CalibrateRobot` and `SetupMotors` see it."""
+
+    @property
+    def calibration_key(self) -> CalibrationKey: ...
+
+    @property
+    def bus(self) -> MotorBus: ...
+
+    @property
+    def calibration_plan(self) -> CalibrationPlan: ...
+
+    @property
+    def is_calibrated(self) -> bool:
+        """A calibration is loaded (from its file) and the motors hold it."""
+        ...
+
+    def prepare_calibration(self) -> None:
+        """Torque off, position modes and drive modes set, ready to be moved by hand."""
+        ...
+
+    def apply_calibration(self, calibration: Calibration) -> None:
+        """Write `calibration` to the motors, use it from now on, and configure the arm again."""
+        ...
+
+
+class CalibrationStore(Protocol):
+    """Calibrations kept between runs (LeRobot's JSON files)."""
+
+    def load(self, key: CalibrationKey) -> Calibration | None:
+        """The saved calibration, None when there is none; a malformed one raises
+        `CalibrationError` naming the file."""
+        ...
+
+    def save(self, key: CalibrationKey, calibration: Calibration) -> str:
+        """Save it (atomically) and return where it went."""
+        ...
+
+
+class Robot(Protocol):
+    @property
+    def robot_type(self) -> str:
+        """The name written as `robot_type` in a dataset's info.json (`so_follower`)."""
+        ...
+
+    @property
+    def observation_features(self) -> Mapping[str, FeatureSpec]:
+        """Readable before `connect`."""
+        ...
+
+    @property
+    def action_features(self) -> Mapping[str, FeatureSpec]:
+        """`{"action": FeatureSpec(...)}`; readable before `connect`."""
+        ...
+
+    @property
+    def realtime(self) -> bool:
+        """Whether the loop must keep to the wall clock: hardware does; a simulator steps as
+        fast as it can, since its time is its own."""
+        ...
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def connect(self) -> None:
+        """Open buses and cameras, load the saved calibration and configure the motors.
+
+        An arm without a saved calibration still connects; `is_calibrated` then says False on
+        its calibration target, and reading positions raises `CalibrationError`.
+        """
+        ...
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]:
+        """The arms to calibrate (none for a simulator)."""
+        ...
+
+    def reset(self) -> None:
+        """An episode begins: a simulator resets its scene; hardware does nothing (a person
+        resets it during the reset phase)."""
+        ...
+
+    @property
+    def episode_over(self) -> bool:
+        """Whether the scene ended the episode (a simulator's success or time limit)."""
+        ...
+
+    def get_observation(self) -> dict[str, Any]:
+        """One value per observation feature (extra keys, such as a simulator's `task`, may
+        follow)."""
+        ...
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        """Command the robot; returns the action actually sent, as float32."""
+        ...
+
+    def disconnect(self) -> None:
+        """Release buses and cameras (torque off unless configured otherwise); safe twice."""
+        ...

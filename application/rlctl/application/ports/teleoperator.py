@@ -1,0 +1,70 @@
+"""Teleoperators: sources of actions for a robot, driven by a person or a script.
+
+A leader arm reads its joints; a scripted teleoperator computes the action from the robot's
+observation (Meta-World's expert policies) or plays one back (a recorded episode). Actions are
+one float32 vector under the `action` feature, whose names must match the robot's.
+
+`EpisodeActions` reads the actions of one recorded episode, for replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from rlctl.application.ports.robot import CalibrationTarget
+from rlctl.domain.features import FeatureSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Teleoperator(Protocol):
+    @property
+    def teleop_type(self) -> str: ...
+
+    @property
+    def action_features(self) -> Mapping[str, FeatureSpec]:
+        """`{"action": FeatureSpec(...)}`; readable before `connect`."""
+        ...
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def connect(self) -> None: ...
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]: ...
+
+    def reset(self) -> None:
+        """An episode begins: a script starts over; an arm does nothing."""
+        ...
+
+    def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        """The next action. `observation` is the robot's latest; arms ignore it."""
+        ...
+
+    def disconnect(self) -> None: ...
+
+
+@attrs.frozen(eq=False)
+class RecordedEpisode:
+    """The actions of one episode of a dataset, in order, with what is needed to play them."""
+
+    episode_index: int
+    fps: int
+    actions: np.ndarray  # (frames, action_dim) float32
+    names: Sequence[str] | None
+    tasks: tuple[str, ...] = ()
+    robot_type: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+class EpisodeActions(Protocol):
+    def read(self, location: str, episode_index: int) -> RecordedEpisode:
+        """Raise `DatasetError` / `InvalidInput` naming the dataset and the episode when it is
+        missing or has no `action` feature."""
+        ...

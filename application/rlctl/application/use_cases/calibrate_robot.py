@@ -1,0 +1,127 @@
+"""`CalibrateRobot`: LeRobot's interactive calibration of an arm on a motor bus.
+
+1. A saved calibration is offered first (Enter reuses it, `c` calibrates again).
+2. The person moves the arm to the middle of its range; homing offsets make every motor read half
+   a turn there.
+3. The person moves each joint through its whole range while positions are read and the
+   extremes kept, until Enter; motors that turn freely get the whole encoder range instead.
+4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import structlog
+
+from rlctl.application.ports.clock import Clock
+from rlctl.application.ports.control import Console
+from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget
+from rlctl.domain.calibration import Calibration, MotorCalibration
+from rlctl.domain.errors import CalibrationError
+
+log = structlog.get_logger(__name__)
+
+RANGE_POLL_S = 0.02  # LeRobot reads the positions every 20 ms while ranges are recorded
+Reuse = Literal["ask", "yes", "no"]
+
+
+@attrs.frozen
+class CalibrationOutcome:
+    target: str
+    calibration: Calibration
+    location: str | None
+    reused: bool
+
+
+class CalibrateRobot:
+    def __init__(self, store: CalibrationStore, console: Console, clock: Clock) -> None:
+        self._store = store
+        self._console = console
+        self._clock = clock
+
+    def __call__(self, target: CalibrationTarget, *, reuse: Reuse = "ask") -> CalibrationOutcome:
+        """`reuse`: what to do with a saved calibration — ask, reuse it, or calibrate anew."""
+        key = target.calibration_key
+        saved = self._store.load(key)
+        if saved is not None and self._reuse(saved, key.label, reuse):
+            target.apply_calibration(saved)
+            log.info("calibration reused", device=key.label)
+            return CalibrationOutcome(key.label, saved, None, reused=True)
+
+        self._console.show(f"Running calibration of {key.label}")
+        target.prepare_calibration()
+        self._console.ask(
+            f"Move {key.label} to the middle of its range of motion and press ENTER..."
+        )
+        homings = target.bus.set_half_turn_homings()
+        plan = target.calibration_plan
+        motors = list(target.bus.motors)
+        ranged = [m for m in motors if m not in plan.full_turn_motors]
+        free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
+        self._console.show(
+            f"Move all joints{free} sequentially through their entire ranges of motion.\n"
+            "Recording positions. Press ENTER to stop..."
+        )
+        mins, maxes = self._record_ranges(target, ranged)
+        for motor in plan.full_turn_motors:
+            mins[motor], maxes[motor] = 0, plan.resolution - 1
+        calibration = Calibration(
+            {
+                name: MotorCalibration(
+                    id=motor.id,
+                    drive_mode=int(plan.drive_modes.get(name, 0)),
+                    homing_offset=int(homings[name]),
+                    range_min=int(mins[name]),
+                    range_max=int(maxes[name]),
+                )
+                for name, motor in target.bus.motors.items()
+            }
+        )
+        target.apply_calibration(calibration)
+        location = self._store.save(key, calibration)
+        self._console.show(f"Calibration saved to {location}")
+        log.info("calibration saved", device=key.label, file=location)
+        return CalibrationOutcome(key.label, calibration, location, reused=False)
+
+    def _reuse(self, saved: Calibration, label: str, reuse: Reuse) -> bool:
+        if reuse != "ask":
+            return reuse == "yes"
+        answer = self._console.ask(
+            f"Press ENTER to use the saved calibration of {label}, or type 'c' and press ENTER "
+            "to run calibration: "
+        )
+        return answer.strip().lower() != "c"
+
+    def _record_ranges(
+        self, target: CalibrationTarget, motors: list[str]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        bus = target.bus
+        mins: dict[str, int] = {}
+        maxes: dict[str, int] = {}
+        if not motors:
+            self._console.enter_pressed()
+            return mins, maxes
+        while True:
+            positions = bus.sync_read("Present_Position", motors, normalize=False)
+            for motor in motors:
+                value = int(positions[motor])
+                mins[motor] = min(mins.get(motor, value), value)
+                maxes[motor] = max(maxes.get(motor, value), value)
+            self._console.show_table(
+                ["NAME", "MIN", "POS", "MAX"],
+                [[m, mins[m], int(positions[m]), maxes[m]] for m in motors],
+            )
+            if self._console.enter_pressed():
+                break
+            self._clock.sleep_until(self._clock.now() + RANGE_POLL_S)
+        unmoved = [m for m in motors if mins[m] == maxes[m]]
+        if unmoved:
+            raise CalibrationError(
+                f"these motors did not move while ranges were recorded: {', '.join(unmoved)}",
+                where=target.calibration_key.label,
+                hint="move every joint through its whole range before pressing ENTER, then "
+                "run the calibration again",
+            )
+        return mins, maxes

@@ -1,0 +1,330 @@
+"""`RecordEpisodes`: LeRobot's record loop, with the rules of what is kept made explicit.
+
+Phases, each a loop at `fps` (observe → act → send → store):
+
+- warm-up (`warmup_time_s`, once): the teleoperator drives, nothing is stored;
+- episode (`episode_time_s`): every tick becomes a frame — the observation and the action
+  *actually sent* (after the robot capped it), with the task text;
+- reset (`reset_time_s`): the teleoperator drives while a person resets the scene; skipped
+  after the last episode.
+
+Controls (`RecordControls`): NEXT ends the phase early; RERECORD drops the episode (during its
+reset too, as in LeRobot) and records it again; STOP keeps the episode under way and ends. A
+simulator that ends its episode (success, time limit) ends the phase like NEXT.
+
+What is kept: an episode is saved after its reset phase (so RERECORD can still drop it). Saving
+hands it to the writer, whose encoding runs in the background, so the next episode starts at
+once. On Ctrl-C the episode being recorded is dropped, a finished one waiting for its reset is
+saved, and the session is finalized: every finished episode is on disk and readable. With a
+policy in control the policy acts during episodes and the teleoperator (if any) during resets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from rlctl.application.action_sources import ActionSource, PolicySource, TeleopSource
+from rlctl.application.control_loop import LoopStats, Ticker, progress_task, ticks_for
+from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
+from rlctl.application.ports.clock import Clock
+from rlctl.application.ports.control import Control, RecordControls
+from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
+from rlctl.application.ports.policy import Policy
+from rlctl.application.ports.progress import Progress
+from rlctl.application.ports.robot import ACTION_KEY, Robot
+from rlctl.application.ports.teleoperator import Teleoperator
+from rlctl.application.robot_features import as_images, check_action_match
+from rlctl.domain.errors import FeatureMismatch, InvalidInput
+from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
+from rlctl.domain.video import VideoEncoding
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class RecordSettings:
+    fps: int = 30
+    num_episodes: int = 50
+    episode_time_s: float = 60.0
+    reset_time_s: float = 60.0
+    warmup_time_s: float = 0.0
+    # Stored with every frame; empty: the robot's own task text (a simulator's), if any.
+    single_task: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class DatasetTarget:
+    root: Path = attrs.field(converter=Path)
+    resume: bool = False
+    # Cameras as videos (LeRobot's default) or as PNG images.
+    video: bool = True
+    encoding: VideoEncoding | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RecordReport:
+    root: Path
+    saved_episodes: tuple[int, ...]
+    frames: int
+    rerecorded: int
+    stopped: bool
+    interrupted: bool
+    total_episodes: int
+    timing: LoopStats
+    # The longest `save_episode` took: near zero when the next episode never waits on encoding.
+    max_save_s: float
+    finalize_s: float
+
+
+@attrs.frozen
+class _PhaseEnd:
+    controls: frozenset[Control] = frozenset()
+    ticks: int = 0
+
+    @property
+    def stop(self) -> bool:
+        return Control.STOP in self.controls
+
+    @property
+    def rerecord(self) -> bool:
+        return Control.RERECORD in self.controls
+
+    def __or__(self, other: _PhaseEnd) -> _PhaseEnd:
+        return _PhaseEnd(self.controls | other.controls, self.ticks + other.ticks)
+
+
+class RecordEpisodes:
+    def __init__(
+        self,
+        writer: DatasetWriter,
+        robot: Robot,
+        clock: Clock,
+        controls: RecordControls | None = None,
+        *,
+        teleop: Teleoperator | None = None,
+        policy: Policy | None = None,
+        progress: Progress | None = None,
+        calibrate: Calibrate | None = None,
+    ) -> None:
+        if teleop is None and policy is None:
+            raise InvalidInput(
+                "nothing would drive the robot",
+                where="record",
+                hint="give a teleoperator (--teleop.type=...) or a policy (--policy.path=...)",
+            )
+        self._writer = writer
+        self._robot = robot
+        self._clock = clock
+        self._controls = controls
+        self._teleop = teleop
+        self._progress = progress
+        self._calibrate = calibrate
+        self._features = {**robot.observation_features, **robot.action_features}
+        # Looked up once: a robot may build its feature specs on every access.
+        self._observation_keys = list(robot.observation_features)
+        if teleop is not None:
+            check_action_match(robot.action_features, teleop.action_features, what="the teleop")
+        self._teleop_source: ActionSource | None = TeleopSource(teleop) if teleop else None
+        self._episode_source: ActionSource = (
+            PolicySource(policy, self._observation_keys)
+            if policy is not None
+            else TeleopSource(teleop)  # type: ignore[arg-type]
+        )
+        self._ticker: Ticker | None = None
+        self._session: DatasetWriteSession | None = None
+
+    def __call__(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
+        _check(settings)
+        session = self._open(target, settings)
+        self._session = session
+        self._ticker = Ticker(self._clock, settings.fps, realtime=self._robot.realtime)
+        saved: list[int] = []
+        counts = {"rerecorded": 0, "max_save_s": 0.0}
+        stopped = interrupted = False
+        finished_unsaved = False
+        try:
+            connect_devices(self._robot, self._teleop, self._calibrate)
+            warmup = ticks_for(settings.warmup_time_s, settings.fps, what="warmup_time_s")
+            if warmup:
+                log.info("warming up", seconds=settings.warmup_time_s)
+                stopped = self._phase("warm-up", warmup, self._teleop_source, settings).stop
+            while not stopped and len(saved) < settings.num_episodes:
+                index = session.num_episodes
+                log.info("recording episode", episode=index)
+                self._robot.reset()
+                self._episode_source.reset()
+                n = ticks_for(settings.episode_time_s, settings.fps, what="episode_time_s")
+                end = self._phase(f"episode {index}", n, self._episode_source, settings, True)
+                finished_unsaved = session.episode_frames > 0
+                last = len(saved) == settings.num_episodes - 1
+                resets = ticks_for(settings.reset_time_s, settings.fps, what="reset_time_s")
+                if not end.stop and (not last or end.rerecord) and resets:
+                    log.info("reset the environment", seconds=settings.reset_time_s)
+                    end = end | self._phase("reset", resets, self._teleop_source, settings)
+                stopped = end.stop
+                if end.rerecord:
+                    log.info("re-recording episode", episode=index)
+                    session.clear_episode_buffer()
+                    finished_unsaved = False
+                    counts["rerecorded"] += 1
+                    continue
+                if finished_unsaved:
+                    saved.append(self._save(session, counts))
+                    finished_unsaved = False
+        except KeyboardInterrupt:
+            interrupted = True
+            log.warning("interrupted: keeping the finished episodes")
+            if finished_unsaved:
+                saved.append(self._save(session, counts))
+        except Exception:
+            # A device failing during a reset must not take the finished episode with it.
+            if finished_unsaved:
+                self._save_quietly(session, counts, saved)
+            raise
+        finally:
+            started = time.perf_counter()
+            try:
+                meta = session.finalize()
+            finally:
+                finalize_s = time.perf_counter() - started
+                disconnect_devices(self._robot, self._teleop)
+                if self._controls is not None:
+                    self._controls.close()
+        return RecordReport(
+            root=target.root,
+            saved_episodes=tuple(saved),
+            frames=sum(e.length for e in meta.episodes if e.index in saved),
+            rerecorded=int(counts["rerecorded"]),
+            stopped=stopped,
+            interrupted=interrupted,
+            total_episodes=meta.total_episodes,
+            timing=self._ticker.stats(),
+            max_save_s=float(counts["max_save_s"]),
+            finalize_s=finalize_s,
+        )
+
+    # Opening the dataset
+
+    def _open(self, target: DatasetTarget, settings: RecordSettings) -> DatasetWriteSession:
+        features = as_images(self._features, video=target.video)
+        if not target.resume:
+            return self._writer.create(
+                target.root,
+                fps=settings.fps,
+                features=features,
+                robot_type=self._robot.robot_type,
+                video=target.encoding,
+            )
+        session = self._writer.resume(target.root, video=target.encoding)
+        try:
+            _check_resumable(session, features, settings.fps)
+        except Exception:
+            session.finalize()
+            raise
+        log.info("resuming", root=str(target.root), episodes=session.num_episodes)
+        return session
+
+    # One phase
+
+    def _phase(
+        self,
+        name: str,
+        n_ticks: int,
+        source: ActionSource | None,
+        settings: RecordSettings,
+        record: bool = False,
+    ) -> _PhaseEnd:
+        assert self._ticker is not None and self._session is not None
+        ticker, session, robot = self._ticker, self._session, self._robot
+        ticker.restart()
+        bar = progress_task(self._progress, name, n_ticks)
+        try:
+            for tick in range(n_ticks):
+                ticker.tick()
+                controls = self._controls.poll() if self._controls is not None else frozenset()
+                if controls:
+                    log.info("control", phase=name, controls=sorted(controls))
+                    return _PhaseEnd(controls, tick)
+                observation = robot.get_observation()
+                task = settings.single_task or str(observation.get("task") or "")
+                if source is not None:
+                    sent = robot.send_action(source(observation, task))
+                    if record:
+                        session.add_frame(self._frame(observation, sent, task))
+                bar.advance()
+                if robot.episode_over:
+                    return _PhaseEnd(frozenset(), tick + 1)
+            return _PhaseEnd(frozenset(), n_ticks)
+        finally:
+            bar.close()
+
+    def _frame(self, observation: Mapping[str, Any], action: Any, task: str) -> dict[str, Any]:
+        frame = {key: observation[key] for key in self._observation_keys}
+        frame[ACTION_KEY] = action
+        frame["task"] = task
+        return frame
+
+    def _save_quietly(
+        self, session: DatasetWriteSession, counts: dict[str, Any], saved: list[int]
+    ) -> None:
+        try:
+            saved.append(self._save(session, counts))
+        except Exception as error:
+            log.warning("could not save the finished episode", error=str(error))
+
+    def _save(self, session: DatasetWriteSession, counts: dict[str, Any]) -> int:
+        started = time.perf_counter()
+        record = session.save_episode()
+        counts["max_save_s"] = max(counts["max_save_s"], time.perf_counter() - started)
+        log.info("episode saved", episode=record.index, frames=record.length)
+        return record.index
+
+
+def _check(settings: RecordSettings) -> None:
+    if isinstance(settings.fps, bool) or not isinstance(settings.fps, int) or settings.fps <= 0:
+        raise InvalidInput(
+            f"fps must be a positive whole number, got {settings.fps!r}", where="fps"
+        )
+    if settings.num_episodes < 0:
+        raise InvalidInput(
+            f"num_episodes cannot be negative, got {settings.num_episodes}", where="num_episodes"
+        )
+
+
+def _check_resumable(
+    session: DatasetWriteSession, features: Mapping[str, FeatureSpec], fps: int
+) -> None:
+    where = str(session.root)
+    if session.fps != fps:
+        raise InvalidInput(
+            f"the dataset was recorded at {session.fps} fps, not {fps}",
+            where=where,
+            hint=f"resume with --dataset.fps={session.fps}",
+        )
+    theirs = {k: v for k, v in session.features.items() if k not in DEFAULT_FEATURE_KEYS}
+    problems = [f"{k} is missing from the dataset" for k in features if k not in theirs]
+    problems += [f"{k} is not produced by this robot" for k in theirs if k not in features]
+    for key, spec in features.items():
+        other = theirs.get(key)
+        if other is None:
+            continue
+        if (spec.dtype, tuple(spec.shape)) != (other.dtype, tuple(other.shape)):
+            problems.append(
+                f"{key} is {other.dtype} {list(other.shape)} in the dataset, "
+                f"{spec.dtype} {list(spec.shape)} from the robot"
+            )
+        elif not spec.is_visual and spec.names and other.names and spec.names != other.names:
+            problems.append(f"{key} names {other.names} in the dataset, {spec.names} here")
+    if problems:
+        raise FeatureMismatch(
+            "the robot does not fit the dataset being resumed: " + "; ".join(problems),
+            where=where,
+            hint="resume with the same robot, cameras and --dataset.video setting, or record "
+            "into a new dataset",
+        )

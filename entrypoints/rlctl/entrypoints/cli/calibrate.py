@@ -1,0 +1,54 @@
+"""`rlctl calibrate`: calibrate an arm and save it where LeRobot keeps calibrations.
+
+    rlctl calibrate --robot.type=so101_follower --robot.port=/dev/ttyACM0 --robot.id=black
+    rlctl calibrate --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue
+
+The file is `~/.cache/huggingface/lerobot/calibration/<robots|teleoperators>/<type>/<id>.json`
+(`HF_LEROBOT_CALIBRATION` moves it), so LeRobot and rlctl share it. With a saved calibration,
+Enter reuses it and `c` calibrates again (`--reuse=yes|no` answers for you).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import click
+
+from rlctl.adapters.robots.config import RobotConfig
+from rlctl.adapters.teleop.config import TeleoperatorConfig
+from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.settings import AppSettings
+
+
+@attrs.frozen(kw_only=True)
+class CalibrateCommandSettings(AppSettings):
+    robot: RobotConfig | None = None
+    teleop: TeleoperatorConfig | None = None
+    reuse: Literal["ask", "yes", "no"] = "ask"
+
+
+@click.command(name="calibrate", context_settings=OVERRIDE_CONTEXT)
+@config_options(CalibrateCommandSettings)
+def calibrate_command(config: CalibrateCommandSettings) -> None:
+    """Calibrate a robot or teleoperator arm: homing, then ranges of motion."""
+    from rlctl.application.devices import disconnect_devices
+    from rlctl.entrypoints.cli.devices import build_device, one_device
+    from rlctl.entrypoints.container import build_container
+
+    kind, device_config = one_device(config.robot, config.teleop)
+    container = build_container(config)
+    device = build_device(container, kind, device_config, cameras=False)
+    targets = device.calibration_targets()
+    if not targets:
+        click.echo(f"{device_config.type_name} has nothing to calibrate")
+        return
+    calibrate = container.calibrate_robot()
+    device.connect()
+    try:
+        for target in targets:
+            outcome = calibrate(target, reuse=config.reuse)
+            if outcome.reused:
+                click.echo(f"{outcome.target}: using the saved calibration")
+    finally:
+        disconnect_devices(device)

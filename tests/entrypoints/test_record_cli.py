@@ -1,0 +1,263 @@
+"""`rlctl record | teleoperate | replay | calibrate` as a user types them: on a simulator, on a
+virtual SO-101 (follower and leader on two virtual servo buses the real Feetech SDK talks to),
+and a real recording process killed mid-episode, then resumed."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from rlctl.adapters.motors.feetech import FeetechMotorBus
+from rlctl.adapters.motors.virtual_bus import VirtualServoBus
+from rlctl.adapters.robots.so_follower import SO_JOINTS
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.entrypoints.cli.main import cli
+
+QUIET = ["--controls=off", "--progress=silent"]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.slow
+def test_record_on_the_sim_robot_with_the_metaworld_expert(tmp_path):
+    root = tmp_path / "mw"
+    result = invoke(
+        "record",
+        "--robot.type=sim",
+        "--robot.env.type=metaworld",
+        "--robot.env.task=reach-v3",
+        "--robot.env.obs_type=state",
+        "--robot.env.episode_length=12",
+        "--teleop.type=metaworld_expert",
+        f"--dataset.root={root}",
+        "--dataset.num_episodes=2",
+        "--dataset.fps=10",
+        "--dataset.episode_time_s=5",
+        "--dataset.reset_time_s=0",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    assert "recorded 2 episode(s), 24 frames" in result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.total_episodes == 2 and len(reader) == 24
+    assert reader.meta.robot_type == "sim_metaworld"
+    item = reader[3]
+    assert item["observation.environment_state"].shape == (39,)
+    assert item["action"].shape == (4,) and item["task"]  # the env's own task text
+
+
+def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
+    full_range = {
+        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
+        for i, motor in enumerate(SO_JOINTS, start=1)
+    }
+    folder = root / kind / device
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(full_range, indent=4))
+
+
+@pytest.fixture
+def so101(tmp_path, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
+    """A calibrated virtual SO-101 pair; a thread moves the leader's joints as a hand would."""
+    # Replies through a pty are late on a loaded 2-core machine; real arms need no such margin.
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 250.0)
+    calibration = tmp_path / "calibration"
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
+    write_calibration(calibration, "robots", "so_follower", "f")
+    write_calibration(calibration, "teleoperators", "so_leader", "l")
+    follower = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7), tau_s=0.02).start()
+    leader = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7)).start()
+    stop = threading.Event()
+
+    def hand() -> None:
+        start = time.monotonic()
+        while not stop.wait(0.01):
+            t = time.monotonic() - start
+            for motor in leader.motors:
+                motor.move_by_hand(2048 + 300 * math.sin(2 * math.pi * t / 1.5 + motor.id))
+
+    mover = threading.Thread(target=hand, daemon=True)
+    mover.start()
+    yield follower, leader
+    stop.set()
+    mover.join()
+    follower.stop()
+    leader.stop()
+
+
+def arms(follower: VirtualServoBus, leader: VirtualServoBus) -> list[str]:
+    return [
+        "--robot.type=so101_follower",
+        f"--robot.port={follower.port}",
+        "--robot.id=f",
+        "--teleop.type=so101_leader",
+        f"--teleop.port={leader.port}",
+        "--teleop.id=l",
+    ]
+
+
+@pytest.mark.slow
+def test_record_teleoperate_and_replay_on_a_virtual_so101(so101, tmp_path):
+    follower, leader = so101
+    root = tmp_path / "wave"
+    result = invoke(
+        "record",
+        *arms(follower, leader),
+        "--robot.cameras={front: {type: synthetic, width: 64, height: 48, fps: 15}}",
+        f"--dataset.root={root}",
+        "--dataset.single_task=wave",
+        "--dataset.num_episodes=2",
+        "--dataset.fps=15",
+        "--dataset.episode_time_s=1",
+        "--dataset.reset_time_s=0.2",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.robot_type == "so_follower" and len(reader) == 30
+    assert reader.meta.features["action"].names == [f"{m}.pos" for m in SO_JOINTS]
+    actions = np.stack([reader[i]["action"].numpy() for i in range(len(reader))])
+    states = np.stack([reader[i]["observation.state"].numpy() for i in range(len(reader))])
+    assert actions.std(axis=0).min() > 1.0  # the leader moved, and its moves were recorded
+    # The follower follows: its state trails the actions sent to it by about a tick.
+    assert np.abs(states[1:15] - actions[:14]).mean() < np.abs(actions).mean()
+    assert reader[0]["observation.images.front"].shape == (3, 48, 64)
+    assert follower.motor(1).torque_enabled is False  # torque off on disconnect
+
+    result = invoke(
+        "teleoperate", *arms(follower, leader), "--fps=30", "--teleop_time_s=0.5", *QUIET
+    )
+    assert result.exit_code == 0, result.output
+    assert "teleoperated: 15 ticks" in result.output
+
+    result = invoke(
+        "replay",
+        *arms(follower, leader)[:3],
+        f"--dataset.root={root}",
+        "--dataset.episode=1",
+        "--progress=silent",
+    )
+    assert result.exit_code == 0, result.output
+    assert "replayed episode 1: 15 actions" in result.output
+
+
+@pytest.mark.slow
+def test_calibrate_offers_the_saved_calibration(so101):
+    follower, _ = so101
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--robot.type=so101_follower",
+            f"--robot.port={follower.port}",
+            "--robot.id=f",
+        ],
+        input="\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "using the saved calibration" in result.output
+
+
+def test_record_without_a_robot_or_a_location_says_what_to_add(tmp_path):
+    result = CliRunner().invoke(cli, ["record", f"--dataset.root={tmp_path / 'x'}"])
+    assert result.exit_code == 1
+    assert "no robot given" in result.output and "--robot.type=so101_follower" in result.output
+    result = CliRunner().invoke(cli, ["record", "--robot.type=scripted", "--teleop.type=scripted"])
+    assert result.exit_code == 1 and "no dataset location" in result.output
+    result = CliRunner().invoke(cli, ["calibrate"])
+    assert result.exit_code == 1 and "either a robot or a teleoperator" in result.output
+
+
+def test_print_config_reads_lerobots_camera_syntax():
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--robot.type=so101_follower",
+            "--robot.port=/dev/ttyACM0",
+            "--robot.cameras={front: {type: opencv, index_or_path: 0, width: 640, height: 480}}",
+            "--print-config",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    config = json.loads(result.output)
+    assert config["robot"]["cameras"]["front"]["type"] == "opencv"
+    assert config["robot"]["use_degrees"] is True
+    assert config["dataset"]["fps"] == 30 and config["dataset"]["store"] == "lerobot"
+
+
+def record_process(root: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from rlctl.entrypoints.cli.main import main; main()",
+            "--log-format=json",
+            "record",
+            "--robot.type=scripted",
+            "--robot.cameras={front: {type: synthetic, width: 64, height: 48, fps: 20}}",
+            "--teleop.type=scripted",
+            f"--dataset.root={root}",
+            "--dataset.single_task=swing",
+            "--dataset.fps=20",
+            "--dataset.episode_time_s=0.5",
+            "--dataset.reset_time_s=0",
+            *QUIET,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    children = psutil.Process(process.pid).children(recursive=True)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    psutil.wait_procs(children, timeout=10)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_episode_keeps_earlier_episodes_and_resume_continues(tmp_path):
+    root = tmp_path / "ds"
+    process = record_process(root, "--dataset.num_episodes=50")
+    assert process.stdout is not None
+    saved = 0
+    for line in process.stdout:
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "episode saved":
+            saved += 1
+        if saved == 3 and event.get("event") == "recording episode":
+            break
+    time.sleep(0.2)  # a few frames into the fourth episode
+    kill_tree(process)
+
+    reader = LeRobotDatasetReader(root)
+    kept = reader.meta.total_episodes
+    assert kept >= 2  # the third may still have been committing when the process died
+    assert [e.length for e in reader.meta.episodes] == [10] * kept
+    assert reader[len(reader) - 1]["observation.images.front"].shape == (3, 48, 64)
+
+    resumed = record_process(root, "--dataset.num_episodes=2", "--resume=true")
+    output, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.total_episodes == kept + 2 and len(reader) == 10 * (kept + 2)
+    assert LeRobotMetaReader().read_meta(root).tasks == ("swing",)
