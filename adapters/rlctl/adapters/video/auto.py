@@ -144,7 +144,7 @@ class AutoVideoDecoder:
 
 
 def video_decoder_for(backend: str) -> VideoDecoder:
-    """The decoder named by `--video-backend`: 'auto' (default), 'torchcodec' or 'pyav'."""
+    """The decoder named by `--dataset.video_backend`: 'auto' (default), 'torchcodec' or 'pyav'."""
     if backend == "auto":
         return AutoVideoDecoder()
     if backend == "pyav":

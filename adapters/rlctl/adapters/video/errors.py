@@ -8,7 +8,9 @@ from pathlib import Path
 
 from rlctl.domain.errors import VideoError
 
-FFMPEG_HINT = "install ffmpeg (apt-get install ffmpeg) or use --video-backend pyav"
+FFMPEG_HINT = (
+    "install ffmpeg (apt-get install ffmpeg) or decode with PyAV: --dataset.video_backend=pyav"
+)
 TORCHCODEC_HINT = f"if the file is complete (else re-download it), {FFMPEG_HINT}"
 CORRUPT_HINT = (
     "the file may be truncated or not an mp4; re-download the dataset or re-encode the episode"
