@@ -150,6 +150,107 @@ class Container(containers.DeclarativeContainer):
         progress=progress,
     )
 
+    # Dataset tools: check, merge, split, delete-episodes, recompute-stats, convert.
+    dataset_checker = providers.Singleton(
+        lazy("rlctl.adapters.storage.lerobot_v3.tools.checker:LeRobotDatasetChecker")
+    )
+    dataset_rebuilder = providers.Singleton(
+        lazy("rlctl.adapters.storage.lerobot_v3.tools.rebuild:LeRobotRebuilder")
+    )
+    dataset_folders = providers.Singleton(
+        lazy("rlctl.adapters.storage.lerobot_v3.tools.folders:LocalDatasetFolders")
+    )
+    dataset_stats_access = providers.Factory(
+        lazy("rlctl.adapters.storage.lerobot_v3.tools.stats_access:LeRobotStatsAccess")
+    )
+    legacy_dataset_reader = providers.Singleton(
+        lazy("rlctl.adapters.storage.lerobot_v21.source:LeRobotV21Reader")
+    )
+    check_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.check_dataset:CheckDataset"),
+        checker=dataset_checker,
+        progress=progress,
+    )
+    merge_datasets = providers.Factory(
+        lazy("rlctl.application.use_cases.merge_datasets:MergeDatasets"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    split_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.split_dataset:SplitDataset"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    delete_episodes = providers.Factory(
+        lazy("rlctl.application.use_cases.delete_episodes:DeleteEpisodes"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    recompute_stats = providers.Factory(
+        lazy("rlctl.application.use_cases.recompute_stats:RecomputeStats"),
+        meta_reader=meta_reader,
+        stats_access=dataset_stats_access,
+        progress=progress,
+    )
+    convert_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.convert_dataset:ConvertDataset"),
+        legacy_reader=legacy_dataset_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+
+    # Robots, teleoperators and recording: devices are built per config,
+    # `container.robot(robot_config)`; use cases take them at call time.
+    clock = providers.Singleton(lazy("rlctl.adapters.clock.system:SystemClock"))
+    calibration_store = providers.Singleton(
+        lazy("rlctl.adapters.robots.calibration_files:CalibrationFiles")
+    )
+    robot = providers.Factory(
+        lazy("rlctl.adapters.robots.config:make_robot"), calibration_store=calibration_store
+    )
+    teleoperator = providers.Factory(
+        lazy("rlctl.adapters.teleop.config:make_teleoperator"),
+        calibration_store=calibration_store,
+    )
+    record_controls = providers.Factory(lazy("rlctl.adapters.control.terminal:keyboard_controls"))
+    console = providers.Singleton(lazy("rlctl.adapters.control.terminal:TerminalConsole"))
+    episode_actions = providers.Singleton(
+        lazy("rlctl.adapters.storage.lerobot_v3.episode_actions:LeRobotEpisodeActions")
+    )
+    calibrate_robot = providers.Factory(
+        lazy("rlctl.application.use_cases.calibrate_robot:CalibrateRobot"),
+        store=calibration_store,
+        console=console,
+        clock=clock,
+    )
+    setup_motors = providers.Factory(
+        lazy("rlctl.application.use_cases.setup_motors:SetupMotors"), console=console
+    )
+    record_episodes = providers.Factory(
+        lazy("rlctl.application.use_cases.record_episodes:RecordEpisodes"),
+        writer=dataset_writer,
+        clock=clock,
+        progress=progress,
+    )
+    teleoperate_robot = providers.Factory(
+        lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),
+        clock=clock,
+        progress=progress,
+    )
+    replay_episode = providers.Factory(
+        lazy("rlctl.application.use_cases.replay_episode:ReplayEpisode"),
+        episodes=episode_actions,
+        clock=clock,
+        progress=progress,
+    )
+
 
 def build_container(settings: AppSettings | None = None) -> Container:
     container = Container()

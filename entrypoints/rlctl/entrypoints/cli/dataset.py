@@ -13,6 +13,12 @@ from rlctl.entrypoints.settings import AppSettings
 DATASET_SUBCOMMANDS = {
     "push": "rlctl.entrypoints.cli.hub_dataset:push",
     "pull": "rlctl.entrypoints.cli.hub_dataset:pull",
+    "check": "rlctl.entrypoints.cli.dataset_tools:check",
+    "merge": "rlctl.entrypoints.cli.dataset_tools:merge",
+    "split": "rlctl.entrypoints.cli.dataset_tools:split",
+    "delete-episodes": "rlctl.entrypoints.cli.dataset_tools:delete_episodes",
+    "recompute-stats": "rlctl.entrypoints.cli.dataset_tools:recompute_stats",
+    "convert": "rlctl.entrypoints.cli.dataset_tools:convert",
 }
 
 

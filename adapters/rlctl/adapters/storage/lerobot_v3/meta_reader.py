@@ -90,12 +90,14 @@ class LeRobotMetaReader:
         info = read_info(root)
         features = _features(info, root)
         tasks = read_tasks(root, expected=_int(info, "total_tasks", root, default=None))
-        episodes = read_episodes(root) if _int(info, "total_episodes", root) > 0 else ()
+        total_episodes = _int(info, "total_episodes", root)
+        episodes = read_episodes(root) if total_episodes > 0 else ()
+        episodes = drop_uncommitted(episodes, total_episodes, root)
         meta = DatasetMeta(
             codebase_version=str(info["codebase_version"]),
             fps=_int(info, "fps", root),
             features=features,
-            total_episodes=_int(info, "total_episodes", root),
+            total_episodes=total_episodes,
             total_frames=_int(info, "total_frames", root),
             tasks=tasks,
             episodes=episodes,
@@ -293,6 +295,26 @@ def _check_numbering(records: list[EpisodeRecord], root: Path) -> None:
                 where=f"{root / EPISODES_DIR}: dataset_from_index",
                 hint=check_hint(root, CORRUPT_HINT),
             )
+
+
+def drop_uncommitted(
+    episodes: tuple[EpisodeRecord, ...], total_episodes: int, root: Path
+) -> tuple[EpisodeRecord, ...]:
+    """The episodes info.json counts; rows after them are an unfinished commit, ignored.
+
+    The writer renames meta/episodes before info.json, so a kill between the two renames leaves
+    rows past `total_episodes`: the episode was not committed, and `resume` removes it.
+    """
+    if len(episodes) <= total_episodes:
+        return episodes
+    log.warning(
+        "meta/episodes holds rows past info.json's total_episodes (an interrupted commit); "
+        "ignoring them",
+        root=str(root),
+        total_episodes=total_episodes,
+        ignored=[e.index for e in episodes[total_episodes:]],
+    )
+    return episodes[:total_episodes]
 
 
 def check_totals(meta: DatasetMeta, root: Path) -> None:

@@ -1,0 +1,361 @@
+"""`DatasetRebuilder` on LeRobot v3.0 folders: a new dataset made of episodes of existing ones.
+
+Merge, split, delete-episodes and convert all come down to this: copy chosen episodes, in a
+chosen order, into a fresh folder. Each episode's rows are re-indexed (`episode_index`, `index`,
+`task_index`; `frame_index` and `timestamp` stay), its video spans are copied packet for packet
+into the new files, and its statistics are kept, those of the re-indexed columns recomputed. The
+metadata is written when the work is done, info.json last: until then the folder is no dataset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import structlog
+
+from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, fsync_file
+from rlctl.adapters.storage.lerobot_v3.data_writer import DataTableBuilder, check_writable
+from rlctl.adapters.storage.lerobot_v3.frame_validation import dataset_features
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.meta_writer import (
+    EpisodeEntry,
+    new_info,
+    stage_stats,
+    stage_tasks,
+    stats_shapes,
+    with_totals,
+    write_info,
+)
+from rlctl.adapters.storage.lerobot_v3.paths import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH
+from rlctl.adapters.storage.lerobot_v3.recovery import STAGING_DIR
+from rlctl.adapters.storage.lerobot_v3.table import numeric_column
+from rlctl.adapters.storage.lerobot_v3.tools.episodes_file import EpisodesFile
+from rlctl.adapters.storage.lerobot_v3.tools.packers import DataPacker, VideoPacker
+from rlctl.adapters.storage.lerobot_v3.tools.sources import (
+    EpisodeSource,
+    SourceEpisode,
+    VideoSpan,
+    open_source,
+)
+from rlctl.adapters.storage.lerobot_v3.tools.video_spans import (
+    VideoFacts,
+    reencode_span,
+    starts_on_keyframe,
+    video_facts,
+)
+from rlctl.application.dataset_compat import dataset_differences
+from rlctl.application.ports.dataset_tools import EpisodeRef
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.errors import CorruptDataset, FeatureMismatch, InvalidInput
+from rlctl.domain.features import FeatureSpec
+from rlctl.domain.statistics import FeatureStats, RunningStats, aggregate_stats
+from rlctl.domain.video import VideoEncoding, video_feature_info
+
+log = structlog.get_logger(__name__)
+
+# Columns whose values change when episodes move: their statistics are recomputed.
+REINDEXED = ("episode_index", "index", "task_index")
+# info.json keys of older formats that a v3.0 dataset does not have.
+_LEGACY_INFO_KEYS = frozenset({"total_chunks", "total_videos", "total_videos_size"})
+
+
+class LeRobotRebuilder:
+    """Starts rebuilds into local folders."""
+
+    def start(self, output: str | Path, template: DatasetMeta) -> LeRobotRebuild:
+        return LeRobotRebuild(Path(output), template)
+
+
+class LeRobotRebuild:
+    """`DatasetRebuild`: one new dataset folder being filled episode by episode."""
+
+    def __init__(self, root: Path, template: DatasetMeta) -> None:
+        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise InvalidInput(
+                "a file or folder with content is already there",
+                where=str(root),
+                hint="choose a new folder for the output",
+            )
+        self._root = root
+        self._template = template
+        self._features = dataset_features(template.features)
+        check_writable(self._features)
+        self._fps = template.fps
+        self._builder = DataTableBuilder(self._features)
+        self._stats_shapes = stats_shapes(self._features)
+        self._video_keys = [k for k, f in self._features.items() if f.is_video]
+        root.mkdir(parents=True, exist_ok=True)
+        self._facts: dict[Path, VideoFacts] = {}
+        self._data = DataPacker(
+            root,
+            self._builder.schema,
+            chunks_size=template.chunks_size,
+            max_file_mb=template.data_files_size_in_mb,
+            dictionary_columns=[
+                k for k in self._builder.specs if k not in self._builder.image_keys
+            ],
+        )
+        self._videos = {
+            key: VideoPacker(
+                root,
+                key,
+                self._fps,
+                chunks_size=template.chunks_size,
+                max_file_mb=template.video_files_size_in_mb,
+                facts=self._video_facts,
+            )
+            for key in self._video_keys
+        }
+        self._episodes = EpisodesFile(self._video_keys, self._stats_shapes)
+        self._episode_stats: list[dict[str, FeatureStats]] = []
+        self._tasks: list[str] = []
+        self._task_numbers: dict[str, int] = {}
+        self._sources: dict[str, EpisodeSource] = {}
+        self._frames = 0
+        self._reencoded = 0
+
+    # --- the DatasetRebuild port --------------------------------------------------------------
+
+    def add_episode(self, ref: EpisodeRef) -> EpisodeRecord:
+        source = self._source(ref.location)
+        episode = source.episode(ref.episode)
+        new_index = len(self._episode_stats)
+        table = self._reindexed(source, episode, source.rows(ref.episode), new_index)
+        data_chunk, data_file = self._data.add(table)
+        placements = {
+            key: self._videos[key].add(self._copyable_span(episode, key), episode.length)
+            for key in self._video_keys
+        }
+        stats = self._stats_of(episode, table)
+        entry = EpisodeEntry(
+            episode_index=new_index,
+            tasks=episode.tasks or self._row_tasks(table),
+            length=episode.length,
+            data_chunk_index=data_chunk,
+            data_file_index=data_file,
+            dataset_from_index=self._frames,
+            dataset_to_index=self._frames + episode.length,
+            videos=placements,
+            stats=stats,
+        )
+        row = self._episodes.add(entry)
+        self._episode_stats.append(stats)
+        self._frames += episode.length
+        return EpisodeRecord(
+            index=new_index,
+            length=entry.length,
+            tasks=entry.tasks,
+            dataset_from_index=entry.dataset_from_index,
+            dataset_to_index=entry.dataset_to_index,
+            columns=row,
+        )
+
+    def finish(self, stats: Mapping[str, FeatureStats] | None = None) -> DatasetMeta:
+        if not self._episode_stats:
+            raise InvalidInput(
+                "a dataset needs at least one episode", where=str(self._root), hint="keep some"
+            )
+        self._close_files()
+        template = self._template
+        self._episodes.write(
+            self._root,
+            chunks_size=template.chunks_size,
+            max_file_mb=template.data_files_size_in_mb,
+        )
+        aggregated = aggregate_stats(self._episode_stats)
+        aggregated = {k: v for k, v in aggregated.items() if k in self._features}
+        aggregated.update(dict(stats or {}))
+        staged = StagedReplace(durable=False)
+        stage_tasks(staged, self._root, self._tasks)
+        stage_stats(staged, self._root, aggregated)
+        staged.publish()
+        shutil.rmtree(self._root / STAGING_DIR, ignore_errors=True)
+        _sync_tree(self._root)
+        write_info(self._root, self._info(), durable=True)
+        return LeRobotMetaReader().read_meta(self._root)
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._close_files()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # --- sources --------------------------------------------------------------------------------
+
+    def _source(self, location: str) -> EpisodeSource:
+        source = self._sources.get(location)
+        if source is None:
+            source = open_source(location)
+            differences = dataset_differences(self._template, source.meta)
+            if differences:
+                raise FeatureMismatch(
+                    "the dataset cannot join the others: " + "; ".join(differences),
+                    where=str(source.root),
+                    hint="only datasets with the same fps and features can be merged",
+                )
+            self._sources[location] = source
+        return source
+
+    # --- rows -------------------------------------------------------------------------------
+
+    def _task_number(self, task: str) -> int:
+        number = self._task_numbers.get(task)
+        if number is None:
+            number = self._task_numbers[task] = len(self._tasks)
+            self._tasks.append(task)
+        return number
+
+    def _new_task_indices(
+        self, source: EpisodeSource, episode: SourceEpisode, old: np.ndarray
+    ) -> np.ndarray:
+        tasks = source.meta.tasks
+        used = np.unique(old)
+        if len(used) and (used[0] < 0 or used[-1] >= len(tasks)):
+            raise CorruptDataset(
+                f"episode {episode.index} has rows with task_index {used.tolist()} but the "
+                f"dataset lists {len(tasks)} task(s)",
+                where=f"{episode.data_file}: task_index",
+                hint="run `rlctl dataset check` on the source to list every problem",
+            )
+        # Tasks are numbered by first use, in the source's order within an episode.
+        lookup = np.zeros(max(len(tasks), 1), dtype=np.int64)
+        for value in used.tolist():
+            lookup[value] = self._task_number(tasks[value])
+        return lookup[old]
+
+    def _reindexed(
+        self, source: EpisodeSource, episode: SourceEpisode, rows: pa.Table, new_index: int
+    ) -> pa.Table:
+        schema = self._builder.schema
+        missing = [name for name in schema.names if name not in rows.column_names]
+        if missing:
+            raise CorruptDataset(
+                f"the data of episode {episode.index} has no column {', '.join(missing)}",
+                where=f"{episode.data_file}: {missing[0]}",
+                hint="the data and meta/info.json disagree; run `rlctl dataset check` on it",
+            )
+        count = rows.num_rows
+        old_tasks = rows.column("task_index").to_numpy().astype(np.int64)
+        replaced = {
+            "episode_index": np.full(count, new_index, dtype=np.int64),
+            "index": np.arange(self._frames, self._frames + count, dtype=np.int64),
+            "task_index": self._new_task_indices(source, episode, old_tasks),
+        }
+        arrays = []
+        for field in schema:
+            if field.name in replaced:
+                arrays.append(pa.array(replaced[field.name], field.type))
+                continue
+            try:
+                arrays.append(rows.column(field.name).cast(field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise CorruptDataset(
+                    f"column {field.name!r} of episode {episode.index} cannot be stored as "
+                    f"{field.type}: {err}",
+                    where=f"{episode.data_file}: {field.name}",
+                    hint="the data and meta/info.json disagree on the feature's dtype or shape",
+                ) from err
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _row_tasks(self, table: pa.Table) -> tuple[str, ...]:
+        numbers = dict.fromkeys(table.column("task_index").to_pylist())
+        return tuple(self._tasks[n] for n in numbers)
+
+    # --- statistics ---------------------------------------------------------------------------
+
+    def _stats_of(self, episode: SourceEpisode, table: pa.Table) -> dict[str, FeatureStats]:
+        """The episode's own statistics, those of the re-indexed columns recomputed; numeric
+        features whose statistics the source lacks are computed from the rows."""
+        stats: dict[str, FeatureStats] = {}
+        for key in self._stats_shapes:
+            spec = self._features[key]
+            if key in episode.stats and key not in REINDEXED:
+                stats[key] = episode.stats[key]
+            elif not spec.is_visual:
+                stats[key] = _column_stats(table, spec, f"{episode.data_file}: {key}")
+        return stats
+
+    # --- videos -------------------------------------------------------------------------------
+
+    def _video_facts(self, path: Path) -> VideoFacts:
+        facts = self._facts.get(path)
+        if facts is None:
+            facts = self._facts[path] = video_facts(path)
+        return facts
+
+    def _copyable_span(self, episode: SourceEpisode, key: str) -> VideoSpan:
+        span = episode.videos[key]
+        if starts_on_keyframe(span, self._fps):
+            return span
+        # Another tool re-encoded the file whole: this episode's frames must be re-encoded.
+        log.warning(
+            "video span does not start on a keyframe; re-encoding it",
+            file=str(span.path),
+            episode=episode.index,
+            key=key,
+        )
+        staging = self._root / STAGING_DIR
+        staging.mkdir(parents=True, exist_ok=True)
+        self._reencoded += 1
+        output = staging / f"reencoded-{self._reencoded:06d}.mp4"
+        encoding = VideoEncoding.from_info(self._features[key].info)
+        return reencode_span(span, self._fps, encoding, output)
+
+    # --- closing ------------------------------------------------------------------------------
+
+    def _close_files(self) -> None:
+        self._data.close()
+        for packer in self._videos.values():
+            packer.close()
+
+    def _info(self) -> dict[str, Any]:
+        template = self._template
+        features = {
+            key: self._feature_with_stream(key, spec) for key, spec in self._features.items()
+        }
+        info = new_info(
+            fps=self._fps,
+            features=features,
+            robot_type=template.robot_type,
+            chunks_size=template.chunks_size,
+            data_files_size_in_mb=template.data_files_size_in_mb,
+            video_files_size_in_mb=template.video_files_size_in_mb,
+            data_path=DEFAULT_DATA_PATH,
+            video_path=DEFAULT_VIDEO_PATH if self._video_keys else None,
+        )
+        # Keys a later LeRobot may add are carried over; older formats' own keys are not.
+        for key, value in template.info.items():
+            if key not in info and key not in _LEGACY_INFO_KEYS:
+                info[key] = value
+        return with_totals(
+            info, episodes=len(self._episode_stats), frames=self._frames, tasks=len(self._tasks)
+        )
+
+    def _feature_with_stream(self, key: str, spec: FeatureSpec) -> FeatureSpec:
+        if not spec.is_video or spec.info:
+            return spec
+        # A source without the `info` block (some v2.0 datasets): describe the first file.
+        from rlctl.adapters.video.pyav_probe import probe
+
+        first = self._root / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0)
+        return spec.with_info(video_feature_info(probe(first), VideoEncoding()))
+
+
+def _column_stats(table: pa.Table, spec: FeatureSpec, where: str) -> FeatureStats:
+    values = numeric_column(table.column(spec.key), spec, where)
+    running = RunningStats()
+    running.update(values.astype(np.float64) if spec.key == "timestamp" else values)
+    return running.result()
+
+
+def _sync_tree(root: Path) -> None:
+    """Flush every file to the disk before info.json makes the dataset whole."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fsync_file(Path(folder) / name)

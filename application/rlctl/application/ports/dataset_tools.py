@@ -1,0 +1,154 @@
+"""Ports for the dataset tools: checking a dataset, rebuilding one from episodes of others,
+replacing a dataset folder safely, recomputing statistics, and reading older formats.
+
+The use cases (check, merge, split, delete-episodes, recompute-stats, convert) decide which
+episodes go where, in what order, and what happens on failure; these ports do the file work.
+Locations are strings (a local folder for the LeRobot adapters, a key for the in-memory ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal, Protocol
+
+import attrs
+import numpy as np
+
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.statistics import FeatureStats
+
+Severity = Literal["error", "warning"]
+
+
+@attrs.frozen
+class DatasetProblem:
+    """One thing wrong with a dataset: what, in which file (relative to the root), which key or
+    episode, and what to do. Warnings (an interrupted commit, a stray file) do not fail a check."""
+
+    message: str
+    file: str | None = None
+    key: str | None = None
+    episode: int | None = None
+    hint: str | None = None
+    severity: Severity = "error"
+
+    @property
+    def where(self) -> str:
+        parts = [self.file or ""]
+        if self.key is not None:
+            parts.append(self.key)
+        if self.episode is not None:
+            parts.append(f"episode {self.episode}")
+        return ": ".join(p for p in parts if p)
+
+
+class DatasetCheck(Protocol):
+    """A dataset opened for checking: its metadata's problems, then one unit per file."""
+
+    @property
+    def opening_problems(self) -> Sequence[DatasetProblem]:
+        """Problems of `meta/` (info.json, tasks, episodes, stats), found when opening."""
+        ...
+
+    @property
+    def units(self) -> Sequence[str]:
+        """The files still to check (data and video files), relative to the root."""
+        ...
+
+    def check(self, unit: str) -> list[DatasetProblem]:
+        """Read one file whole and compare it with the metadata; every problem found."""
+        ...
+
+
+class DatasetChecker(Protocol):
+    def open(self, location: str) -> DatasetCheck:
+        """Read the metadata; never raises for a damaged dataset (problems are reported)."""
+        ...
+
+
+@attrs.frozen
+class EpisodeRef:
+    """Episode `episode` of the dataset at `location` (v3.0, or an older format being converted)."""
+
+    location: str
+    episode: int
+
+
+class DatasetRebuild(Protocol):
+    """A new dataset being written from episodes of existing ones, in the order given.
+
+    Episodes are renumbered from 0, their rows re-indexed, tasks renumbered by first use; video
+    frames are copied without re-encoding where the files allow it.
+    """
+
+    def add_episode(self, ref: EpisodeRef) -> EpisodeRecord:
+        """Append one episode; returns its place in the new dataset."""
+        ...
+
+    def finish(self, stats: Mapping[str, FeatureStats] | None = None) -> DatasetMeta:
+        """Write the metadata, info.json last. stats.json is the aggregate of the episodes'
+        statistics, with `stats` replacing the features it names."""
+        ...
+
+    def abort(self) -> None:
+        """Stop and remove everything written so far."""
+        ...
+
+
+class DatasetRebuilder(Protocol):
+    def start(self, output: str, template: DatasetMeta) -> DatasetRebuild:
+        """Start a dataset at `output` (absent or empty) with `template`'s fps, features, robot
+        type and file-size settings."""
+        ...
+
+
+class DatasetFolders(Protocol):
+    """Where datasets live, and replacing one without a moment when neither copy is readable."""
+
+    def exists(self, location: str) -> bool: ...
+
+    def is_empty(self, location: str) -> bool:
+        """True when nothing is there, or an empty folder."""
+        ...
+
+    def staging_for(self, location: str) -> str:
+        """A fresh location next to `location` (same disk) to build its replacement in."""
+        ...
+
+    def replace(self, staged: str, location: str, keep_old_at: str | None = None) -> None:
+        """Put `staged` at `location` in one step; the old dataset is removed afterwards, or moved
+        to `keep_old_at`."""
+        ...
+
+    def remove(self, location: str) -> None: ...
+
+
+class LegacyDatasetReader(Protocol):
+    """Datasets in LeRobot's older formats (v2.1), read so they can be rebuilt as v3.0."""
+
+    def read_meta(self, location: str) -> DatasetMeta:
+        """Features, fps, tasks and episodes (lengths, tasks) of an old-format dataset."""
+        ...
+
+
+class DatasetStatsAccess(Protocol):
+    """What statistics are computed from, and where they are written."""
+
+    def numeric_columns(
+        self, location: str, keys: Sequence[str]
+    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Per episode, in order: (episode index, key -> (length, *shape) values)."""
+        ...
+
+    def frames(self, location: str, key: str, episode: int, indices: Sequence[int]) -> np.ndarray:
+        """Frames `indices` (within the episode) of a camera, uint8 (N, H, W, C)."""
+        ...
+
+    def write_stats(
+        self,
+        location: str,
+        episode_stats: Mapping[int, Mapping[str, FeatureStats]],
+        stats: Mapping[str, FeatureStats],
+    ) -> None:
+        """Replace the named per-episode statistics in meta/episodes, then stats.json whole."""
+        ...

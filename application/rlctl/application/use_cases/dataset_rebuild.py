@@ -1,0 +1,107 @@
+"""What merge, split, delete-episodes and convert share: building a dataset from episode refs,
+with progress, removing the half-built output on any failure (Ctrl-C included)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+import structlog
+
+from rlctl.application.ports.dataset_tools import (
+    DatasetFolders,
+    DatasetRebuilder,
+    EpisodeRef,
+)
+from rlctl.application.ports.progress import Progress
+from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.statistics import FeatureStats
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen
+class EditResult:
+    """A dataset written by a tool: where, and what it holds."""
+
+    output: str
+    episodes: int
+    frames: int
+    tasks: int
+    # For each new episode, where it came from.
+    sources: tuple[EpisodeRef, ...] = attrs.field(repr=False)
+
+
+def build(
+    rebuilder: DatasetRebuilder,
+    progress: Progress,
+    *,
+    output: str,
+    template: DatasetMeta,
+    refs: Sequence[EpisodeRef],
+    stats: Mapping[str, FeatureStats] | None = None,
+    description: str = "copying episodes",
+) -> EditResult:
+    if not refs:
+        raise InvalidInput("no episodes to write", where=output, hint="select some episodes")
+    session = rebuilder.start(output, template)
+    task = progress.task(description, total=len(refs))
+    try:
+        for ref in refs:
+            session.add_episode(ref)
+            task.advance()
+        meta = session.finish(stats)
+    except BaseException:
+        session.abort()
+        raise
+    finally:
+        task.close()
+    log.debug("dataset written", output=output, episodes=meta.total_episodes)
+    return EditResult(output, meta.total_episodes, meta.total_frames, len(meta.tasks), tuple(refs))
+
+
+def require_new_output(folders: DatasetFolders, output: str, sources: Sequence[str]) -> None:
+    """Tools never write into a dataset they read, nor over anything already there."""
+    if output in sources:
+        raise InvalidInput(
+            "the output is one of the inputs",
+            where=output,
+            hint="write to a new folder (delete-episodes without -o edits in place safely)",
+        )
+    if not folders.is_empty(output):
+        raise InvalidInput(
+            "a file or folder with content is already there",
+            where=output,
+            hint="choose a new folder for the output, or remove this one first",
+        )
+
+
+def build_in_place(
+    rebuilder: DatasetRebuilder,
+    folders: DatasetFolders,
+    progress: Progress,
+    *,
+    location: str,
+    template: DatasetMeta,
+    refs: Sequence[EpisodeRef],
+    keep_old_at: str | None = None,
+    description: str = "copying episodes",
+) -> EditResult:
+    """Build the replacement beside `location`, then swap it in: until the swap the original is
+    untouched and readable; a failure before it leaves the original as it was."""
+    staged = folders.staging_for(location)
+    result = build(
+        rebuilder,
+        progress,
+        output=staged,
+        template=template,
+        refs=refs,
+        description=description,
+    )
+    try:
+        folders.replace(staged, location, keep_old_at=keep_old_at)
+    except BaseException:
+        folders.remove(staged)
+        raise
+    return attrs.evolve(result, output=location)

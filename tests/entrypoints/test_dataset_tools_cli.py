@@ -1,0 +1,124 @@
+"""`rlctl dataset check | merge | split | delete-episodes | recompute-stats | convert` as a user
+types them (click's runner), on small datasets written by rlctl and LeRobot's fixture."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.entrypoints.cli.main import cli
+
+SUPPORT = Path(__file__).parents[1] / "adapters/storage/tools_support.py"
+
+
+def load_support():
+    spec = importlib.util.spec_from_file_location("tools_support", SUPPORT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+support = load_support()
+ws = support.writer
+PLAN = ws.DatasetPlan(
+    fps=10, state_dim=2, episodes=(("pick",) * 4, ("place",) * 3, ("pick",) * 5), video=True
+)
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    root = tmp_path / "ds"
+    ws.write(root, PLAN)
+    return root
+
+
+def run(runner: CliRunner, *args: str, code: int = 0):
+    result = runner.invoke(cli, ["dataset", *map(str, args)])
+    assert result.exit_code == code, (result.output, result.exception)
+    return result
+
+
+def test_check_passes_a_good_dataset(runner, fixtures_dir):
+    out = run(runner, "check", fixtures_dir / "sim_video").output
+    assert "ok, 0 warnings (2 data and video files read)" in out
+
+
+def test_check_lists_every_problem_and_exits_1(runner, fixtures_dir, tmp_path):
+    root = support.copy_dataset(fixtures_dir / "sim_video", tmp_path / "broken")
+    (root / "meta/stats.json").write_text("{")
+    (root / "videos/observation.images.front/chunk-000/file-000.mp4").unlink()
+    result = run(runner, "check", root, code=1)
+    assert "2 problems" in result.output
+    assert "error   meta/stats.json: the statistics file is not valid JSON" in result.output
+    assert "videos/observation.images.front/chunk-000/file-000.mp4" in result.output
+    assert "hint: " in result.output
+    data = json.loads(run(runner, "check", root, "--json", code=1).stdout)
+    assert not data["ok"]
+    assert {p["file"] for p in data["problems"]} == {
+        "meta/stats.json",
+        "videos/observation.images.front/chunk-000/file-000.mp4",
+    }
+
+
+def test_merge_split_delete_recompute_end_to_end(runner, dataset, tmp_path):
+    merged = tmp_path / "merged"
+    out = run(runner, "merge", dataset, dataset.with_name("ds2"), "-o", merged, code=1).output
+    assert "no dataset folder here" in out or "ds2" in out  # a missing input is one message
+    ws.write(tmp_path / "ds2", PLAN)
+    out = run(runner, "merge", dataset, tmp_path / "ds2", "-o", merged).output
+    assert "merged into" in out and "6 episodes, 24 frames, 2 tasks" in out
+
+    part = tmp_path / "part"
+    data = json.loads(
+        run(runner, "split", merged, "--episodes", "1,4-5", "-o", part, "--json").stdout
+    )
+    assert (data["episodes"], data["frames"]) == (3, 11)
+
+    run(runner, "split", merged, "--fractions", "train=0.5,val=0.5", "-o", tmp_path / "parts")
+    assert LeRobotMetaReader().read_meta(tmp_path / "parts/val").total_episodes == 3
+
+    out = run(runner, "delete-episodes", merged, "--episodes", "0-2").output
+    assert "rewrote" in out and "3 episodes, 12 frames" in out
+    assert LeRobotMetaReader().read_meta(merged).total_episodes == 3
+
+    out = run(
+        runner,
+        "recompute-stats",
+        merged,
+        "--relative-actions",
+        "--chunk-size",
+        "3",
+        "--exclude-joints",
+        "joint_1",
+    ).output
+    # Episodes of 4, 3 and 5 frames hold 2, 1 and 3 chunks of 3.
+    assert "stats.json 'action' is relative (6 chunks)" in out
+    run(runner, "check", merged)
+
+
+def test_delete_refuses_bad_specs_without_touching_the_dataset(runner, dataset):
+    before = sorted(p.name for p in dataset.rglob("*"))
+    out = run(runner, "delete-episodes", dataset, "--episodes", "7", code=1).output
+    assert "do not exist" in out
+    out = run(runner, "delete-episodes", dataset, "--episodes", "0-2", code=1).output
+    assert "all the dataset has" in out
+    assert sorted(p.name for p in dataset.rglob("*")) == before
+
+
+def test_convert_a_v21_dataset(runner, dataset, tmp_path):
+    legacy = support.make_v21(dataset, tmp_path / "legacy")
+    out = run(runner, "convert", legacy).output
+    assert "converted v2.1 -> " in out and f"the original is kept at {legacy}.v2.1" in out
+    run(runner, "check", legacy)
+    out = run(runner, "info", legacy).output
+    assert "LeRobot v3.0" in out
