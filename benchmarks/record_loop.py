@@ -12,8 +12,16 @@ camera frames skipped or repeated between consecutive stored frames, the longest
 `save_episode`, the first ticks of each later episode against the rest (did the next episode
 wait on encoding?), and how long the encoders still ran after the last episode.
 
+With `--lerobot-python PATH` (an interpreter with lerobot==0.6.1), LeRobot's own `record_loop`
+then records the same episodes on the same virtual buses, with the same synthetic cameras and
+`LeRobotDataset` (its defaults: PNG frames by writer threads, encoding at `save_episode`, or
+`--lerobot-streaming` for its streaming encoder), and a second JSON line gives its figures.
+LeRobot finds the Feetech SDK and pyserial of this environment through PYTHONPATH when its own
+environment lacks them.
+
 Usage:
     python benchmarks/record_loop.py [--episodes 3 --episode-s 20 --fps 30 --cams 2 --hw 480x640]
+        [--lerobot-python /tmp/lerobot-anchor/bin/python [--lerobot-streaming]]
 """
 
 from __future__ import annotations
@@ -133,6 +141,174 @@ def episode_starts(ticks: list[tuple[float, int, dict[str, int]]], period: float
     }
 
 
+LEROBOT_CHILD = r"""
+import json, sys, threading, time
+from pathlib import Path
+import numpy as np
+from lerobot.datasets import LeRobotDataset
+from lerobot.processor import make_default_processors
+from lerobot.robots.so_follower import SOFollower, SOFollowerRobotConfig
+from lerobot.scripts.lerobot_record import record_loop
+from lerobot.teleoperators.so_leader import SOLeader, SOLeaderTeleopConfig
+from lerobot.utils.feature_utils import hw_to_dataset_features
+
+args = json.loads(sys.argv[1])
+H, W, FPS = args["height"], args["width"], args["fps"]
+
+
+class SyntheticCamera:
+    # rlctl's synthetic camera, redone for LeRobot: the same moving gradient on a thread.
+    def __init__(self):
+        x = np.linspace(0, 255, W, dtype=np.float32)
+        y = np.linspace(0, 255, H, dtype=np.float32)[:, None]
+        self.base = np.empty((H, W, 3), np.uint8)
+        self.base[..., 0], self.base[..., 1] = x[None, :], y
+        self.base[..., 2] = (x[None, :] + y) / 2
+        self.height, self.width, self.fps = H, W, FPS
+        self.frame, self.k, self.stop = None, 0, threading.Event()
+
+    is_connected = property(lambda self: self.frame is not None and not self.stop.is_set())
+
+    def connect(self):
+        threading.Thread(target=self.run, daemon=True).start()
+        while self.frame is None:
+            time.sleep(0.005)
+
+    def run(self):
+        due = time.perf_counter()
+        while not self.stop.is_set():
+            due += 1 / FPS
+            time.sleep(max(0.0, due - time.perf_counter()))
+            frame = np.roll(self.base, (self.k * 4) % W, axis=1)
+            frame[0, :3, 0] = [(self.k >> 16) & 255, (self.k >> 8) & 255, self.k & 255]
+            self.frame, self.k = frame, self.k + 1
+
+    def read_latest(self, max_age_ms=500):
+        return self.frame
+
+    def disconnect(self):
+        self.stop.set()
+
+
+calibration = Path(args["calibration"])
+robot = SOFollower(SOFollowerRobotConfig(
+    port=args["follower"], id="bench", calibration_dir=calibration / "robots" / "so_follower"))
+robot.cameras = {f"cam{i}": SyntheticCamera() for i in range(args["cams"])}
+leader = SOLeader(SOLeaderTeleopConfig(
+    port=args["leader"], id="bench", calibration_dir=calibration / "teleoperators" / "so_leader"))
+ticks = []
+episode = [-1]
+observe = robot.get_observation
+
+
+def timed_observation():
+    asked = time.perf_counter()
+    observation = observe()
+    numbers = {k: int(v[0, 0, 0]) * 65536 + int(v[0, 1, 0]) * 256 + int(v[0, 2, 0])
+               for k, v in observation.items() if isinstance(v, np.ndarray) and v.ndim == 3}
+    ticks.append((asked, episode[0], numbers))
+    return observation
+
+
+robot.get_observation = timed_observation
+features = {**hw_to_dataset_features(robot.action_features, "action"),
+            **hw_to_dataset_features(robot.observation_features, "observation")}
+dataset = LeRobotDataset.create(
+    "bench/lerobot", FPS, root=args["root"], robot_type=robot.name, features=features,
+    use_videos=True, image_writer_threads=4 * args["cams"],
+    streaming_encoding=args["streaming"], encoder_threads=None)
+leader.connect()
+robot.connect()
+events = {"exit_early": False, "rerecord_episode": False, "stop_recording": False}
+teleop_p, robot_p, obs_p = make_default_processors()
+saves = []
+started = time.perf_counter()
+for ep in range(args["episodes"]):
+    episode[0] = ep
+    record_loop(robot=robot, events=events, fps=FPS, teleop_action_processor=teleop_p,
+                robot_action_processor=robot_p, robot_observation_processor=obs_p,
+                dataset=dataset, teleop=leader, control_time_s=args["episode_s"],
+                single_task="benchmark")
+    t = time.perf_counter()
+    dataset.save_episode()
+    saves.append(time.perf_counter() - t)
+t = time.perf_counter()
+dataset.finalize()
+finalize_s = time.perf_counter() - t
+wall_s = time.perf_counter() - started
+robot.disconnect()
+leader.disconnect()
+print(json.dumps({"ticks": ticks, "saves": saves, "finalize_s": finalize_s, "wall_s": wall_s,
+                  "frames": dataset.meta.total_frames}))
+"""
+
+
+def run_lerobot(python: str, work: Path, ports: list[str], args: argparse.Namespace) -> dict:
+    """LeRobot's record loop on the same buses; the same figures, from its tick times."""
+    shim = work / "lerobot_path"
+    shim.mkdir(exist_ok=True)
+    site = Path(serial_module_dir()).parent
+    for pattern in ("scservo_sdk", "serial", "feetech_servo_sdk-*.dist-info", "pyserial-*"):
+        for found in site.glob(pattern):
+            (shim / found.name).symlink_to(found)
+    height, width = (int(v) for v in args.hw.split("x"))
+    child_args = {
+        "follower": ports[0],
+        "leader": ports[1],
+        "calibration": str(work / "calibration"),
+        "root": str(work / "lerobot_dataset"),
+        "height": height,
+        "width": width,
+        "fps": args.fps,
+        "cams": args.cams,
+        "episodes": args.episodes,
+        "episode_s": args.episode_s,
+        "streaming": args.lerobot_streaming,
+    }
+    # What LeRobot's environment lacks comes from this one; PYTHONPATH may add more (deepdiff).
+    extra = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), extra]))}
+    result = subprocess.run(
+        [python, "-c", LEROBOT_CHILD, json.dumps(child_args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600 + 3 * args.episodes * args.episode_s,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"LeRobot's run failed:\n{result.stderr[-3000:]}")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    ticks = [(t, ep, numbers) for t, ep, numbers in data["ticks"]]
+    periods = [b[0] - a[0] for a, b in itertools.pairwise(ticks) if a[1] == b[1]]
+    target = 1 / args.fps
+    values = np.asarray(periods)
+    return {
+        "system": "lerobot " + ("streaming encoding" if args.lerobot_streaming else "defaults"),
+        "frames": data["frames"],
+        "period_p50_ms": round(float(np.percentile(values, 50)) * 1e3, 3),
+        "period_p95_ms": round(float(np.percentile(values, 95)) * 1e3, 3),
+        "period_max_ms": round(float(values.max()) * 1e3, 3),
+        "p95_within_1ms": abs(float(np.percentile(values, 95)) - target) <= 1e-3,
+        "late_ticks": int(np.sum(values > 1.5 * target)),
+        "dropped_frames": args.episodes * round(args.episode_s * args.fps) - data["frames"],
+        **camera_gaps(ticks),
+        "max_save_episode_ms": round(max(data["saves"]) * 1e3, 2),
+        **{
+            k: round(v, 3) if isinstance(v, float) else v
+            for k, v in episode_starts(ticks, target).items()
+        },
+        "encoding_after_last_episode_s": round(data["finalize_s"], 2),
+        "wall_s": round(data["wall_s"], 1),
+    }
+
+
+def serial_module_dir() -> str:
+    import scservo_sdk
+
+    return str(Path(scservo_sdk.__file__).parent)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=3)
@@ -149,6 +325,8 @@ def main() -> None:
         default=-10,
         help="niceness of the virtual bus servers (negative: ahead of the encoders; 0: as is)",
     )
+    parser.add_argument("--lerobot-python", default=None, help="also run LeRobot's record loop")
+    parser.add_argument("--lerobot-streaming", action="store_true")
     args = parser.parse_args()
     height, width = (int(v) for v in args.hw.split("x"))
 
@@ -199,6 +377,11 @@ def main() -> None:
             ),
         )
         wall_s = time.perf_counter() - started
+        lerobot = (
+            run_lerobot(args.lerobot_python, work, [port for _, port in servers], args)
+            if args.lerobot_python
+            else None
+        )
     finally:
         for process, _ in servers:
             process.terminate()
@@ -206,6 +389,7 @@ def main() -> None:
     timing = report.timing
     expected = args.episodes * round(args.episode_s * args.fps)
     result = {
+        "system": "rlctl",
         "episodes": len(report.saved_episodes),
         "frames": report.frames,
         "fps": args.fps,
@@ -230,6 +414,8 @@ def main() -> None:
         "wall_s": round(wall_s, 1),
     }
     print(json.dumps(result))
+    if lerobot is not None:
+        print(json.dumps(lerobot))
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 
