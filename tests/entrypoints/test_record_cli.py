@@ -249,6 +249,8 @@ def test_sigkill_mid_episode_keeps_earlier_episodes_and_resume_continues(tmp_pat
     time.sleep(0.2)  # a few frames into the fourth episode
     kill_tree(process)
 
+    checked = invoke("dataset", "check", str(root))
+    assert checked.exit_code == 0, checked.output  # an interrupted commit is only a warning
     reader = LeRobotDatasetReader(root)
     kept = reader.meta.total_episodes
     assert kept >= 2  # the third may still have been committing when the process died
@@ -261,3 +263,4 @@ def test_sigkill_mid_episode_keeps_earlier_episodes_and_resume_continues(tmp_pat
     reader = LeRobotDatasetReader(root)
     assert reader.meta.total_episodes == kept + 2 and len(reader) == 10 * (kept + 2)
     assert LeRobotMetaReader().read_meta(root).tasks == ("swing",)
+    assert "ok, 0 warnings" in invoke("dataset", "check", str(root)).output
