@@ -44,6 +44,7 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.std
         ["dataset", "recompute-stats", "--help"],
         ["dataset", "convert", "--help"],
         ["eval", "--help"],
+        ["train", "--help"],
         ["record", "--help"],
         ["teleoperate", "--help"],
         ["replay", "--help"],

@@ -251,6 +251,20 @@ class Container(containers.DeclarativeContainer):
         progress=progress,
     )
 
+    # Training: `container.train_policy(metrics=..., evaluator=...)`.
+    training_backend = providers.Factory(
+        lazy("rlctl.adapters.training.backend:TorchTrainingBackend"),
+        video_backend=config.dataset.video_backend,
+    )
+    training_metrics = providers.Factory(
+        lazy("rlctl.adapters.telemetry.metrics:training_metrics_sink")
+    )
+    train_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.train_policy:TrainPolicy"),
+        backend=training_backend,
+        progress=progress,
+    )
+
 
 def build_container(settings: AppSettings | None = None) -> Container:
     container = Container()

@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "dataset": "rlctl.entrypoints.cli.dataset:dataset",
     "eval": "rlctl.entrypoints.cli.eval:eval_command",
     "policy": "rlctl.entrypoints.cli.policy:policy",
+    "train": "rlctl.entrypoints.cli.train:train_command",
     "calibrate": "rlctl.entrypoints.cli.calibrate:calibrate_command",
     "find-cameras": "rlctl.entrypoints.cli.find_cameras:find_cameras_command",
     "find-port": "rlctl.entrypoints.cli.find_port:find_port_command",

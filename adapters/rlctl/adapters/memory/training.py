@@ -1,0 +1,109 @@
+"""A scripted training backend: no model, no data; losses from a formula, checkpoints in RAM.
+
+It serves the `TrainingBackend` port for tests and dry runs of `TrainPolicy`: every step,
+save, restore and evaluation is recorded, checkpoints outlive the session (so a second run can
+resume), and `interrupt_at` raises KeyboardInterrupt in the middle of that step, before it
+counts, as a Ctrl-C in the data loader would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from rlctl.application.ports.training import CheckpointRef, StepResult
+from rlctl.application.use_cases.train_settings import TrainSettings
+
+CHECKPOINTS = "checkpoints"
+
+
+def scripted_loss(step: int) -> float:
+    """The loss the scripted backend reports for its `step`-th update (1-based)."""
+    return 1.0 / (1.0 + step)
+
+
+@attrs.define
+class TrainingRecord:
+    starts: list[int | None] = attrs.field(factory=list)  # the resumed step, or None
+    steps: list[int] = attrs.field(factory=list)
+    saves: list[int] = attrs.field(factory=list)
+    evaluations: list[int] = attrs.field(factory=list)
+    closed: int = 0
+
+
+class _ScriptedPolicy:
+    """Stands in for the trained policy during an evaluation."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+
+class ScriptedSession:
+    def __init__(
+        self, backend: ScriptedTrainingBackend, settings: TrainSettings, start: int
+    ) -> None:
+        self._backend = backend
+        self._settings = settings
+        self._steps = start
+        self.is_main = True
+
+    @property
+    def steps_done(self) -> int:
+        return self._steps
+
+    def train_step(self) -> StepResult:
+        upcoming = self._steps + 1
+        if self._backend.interrupt_at == upcoming:
+            self._backend.interrupt_at = None
+            raise KeyboardInterrupt
+        self._steps = upcoming
+        self._backend.record.steps.append(upcoming)
+        return StepResult(
+            loss=scripted_loss(upcoming),
+            grad_norm=1.0,
+            lr=1e-3,
+            samples=self._settings.batch_size,
+            data_s=0.01,
+            compute_s=0.09,
+            parts={"l1_loss": scripted_loss(upcoming)},
+        )
+
+    def save_checkpoint(self) -> CheckpointRef:
+        assert self._settings.output_dir is not None
+        location = f"{self._settings.output_dir}/{CHECKPOINTS}/{self._steps:06d}"
+        ref = CheckpointRef(location, self._steps)
+        self._backend.checkpoints[location] = ref
+        self._backend.record.saves.append(self._steps)
+        return ref
+
+    @contextmanager
+    def evaluation_policy(self) -> Iterator[Any]:
+        self._backend.record.evaluations.append(self._steps)
+        yield _ScriptedPolicy(self._steps)
+
+    def barrier(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._backend.record.closed += 1
+
+
+class ScriptedTrainingBackend:
+    def __init__(self, *, interrupt_at: int | None = None) -> None:
+        self.interrupt_at = interrupt_at
+        self.checkpoints: dict[str, CheckpointRef] = {}
+        self.record = TrainingRecord()
+
+    def find_checkpoint(self, location: str) -> CheckpointRef | None:
+        if location in self.checkpoints:
+            return self.checkpoints[location]
+        prefix = f"{location.rstrip('/')}/{CHECKPOINTS}/"
+        inside = [ref for loc, ref in self.checkpoints.items() if loc.startswith(prefix)]
+        return max(inside, key=lambda ref: ref.step, default=None)
+
+    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> ScriptedSession:
+        self.record.starts.append(None if resume is None else resume.step)
+        return ScriptedSession(self, settings, 0 if resume is None else resume.step)

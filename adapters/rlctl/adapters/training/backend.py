@@ -1,0 +1,222 @@
+"""The torch training backend: builds a run (data, policy, optimiser, loader) or restores one.
+
+Serves the application's `TrainingBackend` port. Set-up follows `lerobot-train`: seed, dataset
+with the policy's windows, policy and processors (`run_setup`), the policy's optimiser and
+scheduler preset, then — when resuming — optimiser, scheduler and step from the checkpoint,
+and last the generator states, so that the next step draws what the uninterrupted run would
+have drawn.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from rlctl.adapters.policies.base import PolicyModel
+from rlctl.adapters.policies.checkpoint import load_weights
+from rlctl.adapters.training import state_files
+from rlctl.adapters.training.augmentations import ImageAugmentations
+from rlctl.adapters.training.checkpoints import TRAINING_STATE_DIR, find_checkpoint
+from rlctl.adapters.training.data import make_loader, sample_positions
+from rlctl.adapters.training.distributed import World, start_world
+from rlctl.adapters.training.ema import EmaModel
+from rlctl.adapters.training.layout import match_optimizer_layout, to_channels_last
+from rlctl.adapters.training.lerobot_config import lerobot_train_config
+from rlctl.adapters.training.optim import build_optimizer, build_scheduler, fused_supported
+from rlctl.adapters.training.precision import Precision, grad_scaler, precision_for
+from rlctl.adapters.training.run_setup import PreparedRun, prepare_run
+from rlctl.adapters.training.sampling import StepBatchSampler
+from rlctl.adapters.training.session import RunParts, TorchTrainingSession
+from rlctl.application.ports.training import CheckpointRef
+from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
+from rlctl.application.use_cases.train_settings import TrainSettings
+from rlctl.domain.config import unstructure
+
+log = structlog.get_logger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@attrs.define
+class Optimisation:
+    optimizer_spec: OptimizerSpec
+    scheduler_spec: SchedulerSpec | None
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    precision: Precision
+    scaler: torch.amp.GradScaler
+
+
+class TorchTrainingBackend:
+    def __init__(self, *, video_backend: str | None = None, fused_optimizer: bool = True) -> None:
+        self.video_backend = None if video_backend in (None, "auto") else video_backend
+        self.fused_optimizer = fused_optimizer
+
+    def find_checkpoint(self, location: str) -> CheckpointRef | None:
+        return find_checkpoint(location)
+
+    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TorchTrainingSession:
+        world = start_world(settings.policy.device)
+        try:
+            return self._start(settings, Path(resume.location) if resume else None, world)
+        except BaseException:
+            world.close()
+            raise
+
+    def _start(
+        self, settings: TrainSettings, checkpoint: Path | None, world: World
+    ) -> TorchTrainingSession:
+        step_info = (
+            state_files.read_json(checkpoint / TRAINING_STATE_DIR / state_files.TRAINING_STEP)
+            if checkpoint is not None
+            else {}
+        )
+        data_seed = _data_seed(settings, step_info, world)
+        if settings.seed is not None:
+            # Each rank its own stream (dropout, noise); DDP copies rank 0's initial weights.
+            seed_everything(settings.seed + world.rank)
+        run = prepare_run(settings, checkpoint, world, video_backend=self.video_backend)
+        settings = run.settings
+        model = run.policy.model.train()
+        ema = EmaModel(model, settings.ema) if settings.ema.enable else None
+        if checkpoint is not None and ema is not None:
+            # pretrained_model holds the average; the live weights are in training_state.
+            load_weights(model, checkpoint / TRAINING_STATE_DIR / state_files.LIVE_MODEL)
+        channels_last = to_channels_last(model)
+        if ema is not None and channels_last:
+            to_channels_last(ema.model)
+        optimisation = self._optimisation(settings, model, world)
+        start_step = 0
+        if checkpoint is not None:
+            start_step = _restore(checkpoint, optimisation, world)
+        sampler = StepBatchSampler(
+            sample_positions(run.data, settings.policy),
+            batch_size=settings.batch_size,
+            seed=data_seed,
+            start_step=start_step,
+            rank=world.rank,
+            world_size=world.size,
+        )
+        loader = make_loader(
+            run.data,
+            sampler,
+            ImageAugmentations(settings.dataset.image_transforms),
+            num_workers=settings.num_workers,
+            pin_memory=world.device.type == "cuda",
+            seed=data_seed,
+        )
+        _describe(run, model, world, optimisation, start_step)
+        parts = RunParts(
+            world=world,
+            model=model,
+            trained=_distributed(model, world),
+            preprocessor=run.policy.preprocessor,
+            postprocessor=run.policy.postprocessor,
+            optimizer=optimisation.optimizer,
+            scheduler=optimisation.scheduler,
+            scaler=optimisation.scaler,
+            precision=optimisation.precision,
+            ema=ema,
+            batches=iter(loader),
+            batch_size=settings.batch_size,
+            grad_clip_norm=optimisation.optimizer_spec.grad_clip_norm,
+            output_dir=Path(settings.output_dir or "."),
+            total_steps=settings.steps,
+            data_seed=data_seed,
+            channels_last_keys=list(settings.policy.image_features) if channels_last else [],
+            train_config=lambda: lerobot_train_config(
+                settings,
+                policy=unstructure(model.config),
+                dataset_root=run.data.root,
+                optimizer=optimisation.optimizer_spec,
+                scheduler=optimisation.scheduler_spec,
+                video_backend=self.video_backend,
+            ),
+        )
+        return TorchTrainingSession(parts, start_step)
+
+    def _optimisation(
+        self, settings: TrainSettings, model: PolicyModel, world: World
+    ) -> Optimisation:
+        optimizer_spec, scheduler_spec = resolve_optimization(settings)
+        fused = self.fused_optimizer and fused_supported(world.device)
+        optimizer = build_optimizer(optimizer_spec, model.parameter_groups(), fused=fused)
+        precision = precision_for(settings.amp_requested, world.device)
+        return Optimisation(
+            optimizer_spec,
+            scheduler_spec,
+            optimizer,
+            build_scheduler(scheduler_spec, optimizer, settings.steps),
+            precision,
+            grad_scaler(precision, world.device),
+        )
+
+
+def _restore(checkpoint: Path, optimisation: Optimisation, world: World) -> int:
+    folder = checkpoint / TRAINING_STATE_DIR
+    state_files.load_optimizer(optimisation.optimizer, folder)
+    match_optimizer_layout(optimisation.optimizer)
+    if optimisation.scheduler is not None:
+        state_files.load_scheduler(optimisation.scheduler, folder)
+    scaler_file = folder / state_files.GRAD_SCALER_STATE
+    if optimisation.scaler.is_enabled() and scaler_file.is_file():
+        optimisation.scaler.load_state_dict(state_files.read_json(scaler_file))
+    # Last, so that nothing built after it draws from the restored streams.
+    state_files.restore_rng(state_files.read_tensors(folder / state_files.RNG_STATE), world.rank)
+    return int(state_files.read_json(folder / state_files.TRAINING_STEP)["step"])
+
+
+def _distributed(model: PolicyModel, world: World) -> torch.nn.Module:
+    if not world.distributed:
+        return model
+    return DistributedDataParallel(
+        model,
+        device_ids=[world.device.index] if world.device.type == "cuda" else None,
+        # As LeRobot: some policies leave parameters unused in some steps.
+        find_unused_parameters=True,
+    )
+
+
+def _data_seed(settings: TrainSettings, step_info: dict[str, Any], world: World) -> int:
+    """The seed of the sample order: the checkpoint's, the run's, or (unseeded) rank 0's draw."""
+    if step_info.get("data_seed") is not None:
+        return int(step_info["data_seed"])
+    if settings.seed is not None:
+        return settings.seed
+    return int(world.broadcast_json(secrets.randbits(31)))
+
+
+def _describe(
+    run: PreparedRun, model: PolicyModel, world: World, optimisation: Optimisation, start: int
+) -> None:
+    if not world.is_main:
+        return
+    settings = run.settings
+    log.info(
+        "training",
+        policy=settings.policy.type_name,
+        dataset=str(run.data.root),
+        frames=len(run.data.dataset),
+        episodes=run.data.dataset.num_episodes,
+        parameters=sum(p.numel() for p in model.parameters()),
+        device=str(world.device),
+        processes=world.size,
+        batch_size=f"{settings.batch_size} x {world.size}",
+        optimizer=unstructure(optimisation.optimizer_spec),
+        scheduler=unstructure(optimisation.scheduler_spec) if optimisation.scheduler_spec else None,
+        precision=str(optimisation.precision.dtype).removeprefix("torch."),
+        start_step=start,
+        steps=settings.steps,
+    )

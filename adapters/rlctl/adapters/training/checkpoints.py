@@ -1,0 +1,92 @@
+"""The run folder on disk, as `lerobot-train` lays it out, and finding what to resume.
+
+    <output_dir>/checkpoints/<step, 6+ digits>/pretrained_model/   the policy (LeRobot's folder)
+                                              training_state/     see `state_files`
+    <output_dir>/checkpoints/last -> <step>                        relative symlink
+
+A checkpoint is written under a hidden staging name and renamed into place, then `last` is
+re-pointed with an atomic replace: a run killed while saving leaves the previous checkpoint and
+`last` intact, and the half-written folder is ignored (and removed by the next save).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from rlctl.adapters.training.state_files import TRAINING_STEP, read_json
+from rlctl.application.ports.training import CheckpointRef
+
+CHECKPOINTS_DIR = "checkpoints"
+LAST = "last"
+PRETRAINED_DIR = "pretrained_model"
+TRAINING_STATE_DIR = "training_state"
+_STAGING = ".partial-"
+
+
+def step_name(step: int, total_steps: int) -> str:
+    return f"{step:0{max(6, len(str(total_steps)))}d}"
+
+
+def _is_checkpoint(folder: Path) -> bool:
+    return (folder / TRAINING_STATE_DIR / TRAINING_STEP).is_file() and (
+        folder / PRETRAINED_DIR
+    ).is_dir()
+
+
+def _ref(folder: Path) -> CheckpointRef:
+    step = int(read_json(folder / TRAINING_STATE_DIR / TRAINING_STEP)["step"])
+    return CheckpointRef(str(folder), step)
+
+
+def find_checkpoint(location: str | os.PathLike[str]) -> CheckpointRef | None:
+    """`location` as a checkpoint (or its pretrained_model), or a run folder's `last` one —
+    or, should `last` be missing or broken, its highest complete one."""
+    path = Path(location).expanduser()
+    if path.name == PRETRAINED_DIR:
+        path = path.parent
+    if _is_checkpoint(path):
+        return _ref(path)
+    folder = path / CHECKPOINTS_DIR
+    if not folder.is_dir():
+        return None
+    last = folder / LAST
+    if _is_checkpoint(last):
+        return _ref(last.resolve())
+    complete = [p for p in folder.iterdir() if p.name.isdigit() and _is_checkpoint(p)]
+    return max((_ref(p) for p in complete), key=lambda ref: ref.step, default=None)
+
+
+def write_checkpoint(output_dir: Path, name: str, fill: Callable[[Path], None]) -> Path:
+    """`fill(staging)` writes the checkpoint's content; it then appears as
+    `checkpoints/<name>` and `last` points at it."""
+    folder = output_dir / CHECKPOINTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for leftover in folder.glob(f".*{_STAGING}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    staging = folder / f".{name}{_STAGING}{os.getpid()}"
+    staging.mkdir()
+    try:
+        fill(staging)
+        target = folder / name
+        if target.exists():
+            old = folder / f".{name}{_STAGING}old"
+            target.rename(old)
+            shutil.rmtree(old, ignore_errors=True)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    point_last(folder, name)
+    return target
+
+
+def point_last(folder: Path, name: str) -> None:
+    link = folder / LAST
+    temporary = folder / f".{LAST}{_STAGING}{os.getpid()}"
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    temporary.symlink_to(name)
+    temporary.replace(link)

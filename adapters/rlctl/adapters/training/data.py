@@ -1,0 +1,154 @@
+"""The training data: which dataset, the windows a policy reads, its statistics, the loader.
+
+As `lerobot-train` does it: `delta_timestamps` come from the policy's `observation_delta_indices`
+and `action_delta_indices` divided by the dataset's fps; the normaliser's statistics are the
+dataset's `meta/stats.json`, with the cameras' replaced by ImageNet's when
+`use_imagenet_stats` is on (pretrained ResNets expect them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.adapters.storage.lerobot_v3.table import files_in_order
+from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
+from rlctl.adapters.training.augmentations import ImageAugmentations
+from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
+from rlctl.application.policy_configs import ACTION, PolicyConfig
+from rlctl.application.use_cases.train_settings import DatasetSource
+from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.errors import DatasetError
+
+OBSERVATION_PREFIX = "observation."
+IMAGENET_STATS = {
+    "mean": [[[0.485]], [[0.456]], [[0.406]]],
+    "std": [[[0.229]], [[0.224]], [[0.225]]],
+}
+
+Stats = dict[str, dict[str, Any]]
+
+
+def dataset_root(source: DatasetSource) -> Path:
+    """The local folder: `root` as given, or the Hub `repo_id` pulled into the cache."""
+    if source.root:
+        return Path(source.root).expanduser()
+    from rlctl.adapters.hub.resolve import resolve_location
+
+    episodes = tuple(source.episodes) if source.episodes is not None else None
+    return resolve_location(
+        source.location, kind="dataset", revision=source.revision, episodes=episodes
+    )
+
+
+def delta_timestamps(
+    config: PolicyConfig, features: Sequence[str], fps: int
+) -> dict[str, list[float]] | None:
+    """LeRobot's `resolve_delta_timestamps`: the policy's frame offsets, in seconds."""
+    out: dict[str, list[float]] = {}
+    for key in features:
+        if key == ACTION and config.action_delta_indices is not None:
+            out[key] = [i / fps for i in config.action_delta_indices]
+        if key.startswith(OBSERVATION_PREFIX) and config.observation_delta_indices is not None:
+            out[key] = [i / fps for i in config.observation_delta_indices]
+    return out or None
+
+
+def normalization_stats(
+    stats: Mapping[str, Mapping[str, Any]] | None,
+    camera_keys: Sequence[str],
+    *,
+    use_imagenet_stats: bool,
+    where: str,
+) -> Stats:
+    if stats is None:
+        raise DatasetError(
+            "the dataset has no statistics (meta/stats.json), which normalisation needs",
+            where=where,
+            hint="compute them with `rlctl dataset recompute-stats ROOT` or LeRobot",
+        )
+    out = {key: dict(per) for key, per in stats.items()}
+    if use_imagenet_stats:
+        for key in camera_keys:
+            out.setdefault(key, {}).update({k: v for k, v in IMAGENET_STATS.items()})
+    return {k: {n: np.asarray(v).tolist() for n, v in per.items()} for k, per in out.items()}
+
+
+@attrs.define
+class TrainingData:
+    dataset: LeRobotTorchDataset
+    root: Path
+    # The dataset's own metadata (every feature, the statistics).
+    meta: DatasetMeta
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return self.dataset.camera_keys
+
+    def episode_lengths(self) -> list[int]:
+        """Episode lengths in the order the dataset's positions run (its files' order)."""
+        meta = self.dataset.meta
+        chosen = self.dataset.reader.episodes
+        records = list(meta.episodes) if chosen is None else [meta.episodes[i] for i in chosen]
+        plan = files_in_order(self.root, meta, records)
+        return [episode.length for _, episodes in plan for episode in episodes]
+
+
+def read_dataset_meta(root: Path) -> DatasetMeta:
+    return LeRobotMetaReader().read_meta(root)
+
+
+def open_training_data(
+    root: Path,
+    meta: DatasetMeta,
+    source: DatasetSource,
+    config: PolicyConfig,
+    *,
+    video_backend: str | None = None,
+) -> TrainingData:
+    """The dataset with the policy's windows. Cameras the policy does not read are left out,
+    so they are never decoded."""
+    unread = {k for k in meta.visual_keys if k not in config.image_features}
+    kept = attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
+    reader = LeRobotDatasetReader(
+        root,
+        delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
+        episodes=source.episodes,
+        video_backend=video_backend,
+        meta=kept,
+    )
+    return TrainingData(LeRobotTorchDataset.from_reader(reader), reader.root, meta)
+
+
+def make_loader(
+    data: TrainingData,
+    sampler: StepBatchSampler,
+    augment: ImageAugmentations | None,
+    *,
+    num_workers: int,
+    pin_memory: bool,
+    seed: int,
+) -> DataLoader:
+    items = AugmentedItems(data.dataset, data.camera_keys, augment)
+    return DataLoader(
+        items,
+        batch_sampler=sampler,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        # Its own generator: creating the loader's iterator must not draw from the global RNG,
+        # or a resumed run's model randomness would drift from the uninterrupted run's.
+        generator=torch.Generator().manual_seed(seed),
+        prefetch_factor=2 if num_workers > 0 else None,
+    )
+
+
+def sample_positions(data: TrainingData, config: PolicyConfig) -> np.ndarray:
+    return usable_positions(data.episode_lengths(), getattr(config, "drop_n_last_frames", 0))

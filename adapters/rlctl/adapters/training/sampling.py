@@ -1,0 +1,121 @@
+"""Which frames each step trains on, as a pure function of (seed, step): exact resume, DDP shards.
+
+The stream of sample positions is endless: position p falls in epoch p // N (N usable frames)
+and picks frame `perm(seed, epoch)[p % N]`; batches never straddle a step, so step s of a run
+with world size W and batch B reads positions [s·W·B, (s+1)·W·B), rank r the r-th block of B.
+That is LeRobot's `EpisodeAwareSampler` idea (order from (seed, epoch), no synchronised RNG)
+carried one step further: resuming is "start at step s", with no sampler state to save, and
+the ranks' shards are disjoint like `DistributedSampler`'s.
+
+Each position also gets its own seed, which the loader uses for that sample's augmentations, so
+they do not depend on which worker fetched it either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from rlctl.adapters.training.augmentations import ImageAugmentations
+from rlctl.domain.errors import InvalidInput
+
+SampleKey = tuple[int, int]  # (dataset position, sample seed)
+
+
+def usable_positions(episode_lengths: Sequence[int], drop_n_last_frames: int = 0) -> np.ndarray:
+    """Dataset positions a sample may start at: each episode less its last frames (Diffusion
+    Policy drops the frames whose action horizon would run mostly past the end)."""
+    parts, start = [], 0
+    for length in episode_lengths:
+        parts.append(np.arange(start, start + max(0, length - drop_n_last_frames)))
+        start += length
+    positions = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if not len(positions):
+        raise InvalidInput(
+            f"no frame left to train on after dropping the last {drop_n_last_frames} of each "
+            "episode",
+            where="dataset",
+            hint="use longer episodes, or a policy config that drops fewer frames",
+        )
+    return positions.astype(np.int64)
+
+
+def _seed_of(*parts: int) -> int:
+    return int(np.random.SeedSequence([p & 0xFFFFFFFFFFFFFFFF for p in parts]).generate_state(1)[0])
+
+
+class StepBatchSampler:
+    """A `batch_sampler` for torch's DataLoader: lists of `(position, sample_seed)`, forever."""
+
+    def __init__(
+        self,
+        positions: np.ndarray,
+        *,
+        batch_size: int,
+        seed: int,
+        start_step: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.positions = positions
+        self.batch_size = batch_size
+        self.seed = seed
+        self.start_step = start_step
+        self.rank = rank
+        self.world_size = world_size
+        self._epoch = -1
+        self._order = np.zeros(0, dtype=np.int64)
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            generator = torch.Generator().manual_seed(_seed_of(self.seed, epoch))
+            self._order = torch.randperm(len(self.positions), generator=generator).numpy()
+            self._epoch = epoch
+        return self._order
+
+    def batch(self, step: int) -> list[SampleKey]:
+        """This rank's samples for optimisation step `step` (0-based)."""
+        first = (step * self.world_size + self.rank) * self.batch_size
+        keys = []
+        for p in range(first, first + self.batch_size):
+            epoch, offset = divmod(p, len(self.positions))
+            frame = int(self.positions[self.order(epoch)[offset]])
+            keys.append((frame, _seed_of(self.seed, p, 1)))
+        return keys
+
+    def __iter__(self) -> Iterator[list[SampleKey]]:
+        step = self.start_step
+        while True:
+            yield self.batch(step)
+            step += 1
+
+
+class AugmentedItems(Dataset[dict[str, Any]]):
+    """Items of `dataset` at `(position, seed)` keys, the cameras augmented with that seed."""
+
+    def __init__(
+        self, dataset: Any, camera_keys: Sequence[str], augment: ImageAugmentations | None
+    ) -> None:
+        self.dataset = dataset
+        self.camera_keys = list(camera_keys)
+        self.augment = augment if augment is not None and augment.enabled else None
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, keys: Sequence[SampleKey]) -> list[dict[str, Any]]:
+        items = self.dataset.__getitems__([position for position, _ in keys])
+        if self.augment is not None:
+            for item, (_, seed) in zip(items, keys):
+                generator = torch.Generator().manual_seed(seed)
+                for key in self.camera_keys:
+                    if key in item:
+                        item[key] = self.augment(item[key], generator)
+        return items
+
+    def __getitem__(self, key: SampleKey) -> dict[str, Any]:
+        return self.__getitems__([key])[0]

@@ -1,0 +1,102 @@
+"""Ports for training: the backend that does the mechanics, and where metrics go.
+
+`TrainPolicy` decides *when* (steps, checkpoint and evaluation cadence, logging, resume,
+Ctrl-C); a `TrainingBackend` knows *how*: it builds the dataset, model, optimiser and loader,
+runs one optimisation step, and writes or reads a checkpoint. Under a multi-process launcher
+every process runs the same use case; the session says whether it is the main one, and only
+the main one writes checkpoints and metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import attrs
+
+from rlctl.application.ports.policy import Policy
+from rlctl.application.use_cases.train_settings import TrainSettings
+
+
+@attrs.frozen
+class StepResult:
+    """What one optimisation step reports."""
+
+    loss: float
+    grad_norm: float
+    lr: float
+    # Samples this step consumed across all processes.
+    samples: int
+    # Seconds waiting for the batch (loader and pre-processing), then computing the update.
+    data_s: float
+    compute_s: float
+    # The policy's own loss parts (l1_loss, kld_loss …).
+    parts: Mapping[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class CheckpointRef:
+    """A saved checkpoint: where it is, and after how many optimisation steps it was taken."""
+
+    location: str
+    step: int
+
+
+class TrainingSession(Protocol):
+    """A run being trained: model, optimiser and data, ready to step."""
+
+    @property
+    def is_main(self) -> bool:
+        """True in the process that writes checkpoints, metrics and progress."""
+        ...
+
+    @property
+    def steps_done(self) -> int:
+        """Optimisation steps completed so far, those of a resumed checkpoint included.
+
+        After an interrupt this is the truth: a step is counted once its update is applied.
+        """
+        ...
+
+    def train_step(self) -> StepResult:
+        """Fetch one batch and apply one update."""
+        ...
+
+    def save_checkpoint(self) -> CheckpointRef | None:
+        """Save model, processors, optimiser, scheduler, RNG states and step; point `last` at it.
+
+        Called by every process (it may synchronise them); returns the checkpoint in the main
+        process, None elsewhere.
+        """
+        ...
+
+    def evaluation_policy(self) -> AbstractContextManager[Policy]:
+        """The current policy for evaluation, in inference mode; the training RNG stream is
+        left as it was when the block ends, so evaluating does not change what follows."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait for every process (a no-op with one)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TrainingBackend(Protocol):
+    def find_checkpoint(self, location: str) -> CheckpointRef | None:
+        """The checkpoint to resume from: `location` itself, or a run folder's last one."""
+        ...
+
+    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TrainingSession:
+        """Build everything; with `resume`, restore the model, optimiser, scheduler, RNG
+        states and step from it."""
+        ...
+
+
+class MetricsSink(Protocol):
+    """Where logged figures go: a metrics.jsonl, TensorBoard, W&B …"""
+
+    def write(self, step: int, metrics: Mapping[str, float], *, phase: str = "train") -> None: ...
+
+    def close(self) -> None: ...

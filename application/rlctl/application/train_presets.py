@@ -1,0 +1,162 @@
+"""Each policy's optimiser and learning-rate schedule, as LeRobot 0.6.1's `get_optimizer_preset`
+and `get_scheduler_preset` give them, and how `--optimizer.*` / `--scheduler.*` override them.
+
+    ACT        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule; the
+               ResNet's own lr (`optimizer_lr_backbone`) comes from the model's parameter groups
+    Diffusion  Adam(lr, betas, eps, weight_decay from the config) + diffusers' cosine schedule
+               with `scheduler_warmup_steps` of linear warm-up
+    MLP        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule
+
+A new policy registers its preset with `@training_preset("name")`; a policy without one trains
+with LeRobot's default `AdamConfig` (lr 1e-3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from rlctl.application.policy_configs import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
+from rlctl.application.use_cases.train_settings import TrainSettings
+from rlctl.domain.errors import ConfigError
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup")
+DIFFUSER_NAMES = ("cosine", "linear", "constant", "constant_with_warmup")
+
+
+@attrs.frozen(kw_only=True)
+class OptimizerSpec:
+    """A concrete optimiser: LeRobot's `{"type": "adamw", "lr": ..., "grad_clip_norm": ...}`."""
+
+    type: str = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    momentum: float = 0.0
+    grad_clip_norm: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.type not in OPTIMIZERS:
+            raise ConfigError(
+                f"unknown optimizer type {self.type!r}",
+                where="optimizer.type",
+                hint=f"choose one of: {', '.join(OPTIMIZERS)}",
+            )
+        if self.lr <= 0:
+            raise ConfigError(
+                f"the learning rate must be positive, got {self.lr}", where="optimizer.lr"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class SchedulerSpec:
+    """A concrete schedule over `num_training_steps`: LeRobot's `{"type": "diffuser", ...}`."""
+
+    type: str = "diffuser"
+    name: str = "cosine"
+    num_warmup_steps: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.type not in SCHEDULERS:
+            raise ConfigError(
+                f"unknown scheduler type {self.type!r}",
+                where="scheduler.type",
+                hint=f"choose one of: {', '.join(SCHEDULERS)}, or none",
+            )
+        if self.type == "diffuser" and self.name not in DIFFUSER_NAMES:
+            raise ConfigError(
+                f"unknown diffuser schedule {self.name!r}",
+                where="scheduler.name",
+                hint=f"choose one of: {', '.join(DIFFUSER_NAMES)}",
+            )
+        if self.num_warmup_steps < 0:
+            raise ConfigError(
+                "num_warmup_steps cannot be negative", where="scheduler.num_warmup_steps"
+            )
+
+
+Preset = Callable[[PolicyConfig], tuple[OptimizerSpec, SchedulerSpec | None]]
+_PRESETS: dict[str, Preset] = {}
+
+
+def training_preset(policy_type: str) -> Callable[[Preset], Preset]:
+    def register(fn: Preset) -> Preset:
+        _PRESETS[policy_type] = fn
+        return fn
+
+    return register
+
+
+@training_preset("act")
+def _act(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    assert isinstance(config, ACTConfig)
+    return (
+        OptimizerSpec(
+            type="adamw", lr=config.optimizer_lr, weight_decay=config.optimizer_weight_decay
+        ),
+        None,
+    )
+
+
+@training_preset("diffusion")
+def _diffusion(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    assert isinstance(config, DiffusionConfig)
+    return (
+        OptimizerSpec(
+            type="adam",
+            lr=config.optimizer_lr,
+            betas=config.optimizer_betas,
+            eps=config.optimizer_eps,
+            weight_decay=config.optimizer_weight_decay,
+        ),
+        SchedulerSpec(
+            type="diffuser",
+            name=config.scheduler_name,
+            num_warmup_steps=config.scheduler_warmup_steps,
+        ),
+    )
+
+
+@training_preset("mlp")
+def _mlp(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    assert isinstance(config, MLPConfig)
+    return (
+        OptimizerSpec(
+            type="adamw", lr=config.optimizer_lr, weight_decay=config.optimizer_weight_decay
+        ),
+        None,
+    )
+
+
+def resolve_optimization(settings: TrainSettings) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    """The optimiser and schedule a run uses: the preset (or LeRobot's defaults) plus overrides."""
+    preset = _PRESETS.get(settings.policy.type_name)
+    if settings.use_policy_training_preset and preset is not None:
+        optimizer, scheduler = preset(settings.policy)
+    else:
+        optimizer, scheduler = OptimizerSpec(), None
+
+    opt = settings.optimizer
+    changes = {
+        name: getattr(opt, name)
+        for name in ("type", "lr", "weight_decay", "betas", "eps", "momentum", "grad_clip_norm")
+        if getattr(opt, name) is not None
+    }
+    if settings.grad_clip_norm is not None:
+        changes["grad_clip_norm"] = settings.grad_clip_norm
+    optimizer = attrs.evolve(optimizer, **changes)
+
+    sched = settings.scheduler
+    if sched.type is not None and sched.type.lower() in ("none", "null", "constant"):
+        return optimizer, None
+    sched_changes = {
+        name: getattr(sched, name)
+        for name in ("type", "name", "num_warmup_steps")
+        if getattr(sched, name) is not None
+    }
+    if sched_changes:
+        scheduler = attrs.evolve(scheduler or SchedulerSpec(), **sched_changes)
+    return optimizer, scheduler

@@ -1,0 +1,209 @@
+"""TrainPolicy: the schedule of a training run; the backend does the arithmetic.
+
+The policy of the work:
+- a run counts optimisation steps up to `settings.steps`; a resumed run continues from the
+  checkpoint's step, and a run whose checkpoint is already at `steps` does nothing;
+- a new run refuses an output dir that already holds checkpoints (resume it, or pick another);
+- after step s: log when `s % log_freq == 0`, checkpoint when `s % save_freq == 0` or s is the
+  last step, evaluate in the simulator when an evaluator is given and `s % eval_freq == 0` —
+  in that order, so a checkpoint never includes what an evaluation did;
+- Ctrl-C stops at once and checkpoints the steps completed since the last checkpoint, then the
+  report says `interrupted`;
+- only the main process logs metrics, draws progress and evaluates; all of them checkpoint
+  together (the backend lets only the main one write).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import structlog
+
+from rlctl.application.ports.policy import Policy
+from rlctl.application.ports.progress import Progress, ProgressTask
+from rlctl.application.ports.training import (
+    CheckpointRef,
+    MetricsSink,
+    StepResult,
+    TrainingBackend,
+    TrainingSession,
+)
+from rlctl.application.use_cases.eval_settings import EvalSettings
+from rlctl.application.use_cases.train_metrics import MetricsWindow
+from rlctl.application.use_cases.train_settings import TrainSettings
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.eval_metrics import EvalReport
+
+log = structlog.get_logger(__name__)
+
+# Runs an evaluation of a policy; the command binds it to a simulation.
+Evaluator = Callable[[Policy, EvalSettings], EvalReport]
+
+
+def is_due(step: int, every: int) -> bool:
+    return every > 0 and step % every == 0
+
+
+def is_save_step(step: int, settings: TrainSettings) -> bool:
+    if not settings.save_checkpoint:
+        return False
+    return is_due(step, settings.save_freq) or step == settings.steps
+
+
+@attrs.frozen
+class TrainReport:
+    start_step: int
+    steps_done: int
+    interrupted: bool = False
+    last_checkpoint: CheckpointRef | None = None
+    # The figures of the last logging window.
+    metrics: dict[str, float] = attrs.field(factory=dict)
+    # (step, overall eval figures) per evaluation.
+    evaluations: list[tuple[int, dict[str, Any]]] = attrs.field(factory=list)
+
+
+class _NoTask:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def update(self, **fields: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class TrainPolicy:
+    def __init__(
+        self,
+        backend: TrainingBackend,
+        progress: Progress,
+        metrics: MetricsSink,
+        evaluator: Evaluator | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._backend = backend
+        self._progress = progress
+        self._metrics = metrics
+        self._evaluator = evaluator
+        self._clock = clock
+
+    def __call__(self, settings: TrainSettings) -> TrainReport:
+        resume = self._checkpoint_to_resume(settings)
+        start = resume.step if resume is not None else 0
+        if start >= settings.steps:
+            log.info("nothing to train", checkpoint_step=start, steps=settings.steps)
+            return TrainReport(start, start, last_checkpoint=resume)
+        if settings.eval_freq > 0 and self._evaluator is None:
+            log.info("no simulator configured: evaluation during training is off")
+        session = self._backend.start(settings, resume)
+        try:
+            return self._run(session, settings, resume)
+        finally:
+            session.close()
+            self._metrics.close()
+
+    def _checkpoint_to_resume(self, settings: TrainSettings) -> CheckpointRef | None:
+        if settings.output_dir is None:
+            raise ConfigError("no output dir given", where="output_dir", hint="pass --output_dir")
+        if settings.resume is None:
+            existing = self._backend.find_checkpoint(settings.output_dir)
+            if existing is not None:
+                raise ConfigError(
+                    f"the output dir already holds a training run (step {existing.step})",
+                    where=settings.output_dir,
+                    hint=f"continue it with --resume={settings.output_dir}, "
+                    "or choose another --output_dir",
+                )
+            return None
+        found = self._backend.find_checkpoint(settings.resume)
+        if found is None:
+            raise ConfigError(
+                "no checkpoint to resume from",
+                where=settings.resume,
+                hint="give a run's output dir or one of its checkpoints/<step> folders",
+            )
+        log.info("resuming", checkpoint=found.location, step=found.step)
+        return found
+
+    def _run(
+        self, session: TrainingSession, settings: TrainSettings, resume: CheckpointRef | None
+    ) -> TrainReport:
+        start = session.steps_done
+        last_saved = resume
+        window = MetricsWindow()
+        logged: dict[str, float] = {}
+        evaluations: list[tuple[int, dict[str, Any]]] = []
+        bar: ProgressTask = (
+            self._progress.task("train", total=settings.steps - start)
+            if session.is_main
+            else _NoTask()
+        )
+        try:
+            while session.steps_done < settings.steps:
+                result = session.train_step()
+                step = session.steps_done
+                window.add(result)
+                if session.is_main:
+                    bar.advance()
+                    bar.update(**_bar_fields(result, window))
+                if is_due(step, settings.log_freq):
+                    logged = self._log(session, step, window.flush())
+                if is_save_step(step, settings):
+                    last_saved = session.save_checkpoint() or last_saved
+                if self._evaluator is not None and is_due(step, settings.eval_freq):
+                    figures = self._evaluate(session, step, settings)
+                    if figures is not None:
+                        evaluations.append((step, figures))
+        except KeyboardInterrupt:
+            step = session.steps_done
+            log.warning("interrupted", step=step)
+            if settings.save_checkpoint and step > (last_saved.step if last_saved else 0):
+                last_saved = session.save_checkpoint() or last_saved
+            return TrainReport(start, step, True, last_saved, logged, evaluations)
+        finally:
+            bar.close()
+        if window.steps and session.is_main:
+            logged = self._log(session, session.steps_done, window.flush())
+        return TrainReport(start, session.steps_done, False, last_saved, logged, evaluations)
+
+    def _log(self, session: TrainingSession, step: int, figures: dict[str, float]) -> dict:
+        if session.is_main and figures:
+            self._metrics.write(step, figures, phase="train")
+            log.info("train", step=step, **{k: float(f"{v:.6g}") for k, v in figures.items()})
+        return figures
+
+    def _evaluate(
+        self, session: TrainingSession, step: int, settings: TrainSettings
+    ) -> dict[str, Any] | None:
+        assert self._evaluator is not None
+        figures = None
+        if session.is_main:
+            eval_settings = settings.eval
+            if eval_settings.max_episodes_rendered > 0:
+                base = eval_settings.videos_dir or f"{settings.output_dir}/eval"
+                eval_settings = attrs.evolve(eval_settings, videos_dir=f"{base}/videos_step_{step}")
+            started = self._clock()
+            with session.evaluation_policy() as policy:
+                report = self._evaluator(policy, eval_settings)
+            overall = report.overall()
+            figures = {k: v for k, v in overall.items() if isinstance(v, (int, float))}
+            figures.setdefault("eval_s", self._clock() - started)
+            self._metrics.write(step, figures, phase="eval")
+            log.info("eval", step=step, **figures)
+        session.barrier()
+        return figures
+
+
+def _bar_fields(result: StepResult, window: MetricsWindow) -> dict[str, Any]:
+    current = window.summary()
+    return {
+        "loss": f"{result.loss:.4f}",
+        "lr": f"{result.lr:.1e}",
+        "smp/s": f"{current.get('samples_per_s', 0.0):.1f}",
+        "data": f"{100 * current.get('data_wait', 0.0):.0f}%",
+    }

@@ -1,0 +1,172 @@
+"""`rlctl train`: train a policy on a LeRobot dataset, with LeRobot's options and run layout.
+
+    rlctl train --dataset.root=data/pusht --policy.type=act --steps=100000 --batch_size=8 \\
+        --output_dir=outputs/train/act_pusht [--env.type=pusht --eval_freq=20000]
+    rlctl train --resume=outputs/train/act_pusht          # after a crash, Ctrl-C or kill
+    torchrun --nproc_per_node=2 --no-python rlctl train ...   # DDP, one process per GPU/CPU
+
+The output dir gets `rlctl_config.json` (the resolved settings), `metrics.jsonl` and
+`checkpoints/<step>/{pretrained_model,training_state}` with a `last` link. Resuming reads the
+run's `rlctl_config.json` and applies the command line's overrides on top (e.g. `--steps`).
+Heavy imports happen in the command body only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import click
+
+from rlctl.adapters.sim.config import EnvConfig
+from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
+
+
+@attrs.frozen(kw_only=True)
+class TrainDatasetSettings(DatasetSource):
+    video_backend: Literal["auto", "pyav", "torchcodec"] = "auto"
+
+
+@attrs.frozen(kw_only=True)
+class WandbSettings:
+    enable: bool = False
+    project: str = "rlctl"
+    # offline: logs stay in the output dir until `wandb sync`.
+    mode: Literal["offline", "online", "disabled"] = "offline"
+
+
+@attrs.frozen(kw_only=True)
+class TrainCommandSettings(TrainSettings):
+    dataset: TrainDatasetSettings = attrs.field(factory=TrainDatasetSettings)
+    # A simulator to evaluate in every `eval_freq` steps; none: no evaluation.
+    env: EnvConfig | None = None
+    tensorboard: bool = False
+    wandb: WandbSettings = attrs.field(factory=WandbSettings)
+    progress: Literal["auto", "terminal", "silent"] = "auto"
+
+
+for _cls in (TrainDatasetSettings, WandbSettings, TrainCommandSettings):
+    attrs.resolve_types(_cls)
+
+
+def default_output_dir(settings: TrainSettings, now: dt.datetime | None = None) -> Path:
+    """`outputs/train/<date>/<time>_<job>`, as lerobot-train names its runs."""
+    now = now or dt.datetime.now()
+    return Path("outputs/train") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job_name(settings)}"
+
+
+def job_name(settings: TrainCommandSettings | TrainSettings) -> str:
+    env = getattr(settings, "env", None)
+    policy = settings.policy.type_name
+    return settings.job_name or (f"{env.type}_{policy}" if env is not None else policy)
+
+
+def run_folder(location: str) -> Path:
+    """The run a `--resume` location belongs to: itself, or the run above a checkpoint."""
+    path = Path(location).expanduser()
+    if path.name == "pretrained_model":
+        path = path.parent
+    if (path / "training_state").is_dir():
+        return path.parent.parent
+    return path
+
+
+def resumed_settings(config: TrainCommandSettings, ctx: click.Context) -> TrainCommandSettings:
+    """The run's saved settings, then this command line's overrides on top."""
+    from rlctl.domain.config import merge_data, parse_overrides, resolve, unstructure
+    from rlctl.entrypoints.settings import RESOLVED_CONFIG_NAME, read_config_file
+
+    assert config.resume is not None
+    run = run_folder(config.resume)
+    saved = run / RESOLVED_CONFIG_NAME
+    overrides = parse_overrides(ctx.args)
+    if not saved.is_file():
+        return config if config.output_dir else attrs.evolve(config, output_dir=str(run))
+    base = merge_data({}, unstructure(TrainCommandSettings()))
+    layers = [read_config_file(saved)]
+    config_file = ctx.params.get("config_file")
+    if config_file:
+        layers.append(read_config_file(config_file))
+    resumed = resolve(
+        TrainCommandSettings, base, *layers, overrides=[*overrides, ("resume", config.resume)]
+    )
+    if not any(key == "output_dir" for key, _ in overrides):
+        resumed = attrs.evolve(resumed, output_dir=str(run))
+    return resumed
+
+
+def is_main_process() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def build_evaluator(config: TrainCommandSettings, container: Any) -> Any:
+    if config.env is None or config.eval_freq <= 0:
+        return None
+    simulation = container.simulation(config.env)
+
+    def evaluate(policy: Any, settings: Any) -> Any:
+        return container.evaluate_policy(simulation, policy)(settings)
+
+    return evaluate
+
+
+EPILOG = """\b
+Common settings (all: --print-config):
+  --dataset.root=PATH | --dataset.repo_id=ID   [--dataset.episodes=[0,1]]
+  --dataset.image_transforms.enable=true       LeRobot's augmentations
+  --policy.type=act|diffusion|mlp  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
+  --steps=N --batch_size=B --num_workers=W --seed=S --output_dir=DIR
+  --log_freq=N --save_freq=N --eval_freq=N --env.type=pusht --eval.n_episodes=N
+  --optimizer.lr=X --optimizer.type=adamw --scheduler.type=none --grad_clip_norm=X
+  --use_amp=true (CUDA) --ema.enable=true --tensorboard=true --wandb.enable=true
+  --resume=DIR      continue a run (its settings, then these overrides)
+"""
+
+
+@click.command(name="train", context_settings=OVERRIDE_CONTEXT, epilog=EPILOG)
+@config_options(TrainCommandSettings)
+@click.pass_context
+def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
+    """Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset
+    (--dataset.root=PATH or --dataset.repo_id=ID); --resume=DIR continues a run."""
+    from rlctl.domain.config import unstructure
+    from rlctl.entrypoints.container import build_container
+    from rlctl.entrypoints.settings import write_resolved_config
+
+    if config.resume:
+        config = resumed_settings(config, ctx)
+    if config.output_dir is None:
+        config = attrs.evolve(config, output_dir=str(default_output_dir(config)))
+    config = attrs.evolve(config, job_name=job_name(config))
+    out = Path(config.output_dir or ".")
+    container = build_container(config)  # type: ignore[arg-type]
+    main = is_main_process()
+    # A new run aimed at an existing run's folder is refused by the use case; its settings
+    # must not overwrite that run's before it is.
+    if main and (config.resume or container.training_backend().find_checkpoint(str(out)) is None):
+        write_resolved_config(config, out)
+    metrics = container.training_metrics(
+        out,
+        tensorboard=config.tensorboard and main,
+        wandb=config.wandb.enable and main,
+        wandb_project=config.wandb.project,
+        wandb_mode=config.wandb.mode,
+        config=unstructure(config),
+    )
+    use_case = container.train_policy(metrics=metrics, evaluator=build_evaluator(config, container))
+    report = use_case(config)
+    if not main:
+        return
+    checkpoint = report.last_checkpoint.location if report.last_checkpoint else "none"
+    click.echo(
+        f"trained steps {report.start_step}..{report.steps_done} of {config.steps}; "
+        f"last checkpoint: {checkpoint}"
+    )
+    if report.interrupted:
+        click.echo(f"interrupted; continue with: rlctl train --resume={out}", err=True)
+        ctx.exit(EXIT_INTERRUPTED)

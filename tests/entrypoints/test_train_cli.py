@@ -1,0 +1,144 @@
+"""`rlctl train` as a user types it, on a tiny MLP over LeRobot's sim_video fixture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.entrypoints.cli.main import cli
+from rlctl.entrypoints.cli.train import TrainCommandSettings, run_folder
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def train_args(sim_video: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "train",
+        f"--dataset.root={sim_video}",
+        "--policy.type=mlp",
+        "--policy.chunk_size=5",
+        "--policy.n_action_steps=5",
+        "--policy.hidden_dims=[32,32]",
+        "--steps=4",
+        "--batch_size=4",
+        "--num_workers=0",
+        "--log_freq=1",
+        "--save_freq=2",
+        f"--output_dir={out}",
+        *extra,
+    ]
+
+
+def metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_train_writes_config_metrics_and_loadable_checkpoints(runner, fixtures_dir, tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(cli, train_args(fixtures_dir / "sim_video", out))
+    assert result.exit_code == 0, result.output
+    assert "trained steps 0..4 of 4" in result.output
+
+    config = json.loads((out / "rlctl_config.json").read_text())
+    assert config["policy"]["type"] == "mlp" and config["steps"] == 4
+    assert config["job_name"] == "mlp"
+    assert [m["step"] for m in metrics(out)] == [1, 2, 3, 4]
+    assert {"loss", "lr", "grad_norm", "samples_per_s", "data_wait"} <= set(metrics(out)[0])
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["000002", "000004", "last"]
+
+    policy = load_policy(out / "checkpoints" / "last" / "pretrained_model")
+    chunk = policy.predict_chunk({"observation.state": torch.zeros(1, 6)})
+    assert chunk.actions.shape == (1, 5, 6)
+
+
+def test_resume_continues_with_the_saved_settings(runner, fixtures_dir, tmp_path):
+    out = tmp_path / "run"
+    assert runner.invoke(cli, train_args(fixtures_dir / "sim_video", out)).exit_code == 0
+    result = runner.invoke(cli, ["train", f"--resume={out}", "--steps=6"])
+    assert result.exit_code == 0, result.output
+    assert "trained steps 4..6 of 6" in result.output
+    assert [m["step"] for m in metrics(out)] == [1, 2, 3, 4, 5, 6]
+    saved = json.loads((out / "rlctl_config.json").read_text())
+    assert saved["steps"] == 6 and saved["policy"]["hidden_dims"] == [32, 32]
+
+
+def test_a_new_run_into_a_used_output_dir_is_refused(runner, fixtures_dir, tmp_path):
+    out = tmp_path / "run"
+    assert runner.invoke(cli, train_args(fixtures_dir / "sim_video", out)).exit_code == 0
+    before = (out / "rlctl_config.json").read_text()
+    result = runner.invoke(cli, train_args(fixtures_dir / "sim_video", out, "--steps=9"))
+    assert result.exit_code == 1
+    assert "already holds a training run" in result.output and "--resume" in result.output
+    assert (out / "rlctl_config.json").read_text() == before  # the old run's settings survive
+
+
+def test_missing_dataset_is_one_line_and_a_hint(runner, tmp_path):
+    result = runner.invoke(cli, ["train", "--policy.type=mlp", f"--output_dir={tmp_path}/x"])
+    assert result.exit_code == 1
+    assert "no dataset given" in result.output and "--dataset.root" in result.output
+
+
+def test_print_config_shows_the_policy_and_schedule(runner):
+    result = runner.invoke(cli, ["train", "--policy.type=diffusion", "--print-config"])
+    assert result.exit_code == 0
+    config = json.loads(result.output)
+    assert config["policy"]["type"] == "diffusion" and config["steps"] == 100_000
+    assert config["dataset"]["image_transforms"]["tfs"]["affine"]["type"] == "RandomAffine"
+
+
+def test_settings_structure_env_and_overrides():
+    from rlctl.domain.config import parse_overrides, resolve, unstructure
+
+    settings = resolve(
+        TrainCommandSettings,
+        unstructure(TrainCommandSettings()),
+        overrides=parse_overrides(["--env.type=pusht", "--optimizer.lr=3e-4", "--eval_freq=5"]),
+    )
+    assert settings.env is not None and settings.env.type == "pusht"
+    assert settings.optimizer.lr == 3e-4 and settings.eval_freq == 5
+
+
+def test_run_folder_of_a_checkpoint(tmp_path):
+    checkpoint = tmp_path / "run" / "checkpoints" / "000004"
+    (checkpoint / "training_state").mkdir(parents=True)
+    assert run_folder(str(checkpoint)) == tmp_path / "run"
+    assert run_folder(str(checkpoint / "pretrained_model")) == tmp_path / "run"
+    assert run_folder(str(tmp_path / "run")) == tmp_path / "run"
+
+
+def test_the_evaluator_runs_evaluate_policy_in_the_configured_simulation():
+    from rlctl.entrypoints.cli.train import build_evaluator
+
+    calls = []
+
+    class Container:
+        def simulation(self, env):
+            calls.append(("simulation", env.type))
+            return "sim"
+
+        def evaluate_policy(self, simulation, policy):
+            return lambda settings: calls.append(("evaluate", simulation, policy, settings))
+
+    settings = TrainCommandSettings(eval_freq=5)
+    assert build_evaluator(settings, Container()) is None  # no env, no evaluation
+    from rlctl.adapters.sim.envs.pusht import PushtEnv
+
+    evaluate = build_evaluator(TrainCommandSettings(env=PushtEnv(), eval_freq=5), Container())
+    evaluate("policy", "eval settings")
+    assert calls == [("simulation", "pusht"), ("evaluate", "sim", "policy", "eval settings")]
