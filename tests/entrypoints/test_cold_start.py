@@ -66,3 +66,15 @@ def test_help_imports_nothing_heavy(args):
     assert "Usage" in proc.stdout or "rlctl" in proc.stdout, proc.stderr
     loaded = json.loads(proc.stderr.strip().splitlines()[-1])
     assert loaded == [], f"`rlctl {' '.join(args)}` imported {loaded}"
+
+
+def test_listed_help_matches_each_commands_own_help():
+    import click
+
+    from rlctl.entrypoints.cli.main import SUBCOMMAND_HELP, SUBCOMMANDS, cli
+
+    assert set(SUBCOMMAND_HELP) == set(SUBCOMMANDS)
+    ctx = click.Context(cli)
+    for name, line in SUBCOMMAND_HELP.items():
+        full = cli.get_command(ctx, name).get_short_help_str(limit=500)
+        assert full.startswith(line.removesuffix("...")), name

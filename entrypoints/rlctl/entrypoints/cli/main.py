@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "dataset": "rlctl.entrypoints.cli.dataset:dataset",
     "eval": "rlctl.entrypoints.cli.eval:eval_command",
     "policy": "rlctl.entrypoints.cli.policy:policy",
+    "quickstart": "rlctl.entrypoints.cli.quickstart:quickstart_command",
     "train": "rlctl.entrypoints.cli.train:train_command",
     "calibrate": "rlctl.entrypoints.cli.calibrate:calibrate_command",
     "find-cameras": "rlctl.entrypoints.cli.find_cameras:find_cameras_command",
@@ -22,6 +23,22 @@ SUBCOMMANDS = {
     "replay": "rlctl.entrypoints.cli.replay:replay_command",
     "setup-motors": "rlctl.entrypoints.cli.setup_motors:setup_motors_command",
     "teleoperate": "rlctl.entrypoints.cli.teleoperate:teleoperate_command",
+}
+
+# One line per command for `rlctl --help`, so listing commands imports none of them.
+SUBCOMMAND_HELP = {
+    "calibrate": "Calibrate a robot or teleoperator arm: homing, then ranges of motion.",
+    "dataset": "Inspect and maintain LeRobot v3.0 datasets.",
+    "eval": "Evaluate a policy in simulation; write eval_info.json and videos...",
+    "find-cameras": "List cameras with the size, rate and format they start in.",
+    "find-port": "List serial ports, ask to unplug the board, and name the port that went away.",
+    "policy": "Push and pull policy checkpoints (LeRobot's pretrained_model layout).",
+    "quickstart": "Record expert demonstrations in Meta-World, train a policy, evaluate it...",
+    "record": "Record episodes from a robot driven by a teleoperator (or a policy)...",
+    "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",
+    "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
+    "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
+    "train": "Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset...",
 }
 
 
@@ -61,6 +78,7 @@ def _debug_on(ctx: click.Context) -> bool:
 @click.group(
     cls=RlctlGroup,
     lazy_subcommands=SUBCOMMANDS,
+    lazy_help=SUBCOMMAND_HELP,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(version=_version(), prog_name="rlctl", message="%(prog)s %(version)s")

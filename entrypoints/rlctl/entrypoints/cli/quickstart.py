@@ -1,0 +1,122 @@
+"""`rlctl quickstart`: the whole loop in one command, with no robot and no network.
+
+It records scripted-expert demonstrations in a Meta-World task (state only, no rendering),
+trains a small policy on the CPU and evaluates it in the same task — by running the real
+`rlctl record`, `rlctl train` and `rlctl eval` commands with these arguments, so nothing here is
+a special path. Each step's arguments are printed, so a user can rerun or vary any one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+
+import click
+
+DEFAULT_TASK = "drawer-open-v3"
+
+
+def record_args(task: str, root: Path, episodes: int) -> list[str]:
+    return [
+        "--robot.type=sim",
+        "--robot.env.type=metaworld",
+        f"--robot.env.task={task}",
+        "--robot.env.obs_type=state",
+        "--teleop.type=metaworld_expert",
+        f"--dataset.root={root}",
+        f"--dataset.num_episodes={episodes}",
+        "--dataset.fps=80",
+        "--dataset.reset_time_s=0",
+        "--controls=off",
+    ]
+
+
+def train_args(root: Path, out: Path, policy: str, steps: int, batch_size: int) -> list[str]:
+    return [
+        f"--dataset.root={root}",
+        f"--policy.type={policy}",
+        f"--steps={steps}",
+        f"--batch_size={batch_size}",
+        "--num_workers=0",
+        f"--save_freq={steps}",
+        f"--output_dir={out}",
+    ]
+
+
+def eval_args(checkpoint: Path, task: str, out: Path, episodes: int, rendered: int) -> list[str]:
+    return [
+        f"--policy.path={checkpoint}",
+        "--env.type=metaworld",
+        f"--env.task={task}",
+        "--env.obs_type=state",
+        f"--eval.n_episodes={episodes}",
+        f"--eval.max_episodes_rendered={rendered}",
+        f"--output_dir={out}",
+    ]
+
+
+@click.command(name="quickstart")
+@click.option("--task", default=DEFAULT_TASK, show_default=True, help="Any Meta-World task.")
+@click.option("--episodes", default=10, show_default=True, help="Demonstrations to record.")
+@click.option("--steps", default=2000, show_default=True, help="Training steps.")
+@click.option("--batch-size", default=64, show_default=True)
+@click.option("--policy", "policy_type", default="mlp", show_default=True, help="Policy type.")
+@click.option("--eval-episodes", default=10, show_default=True, help="Evaluation episodes.")
+@click.option(
+    "--videos",
+    default=0,
+    show_default=True,
+    help="Evaluation episodes to film (needs MuJoCo rendering: MUJOCO_GL=egl).",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default="outputs/quickstart",
+    show_default=True,
+)
+@click.pass_context
+def quickstart_command(
+    ctx: click.Context,
+    task: str,
+    episodes: int,
+    steps: int,
+    batch_size: int,
+    policy_type: str,
+    eval_episodes: int,
+    videos: int,
+    output_dir: str,
+) -> None:
+    """Record expert demonstrations in Meta-World, train a policy, evaluate it: one command."""
+    from rlctl.entrypoints.cli.eval import eval_command
+    from rlctl.entrypoints.cli.record import record_command
+    from rlctl.entrypoints.cli.train import train_command
+
+    out = Path(output_dir)
+    slug = task.replace("/", "_")
+    root = out / "data" / slug
+    run = out / "train" / f"{slug}_{policy_type}"
+    checkpoint = run / "checkpoints" / "last" / "pretrained_model"
+    evaluation = out / "eval" / slug
+    steps_to_run = [
+        ("record", record_command, record_args(task, root, episodes)),
+        ("train", train_command, train_args(root, run, policy_type, steps, batch_size)),
+        ("eval", eval_command, eval_args(checkpoint, task, evaluation, eval_episodes, videos)),
+    ]
+    started = time.perf_counter()
+    for name, command, args in steps_to_run:
+        click.secho(f"\n$ rlctl {name} {shlex.join(args)}", bold=True, err=True)
+        command.main(args=args, prog_name=f"rlctl {name}", standalone_mode=False, obj=ctx.obj)
+
+    info = json.loads((evaluation / "eval_info.json").read_text(encoding="utf-8"))
+    overall = info["overall"]
+    click.echo("")
+    click.echo(f"success rate  {overall['pc_success']:.1f}% over {overall['n_episodes']} episodes")
+    click.echo(f"dataset       {root}")
+    click.echo(f"checkpoint    {checkpoint}")
+    click.echo(f"metrics       {run / 'metrics.jsonl'}")
+    click.echo(f"evaluation    {evaluation / 'eval_info.json'}")
+    if overall.get("video_paths"):
+        click.echo(f"videos        {', '.join(overall['video_paths'])}")
+    click.echo(f"total time    {time.perf_counter() - started:.0f} s")
