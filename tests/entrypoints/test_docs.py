@@ -26,8 +26,21 @@ def generator():
 
 
 @pytest.fixture(scope="module")
-def page(generator):
-    return generator.render()
+def page():
+    # A fresh interpreter: types other tests register in this process must not leak in.
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import runpy, sys; m = runpy.run_path(sys.argv[1]); sys.stdout.write(m['render']())",
+            str(GENERATOR),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return proc.stdout
 
 
 def test_cli_reference_is_up_to_date(generator, page):
