@@ -76,7 +76,7 @@ def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
 def so101(tmp_path, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
     """A calibrated virtual SO-101 pair; a thread moves the leader's joints as a hand would."""
     # Replies through a pty are late on a loaded 2-core machine; real arms need no such margin.
-    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 250.0)
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
     calibration = tmp_path / "calibration"
     monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
     write_calibration(calibration, "robots", "so_follower", "f")

@@ -130,10 +130,10 @@ def test_a_leader_drives_a_follower(virtual, tmp_path):
         leader_bus.motor(2).move_by_hand(2048 + 400)  # about 35 degrees
         action = leader.get_action({})
         assert action[1] == pytest.approx(400 * 360 / 4095, abs=0.2)
+        # Read before sending: once the goal is set the virtual motor starts moving.
+        before = robot.get_observation()["observation.state"][1]
         sent = robot.send_action(action)
-        assert sent[1] == pytest.approx(
-            robot.get_observation()["observation.state"][1] + 10, abs=0.2
-        )
+        assert sent[1] == pytest.approx(before + 10, abs=0.2)
     finally:
         robot.disconnect()
         leader.disconnect()
