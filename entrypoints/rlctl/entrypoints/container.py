@@ -206,51 +206,6 @@ class Container(containers.DeclarativeContainer):
         progress=progress,
     )
 
-    # Robots, teleoperators and recording: devices are built per config,
-    # `container.robot(robot_config)`; use cases take them at call time.
-    clock = providers.Singleton(lazy("rlctl.adapters.clock.system:SystemClock"))
-    calibration_store = providers.Singleton(
-        lazy("rlctl.adapters.robots.calibration_files:CalibrationFiles")
-    )
-    robot = providers.Factory(
-        lazy("rlctl.adapters.robots.config:make_robot"), calibration_store=calibration_store
-    )
-    teleoperator = providers.Factory(
-        lazy("rlctl.adapters.teleop.config:make_teleoperator"),
-        calibration_store=calibration_store,
-    )
-    record_controls = providers.Factory(lazy("rlctl.adapters.control.terminal:keyboard_controls"))
-    console = providers.Singleton(lazy("rlctl.adapters.control.terminal:TerminalConsole"))
-    episode_actions = providers.Singleton(
-        lazy("rlctl.adapters.storage.lerobot_v3.episode_actions:LeRobotEpisodeActions")
-    )
-    calibrate_robot = providers.Factory(
-        lazy("rlctl.application.use_cases.calibrate_robot:CalibrateRobot"),
-        store=calibration_store,
-        console=console,
-        clock=clock,
-    )
-    setup_motors = providers.Factory(
-        lazy("rlctl.application.use_cases.setup_motors:SetupMotors"), console=console
-    )
-    record_episodes = providers.Factory(
-        lazy("rlctl.application.use_cases.record_episodes:RecordEpisodes"),
-        writer=dataset_writer,
-        clock=clock,
-        progress=progress,
-    )
-    teleoperate_robot = providers.Factory(
-        lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),
-        clock=clock,
-        progress=progress,
-    )
-    replay_episode = providers.Factory(
-        lazy("rlctl.application.use_cases.replay_episode:ReplayEpisode"),
-        episodes=episode_actions,
-        clock=clock,
-        progress=progress,
-    )
-
     # Training: `container.train_policy(metrics=..., evaluator=...)`.
     training_backend = providers.Factory(
         lazy("rlctl.adapters.training.backend:TorchTrainingBackend"),
