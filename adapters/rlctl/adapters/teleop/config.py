@@ -73,6 +73,9 @@ class MetaWorldExpertConfig(TeleoperatorConfig):
     """Meta-World's scripted expert for the sim robot's task (with `--robot.env.obs_type=state`)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.teleop.metaworld_expert:metaworld_expert"
+    # The Meta-World task name (e.g. push-v3). Needed when several tasks share a description;
+    # otherwise the expert is found from the task text the sim robot reports.
+    task: str | None = None
 
 
 @TeleoperatorConfig.register("replay")

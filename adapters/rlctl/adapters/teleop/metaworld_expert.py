@@ -69,4 +69,5 @@ class MetaWorldExpertTeleop:
 def metaworld_expert(
     config: MetaWorldExpertConfig, *, calibration_store: CalibrationStore | None = None
 ) -> MetaWorldExpertTeleop:
-    return MetaWorldExpertTeleop()
+    tasks = [config.task] if config.task else None
+    return MetaWorldExpertTeleop(MetaWorldExpertPolicy(tasks) if tasks else None)

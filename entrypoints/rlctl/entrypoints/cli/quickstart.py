@@ -25,6 +25,7 @@ def record_args(task: str, root: Path, episodes: int) -> list[str]:
         f"--robot.env.task={task}",
         "--robot.env.obs_type=state",
         "--teleop.type=metaworld_expert",
+        f"--teleop.task={task}",
         f"--dataset.root={root}",
         f"--dataset.num_episodes={episodes}",
         "--dataset.fps=80",
