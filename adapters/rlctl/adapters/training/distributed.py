@@ -79,6 +79,10 @@ def start_world(requested_device: str | None) -> World:
             where="policy.device",
             hint="train on the CPU with --policy.device=cpu",
         )
+    if device_type == "cuda":
+        # As lerobot-train: let cuDNN pick its fastest kernels, and TF32 for float32 matmuls.
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
     if _launched_size() <= 1:
         return World(device=_single_device(requested_device, device_type))
     rank = int(os.environ.get("RANK", "0"))
