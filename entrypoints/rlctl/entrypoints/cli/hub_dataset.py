@@ -24,6 +24,20 @@ def echo_result(data: dict[str, Any], as_json: bool, line: str) -> None:
     click.echo(json.dumps(data, indent=2, default=str) if as_json else line)
 
 
+def echo_pushed(result: Any, as_json: bool, **extra: Any) -> None:
+    """What a push reports, for datasets and policies alike."""
+    data = {
+        "repo_id": result.repo_id,
+        "branch": result.branch,
+        "commit": result.commit,
+        "url": result.url,
+        "files": result.files,
+        **extra,
+    }
+    line = f"pushed {result.files} files to {result.url} (commit {result.commit[:8]})"
+    echo_result(data, as_json, line)
+
+
 @click.command(context_settings=OVERRIDE_CONTEXT)
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option("--repo-id", required=True, metavar="NAMESPACE/NAME", help="The Hub dataset repo.")
@@ -72,18 +86,7 @@ def push(
         tag_version=tag_version,
     )
     result = build_container(config).push_dataset()(request)
-    echo_result(
-        {
-            "repo_id": result.repo_id,
-            "branch": result.branch,
-            "commit": result.commit,
-            "url": result.url,
-            "files": result.files,
-            "version_tag": result.version_tag,
-        },
-        as_json,
-        f"pushed {result.files} files to {result.url} (commit {result.commit[:8]})",
-    )
+    echo_pushed(result, as_json, version_tag=result.version_tag)
 
 
 @click.command(context_settings=OVERRIDE_CONTEXT)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
-from rlctl.entrypoints.cli.hub_dataset import echo_result, split_tags
+from rlctl.entrypoints.cli.hub_dataset import echo_pushed, echo_result, split_tags
 from rlctl.entrypoints.settings import AppSettings
 
 
@@ -60,17 +60,7 @@ def push(
         eval_info=eval_info,
     )
     result = build_container(config).push_policy()(request)
-    echo_result(
-        {
-            "repo_id": result.repo_id,
-            "branch": result.branch,
-            "commit": result.commit,
-            "url": result.url,
-            "files": result.files,
-        },
-        as_json,
-        f"pushed {result.files} files to {result.url} (commit {result.commit[:8]})",
-    )
+    echo_pushed(result, as_json)
 
 
 @click.command(context_settings=OVERRIDE_CONTEXT)
