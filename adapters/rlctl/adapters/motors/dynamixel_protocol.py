@@ -11,30 +11,34 @@ Status packets are instruction 0x55 whose first parameter is the error byte.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 
 import attrs
 
+from rlctl.adapters.motors.packet_framing import (
+    BROADCAST_ID,
+    SHARED_INSTRUCTIONS,
+    FrameReader,
+    pack_entries,
+    split_entries,
+)
+from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
+
 HEADER = b"\xff\xff\xfd\x00"
-BROADCAST_ID = 0xFE
-MAX_ID = 0xFC
 _MAX_LENGTH = 1024  # the SDK's RXPACKET_MAX_LEN
 
-
-class Instruction(enum.IntEnum):
-    PING = 0x01
-    READ = 0x02
-    WRITE = 0x03
-    REG_WRITE = 0x04
-    ACTION = 0x05
-    FACTORY_RESET = 0x06
-    REBOOT = 0x08
-    CLEAR = 0x10
-    STATUS = 0x55
-    SYNC_READ = 0x82
-    SYNC_WRITE = 0x83
-    BULK_READ = 0x92
-    BULK_WRITE = 0x93
+Instruction = enum.IntEnum(
+    "Instruction",
+    {
+        **SHARED_INSTRUCTIONS,
+        "FACTORY_RESET": 0x06,
+        "REBOOT": 0x08,
+        "CLEAR": 0x10,
+        "STATUS": 0x55,
+        "BULK_READ": 0x92,
+        "BULK_WRITE": 0x93,
+    },
+    module=__name__,
+)
 
 
 class ErrorNumber(enum.IntEnum):
@@ -125,51 +129,38 @@ def status(motor_id: int, error: int = 0, data: bytes = b"") -> bytes:
     return Packet(motor_id, Instruction.STATUS, bytes([error]) + data).encode()
 
 
-def _find_header(buf: bytearray, start: int = 0) -> int:
-    # FF FF FD FD is a stuffed payload, not a header (the SDK's rule too).
-    while True:
-        idx = buf.find(b"\xff\xff\xfd", start)
-        if idx < 0 or idx + 3 >= len(buf) or buf[idx + 3] != 0xFD:
-            return idx
-        start = idx + 1
-
-
-class PacketReader:
+class PacketReader(FrameReader[Packet]):
     """Cuts a byte stream into packets, skipping noise and packets with a bad CRC."""
 
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self.bad_crcs = 0
+    min_size = 10
+    kept_tail = 2
+    marker_size = 3
 
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        return list(self._drain())
+    @property
+    def bad_crcs(self) -> int:
+        return self.bad_frames
 
-    def _drain(self) -> Iterator[Packet]:
-        buf = self._buffer
+    def _find_header(self, buf: bytearray) -> int:
+        # FF FF FD FD is a stuffed payload, not a header (the SDK's rule too).
+        start = 0
         while True:
-            start = _find_header(buf)
-            if start < 0:
-                del buf[: max(0, len(buf) - 2)]  # the tail may start the next header
-                return
-            del buf[:start]
-            if len(buf) < 10:
-                return
-            length = buf[5] | (buf[6] << 8)
-            if buf[3] != 0x00 or buf[4] > BROADCAST_ID or not 3 <= length <= _MAX_LENGTH:
-                del buf[:1]
-                continue
-            total = 7 + length
-            if len(buf) < total:
-                return
-            packet = bytes(buf[:total])
-            if crc16(packet[:-2]) != (packet[-2] | (packet[-1] << 8)):
-                self.bad_crcs += 1
-                del buf[:3]
-                continue
-            del buf[:total]
-            payload = unstuff(packet[7:-2])
-            yield Packet(packet[4], payload[0], payload[1:])
+            idx = buf.find(b"\xff\xff\xfd", start)
+            if idx < 0 or idx + 3 >= len(buf) or buf[idx + 3] != 0xFD:
+                return idx
+            start = idx + 1
+
+    def _packet_size(self, buf: bytearray) -> int | None:
+        length = buf[5] | (buf[6] << 8)
+        if buf[3] != 0x00 or buf[4] > BROADCAST_ID or not 3 <= length <= _MAX_LENGTH:
+            return None
+        return 7 + length
+
+    def _intact(self, frame: bytes) -> bool:
+        return crc16(frame[:-2]) == (frame[-2] | (frame[-1] << 8))
+
+    def _decode(self, frame: bytes) -> Packet:
+        payload = unstuff(frame[7:-2])
+        return Packet(frame[4], payload[0], payload[1:])
 
 
 def _word(value: int) -> bytes:
@@ -189,10 +180,7 @@ def sync_read_params(address: int, length: int, ids: list[int]) -> bytes:
 
 
 def sync_write_params(address: int, length: int, data_by_id: dict[int, bytes]) -> bytes:
-    out = bytearray(_word(address) + _word(length))
-    for motor_id, data in data_by_id.items():
-        out += bytes([motor_id]) + data
-    return bytes(out)
+    return pack_entries(_word(address) + _word(length), data_by_id)
 
 
 def parse_address_length(params: bytes) -> tuple[int, int]:
@@ -201,10 +189,7 @@ def parse_address_length(params: bytes) -> tuple[int, int]:
 
 def parse_sync_write(params: bytes) -> tuple[int, int, dict[int, bytes]]:
     address, length = parse_address_length(params)
-    entries = params[4:]
-    step = length + 1
-    data = {entries[i]: bytes(entries[i + 1 : i + step]) for i in range(0, len(entries), step)}
-    return address, length, data
+    return address, length, split_entries(params[4:], length)
 
 
 def parse_bulk_read(params: bytes) -> list[tuple[int, int, int]]:

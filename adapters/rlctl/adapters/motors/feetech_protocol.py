@@ -11,24 +11,23 @@ packets ("status") carry an error byte.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 
 import attrs
 
+from rlctl.adapters.motors.packet_framing import (
+    BROADCAST_ID,
+    SHARED_INSTRUCTIONS,
+    FrameReader,
+    pack_entries,
+    split_entries,
+)
+from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
+
 HEADER = b"\xff\xff"
-BROADCAST_ID = 0xFE
-MAX_ID = 0xFC
 _MAX_LENGTH = 250  # the SDK's RXPACKET_MAX_LEN
 
-
-class Instruction(enum.IntEnum):
-    PING = 0x01
-    READ = 0x02
-    WRITE = 0x03
-    REG_WRITE = 0x04
-    ACTION = 0x05
-    SYNC_READ = 0x82
-    SYNC_WRITE = 0x83
+# The instructions the STS/SMS series answer are exactly those it shares with Dynamixel.
+Instruction = enum.IntEnum("Instruction", SHARED_INSTRUCTIONS, module=__name__)
 
 
 class StatusError(enum.IntFlag):
@@ -65,45 +64,34 @@ def status(motor_id: int, error: int = 0, params: bytes = b"") -> bytes:
     return Packet(motor_id, error, params).encode()
 
 
-class PacketReader:
+class PacketReader(FrameReader[Packet]):
     """Cuts a byte stream into packets, skipping noise and packets with a bad checksum.
 
     Feed it what the port delivered; it keeps an incomplete tail for the next feed.
     """
 
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self.bad_checksums = 0
+    min_size = 4
+    kept_tail = 1  # a trailing 0xFF may be the first half of the next header
+    marker_size = 2
 
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        return list(self._drain())
+    @property
+    def bad_checksums(self) -> int:
+        return self.bad_frames
 
-    def _drain(self) -> Iterator[Packet]:
-        buf = self._buffer
-        while True:
-            start = buf.find(HEADER)
-            if start < 0:
-                # Keep a trailing 0xFF: it may be the first half of the next header.
-                del buf[: max(0, len(buf) - 1)]
-                return
-            del buf[:start]
-            if len(buf) < 4:
-                return
-            motor_id, length = buf[2], buf[3]
-            if motor_id > BROADCAST_ID or not 2 <= length <= _MAX_LENGTH:
-                del buf[:1]  # not a header after all (e.g. FF FF FF); resynchronise
-                continue
-            total = length + 4
-            if len(buf) < total:
-                return
-            body, received = bytes(buf[2 : total - 1]), buf[total - 1]
-            if checksum(body) != received:
-                self.bad_checksums += 1
-                del buf[:2]
-                continue
-            del buf[:total]
-            yield Packet(motor_id, body[2], body[3:])
+    def _find_header(self, buf: bytearray) -> int:
+        return buf.find(HEADER)
+
+    def _packet_size(self, buf: bytearray) -> int | None:
+        motor_id, length = buf[2], buf[3]
+        if motor_id > BROADCAST_ID or not 2 <= length <= _MAX_LENGTH:
+            return None
+        return length + 4
+
+    def _intact(self, frame: bytes) -> bool:
+        return checksum(frame[2:-1]) == frame[-1]
+
+    def _decode(self, frame: bytes) -> Packet:
+        return Packet(frame[2], frame[4], frame[5:-1])
 
 
 # Parameters of the instructions a servo answers, in the order the SDK writes them.
@@ -122,15 +110,9 @@ def sync_read_params(address: int, length: int, ids: list[int]) -> bytes:
 
 
 def sync_write_params(address: int, length: int, data_by_id: dict[int, bytes]) -> bytes:
-    out = bytearray([address, length])
-    for motor_id, data in data_by_id.items():
-        out += bytes([motor_id]) + data
-    return bytes(out)
+    return pack_entries(bytes([address, length]), data_by_id)
 
 
 def parse_sync_write(params: bytes) -> tuple[int, int, dict[int, bytes]]:
     address, length = params[0], params[1]
-    entries = params[2:]
-    step = length + 1
-    data = {entries[i]: bytes(entries[i + 1 : i + step]) for i in range(0, len(entries), step)}
-    return address, length, data
+    return address, length, split_entries(params[2:], length)

@@ -10,10 +10,12 @@ was just rewritten still answers that write under its old id, as the real ones d
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Protocol
 
 from rlctl.adapters.motors import dynamixel_protocol as dxl
 from rlctl.adapters.motors import feetech_protocol as scs
+from rlctl.adapters.motors.packet_framing import BROADCAST_ID
 from rlctl.adapters.motors.virtual_motor import VirtualMotor
 
 Reply = tuple[int, bytes]  # (motor id, encoded status packet)
@@ -29,53 +31,109 @@ class Firmware(Protocol):
     def answer(self, packet, motors: Mapping[int, VirtualMotor]) -> list[Reply]: ...
 
 
-class FeetechFirmware:
-    """STS/SMS series, protocol 0."""
+class _ServoFirmware:
+    """What the two firmwares do alike. Group reads are answered motor by motor, sync writes and
+    broadcasts go unanswered (except a broadcast ping), and an instruction to one motor is answered
+    when the motor's status level says so. A protocol says how its packets name the instruction,
+    which group reads it knows, what one instruction does and how a status packet looks."""
 
-    def new_reader(self) -> scs.PacketReader:
-        return scs.PacketReader()
+    protocol: ModuleType  # feetech_protocol or dynamixel_protocol
 
-    def answer(self, packet: scs.Packet, motors: Mapping[int, VirtualMotor]) -> list[Reply]:
-        op, params = packet.code, packet.params
-        if op == scs.Instruction.SYNC_READ:
-            address, length = params[0], params[1]
-            listed = [motors[i] for i in params[2:] if i in motors]
-            return [self._status(m.id, m, m.read_bytes(address, length)) for m in listed]
-        if op == scs.Instruction.SYNC_WRITE:
-            address, _, data_by_id = scs.parse_sync_write(params)
+    def answer(self, packet, motors: Mapping[int, VirtualMotor]) -> list[Reply]:
+        op, params = self._op(packet), packet.params
+        reads = self._group_reads(op, params)
+        if reads is not None:
+            listed = [(motors[i], a, n) for i, a, n in reads if i in motors]
+            return [self._status(m.id, m, 0, m.read_bytes(a, n)) for m, a, n in listed]
+        if op == self.protocol.Instruction.SYNC_WRITE:
+            address, _, data_by_id = self.protocol.parse_sync_write(params)
             for motor_id, data in data_by_id.items():
                 if motor_id in motors:
                     self._write(motors[motor_id], address, data)
             return []
-        if packet.id == scs.BROADCAST_ID:
-            if op == scs.Instruction.PING:
-                return [self._status(i, motors[i], b"") for i in sorted(motors)]
+        if packet.id == BROADCAST_ID:
+            if op == self.protocol.Instruction.PING:
+                pinged = [motors[i] for i in sorted(motors)]
+                return [self._status(m.id, m, 0, self._ping_data(m)) for m in pinged]
             for motor in motors.values():
                 self._execute(motor, op, params)
             return []
         motor = motors.get(packet.id)
         if motor is None:
             return []
-        data = self._execute(motor, op, params)
-        if data is None or not self._answers(motor, op):
+        reply = self._execute(motor, op, params)
+        if reply is None or not self._answers(motor, op):
             return []
-        return [self._status(packet.id, motor, data)]
+        error, data = reply
+        return [self._status(packet.id, motor, error, data)]
 
-    def _execute(self, motor: VirtualMotor, op: int, params: bytes) -> bytes | None:
+    @staticmethod
+    def _op(packet) -> int:
+        raise NotImplementedError
+
+    def _group_reads(self, op: int, params: bytes) -> list[tuple[int, int, int]] | None:
+        """(motor id, address, length) per motor a group read asks; None for other ops."""
+        raise NotImplementedError
+
+    def _execute(self, motor: VirtualMotor, op: int, params: bytes) -> tuple[int, bytes] | None:
+        """(error, data) to answer; None: stay silent, like a servo confused by the op."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _write(motor: VirtualMotor, address: int, data: bytes) -> int:
+        raise NotImplementedError
+
+    @staticmethod
+    def _ping_data(motor: VirtualMotor) -> bytes:
+        raise NotImplementedError
+
+    @staticmethod
+    def _answers(motor: VirtualMotor, op: int) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def _status(reply_id: int, motor: VirtualMotor, error: int, data: bytes) -> Reply:
+        raise NotImplementedError
+
+
+class FeetechFirmware(_ServoFirmware):
+    """STS/SMS series, protocol 0."""
+
+    protocol = scs
+
+    def new_reader(self) -> scs.PacketReader:
+        return scs.PacketReader()
+
+    @staticmethod
+    def _op(packet: scs.Packet) -> int:
+        return packet.code
+
+    def _group_reads(self, op: int, params: bytes) -> list[tuple[int, int, int]] | None:
+        if op == scs.Instruction.SYNC_READ:
+            address, length = params[0], params[1]
+            return [(i, address, length) for i in params[2:]]
+        return None
+
+    def _execute(self, motor: VirtualMotor, op: int, params: bytes) -> tuple[int, bytes] | None:
         if op == scs.Instruction.PING:
-            return b""
+            return 0, b""
         if op == scs.Instruction.READ:
-            return motor.read_bytes(params[0], params[1])
+            return 0, motor.read_bytes(params[0], params[1])
         if op == scs.Instruction.WRITE:
             self._write(motor, params[0], params[1:])
-            return b""
+            return 0, b""
         return None  # an instruction we do not model: stay silent like a confused servo
 
     @staticmethod
-    def _write(motor: VirtualMotor, address: int, data: bytes) -> None:
+    def _write(motor: VirtualMotor, address: int, data: bytes) -> int:
         # Feetech firmware drops writes to read-only registers without flagging an error.
         if motor.writable(address, len(data)):
             motor.write_bytes(address, data)
+        return 0
+
+    @staticmethod
+    def _ping_data(motor: VirtualMotor) -> bytes:
+        return b""
 
     @staticmethod
     def _answers(motor: VirtualMotor, op: int) -> bool:
@@ -84,44 +142,30 @@ class FeetechFirmware:
         return level != 0 or op in (scs.Instruction.PING, scs.Instruction.READ)
 
     @staticmethod
-    def _status(reply_id: int, motor: VirtualMotor, data: bytes) -> Reply:
+    def _status(reply_id: int, motor: VirtualMotor, error: int, data: bytes) -> Reply:
+        # The error byte reports the motor's faults; an instruction error is never flagged.
         return motor.id, scs.status(reply_id, motor.hardware_error, data)
 
 
-class DynamixelFirmware:
+class DynamixelFirmware(_ServoFirmware):
     """X series, protocol 2.0."""
+
+    protocol = dxl
 
     def new_reader(self) -> dxl.PacketReader:
         return dxl.PacketReader()
 
-    def answer(self, packet: dxl.Packet, motors: Mapping[int, VirtualMotor]) -> list[Reply]:
-        op, params = packet.instruction, packet.params
+    @staticmethod
+    def _op(packet: dxl.Packet) -> int:
+        return packet.instruction
+
+    def _group_reads(self, op: int, params: bytes) -> list[tuple[int, int, int]] | None:
         if op == dxl.Instruction.SYNC_READ:
             address, length = dxl.parse_address_length(params)
-            listed = [motors[i] for i in params[4:] if i in motors]
-            return [self._status(m.id, m, 0, m.read_bytes(address, length)) for m in listed]
+            return [(i, address, length) for i in params[4:]]
         if op == dxl.Instruction.BULK_READ:
-            requests = [(motors[i], a, n) for i, a, n in dxl.parse_bulk_read(params) if i in motors]
-            return [self._status(m.id, m, 0, m.read_bytes(a, n)) for m, a, n in requests]
-        if op == dxl.Instruction.SYNC_WRITE:
-            address, _, data_by_id = dxl.parse_sync_write(params)
-            for motor_id, data in data_by_id.items():
-                if motor_id in motors:
-                    self._write(motors[motor_id], address, data)
-            return []
-        if packet.id == dxl.BROADCAST_ID:
-            if op == dxl.Instruction.PING:
-                return [self._status(i, motors[i], 0, self._ping_data(motors[i])) for i in motors]
-            for motor in motors.values():
-                self._execute(motor, op, params)
-            return []
-        motor = motors.get(packet.id)
-        if motor is None:
-            return []
-        error, data = self._execute(motor, op, params)
-        if not self._answers(motor, op):
-            return []
-        return [self._status(packet.id, motor, error, data)]
+            return dxl.parse_bulk_read(params)
+        return None
 
     def _execute(self, motor: VirtualMotor, op: int, params: bytes) -> tuple[int, bytes]:
         if op == dxl.Instruction.PING:
