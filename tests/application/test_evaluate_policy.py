@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.simulator import FakeEpisode, FakeSimulation
 from rlctl.adapters.sim.random_policy import RandomPolicy
+from rlctl.application.policy_configs import PolicyFeature
 from rlctl.application.ports.simulation import SimTask, SimulationError
 from rlctl.application.use_cases.evaluate_policy import EvalSettings, EvaluatePolicy
+from rlctl.domain.errors import FeatureMismatch
 
 
 def evaluate(sim: FakeSimulation, progress=None, encoder=None, policy=None, **settings):
@@ -273,3 +275,97 @@ def test_settings_reject_nonsense():
         EvalSettings(n_episodes=0)
     with pytest.raises(Exception, match="batch_size"):
         EvalSettings(batch_size=-1)
+
+
+# --- does the policy fit the env? ---------------------------------------------------------
+
+
+class RecordingPolicy(RandomPolicy):
+    """A random policy that declares input features and keeps the batches it was given."""
+
+    def __init__(self, inputs, action_dim=2):
+        super().__init__(
+            [-1] * action_dim,
+            [1] * action_dim,
+            seed=0,
+            input_features={k: PolicyFeature(type=t, shape=s) for k, (t, s) in inputs.items()},
+        )
+        self.batches = []
+
+    def predict_chunk(self, observation, noise=None):
+        self.batches.append(dict(observation))
+        return super().predict_chunk(observation, noise)
+
+
+def evaluate_through_container(sim, policy, rename_map=None, **settings):
+    """EvaluatePolicy as `rlctl eval` builds it, from the container, with the fake simulation."""
+    from dependency_injector import providers
+
+    from rlctl.entrypoints.cli.eval import EvalCommandSettings
+    from rlctl.entrypoints.container import build_container
+
+    container = build_container(EvalCommandSettings())
+    container.simulation.override(providers.Object(sim))
+    container.progress.override(providers.Object(RecordingProgress()))
+    use_case = container.evaluate_policy(
+        container.simulation(None), policy, rename_map=rename_map or {}
+    )
+    return use_case(EvalSettings(**settings))
+
+
+def test_a_policy_for_another_robot_is_refused_before_the_first_step_naming_every_difference():
+    # The fake env observes observation.state (2,) and takes actions (2,); the policy was
+    # trained on a 6-joint arm with a front camera (LeRobot's act_tiny).
+    sim = FakeSimulation()
+    policy = RecordingPolicy(
+        {"observation.state": ("STATE", (6,)), "observation.images.front": ("VISUAL", (3, 48, 64))},
+        action_dim=6,
+    )
+    with pytest.raises(FeatureMismatch) as caught:
+        evaluate_through_container(sim, policy, n_episodes=2)
+    error = caught.value
+    assert "observation.images.front (3, 48, 64), which the env does not provide" in error.message
+    assert "observation.state as (6,), the env provides (2,)" in error.message
+    assert "actions of shape (6,), the env takes (2,)" in error.message
+    assert "the env provides observation.state (2,) and takes action (2,)" in error.hint
+    assert "--rename_map" in error.hint and "env (and robot) it was trained on" in error.hint
+    # Nothing ran: no probe, no simulator, no policy call.
+    assert sim.record.probes == 0 and sim.simulators == [] and policy.batches == []
+
+
+def test_an_action_dimension_mismatch_alone_is_refused():
+    policy = RecordingPolicy({"observation.state": ("STATE", (2,))}, action_dim=3)
+    with pytest.raises(FeatureMismatch, match=r"actions of shape \(3,\), the env takes \(2,\)"):
+        evaluate_through_container(FakeSimulation(), policy, n_episodes=1)
+
+
+def test_keys_that_only_differ_in_name_get_a_rename_map_that_then_works():
+    sim = FakeSimulation()
+    policy = RecordingPolicy({"observation.environment_state": ("ENV", (2,))})
+    with pytest.raises(FeatureMismatch) as caught:
+        evaluate_through_container(sim, policy, n_episodes=1)
+    renames = '{"observation.state": "observation.environment_state"}'
+    assert f"--rename_map='{renames}'" in caught.value.hint
+
+    report = evaluate_through_container(
+        sim,
+        policy,
+        rename_map={"observation.state": "observation.environment_state"},
+        n_episodes=2,
+        batch_size=2,
+        use_async_envs=False,
+    )
+    assert len(report.episodes) == 2
+    assert policy.batches and all(
+        "observation.environment_state" in b and "observation.state" not in b
+        for b in policy.batches
+    )
+
+
+def test_a_policy_that_fits_and_extra_env_features_run():
+    # The env may observe more than the policy reads; task text and language are not checked.
+    policy = RecordingPolicy({"observation.state": ("STATE", (2,)), "task": ("LANGUAGE", (1,))})
+    report = evaluate_through_container(
+        FakeSimulation(), policy, n_episodes=1, batch_size=1, use_async_envs=False
+    )
+    assert len(report.episodes) == 1

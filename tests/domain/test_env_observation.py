@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
 
-from rlctl.domain.env_observation import flatten_observation, policy_key, to_policy_observation
+from rlctl.domain.env_observation import (
+    flatten_observation,
+    policy_features,
+    policy_key,
+    to_policy_observation,
+)
+from rlctl.domain.features import FeatureSpec
 
 
 def test_nested_pixels_and_conventional_names():
@@ -32,3 +38,20 @@ def test_the_feature_map_wins_and_collisions_are_refused():
         to_policy_observation(
             {"agent_pos": np.zeros((1, 2)), "s": np.zeros((1, 2))}, {"s": "observation.state"}
         )
+
+
+def test_declared_env_features_as_the_policy_sees_them():
+    features = {
+        "agent_pos": FeatureSpec("agent_pos", "float32", (2,)),
+        "pixels/top": FeatureSpec("pixels/top", "video", (480, 640, 3)),
+        "action": FeatureSpec("action", "float32", (14,)),
+    }
+    out = policy_features(features, {"pixels/top": "observation.images.top"})
+    assert set(out) == {"observation.state", "observation.images.top"}
+    assert out["observation.images.top"].shape == (3, 480, 640)
+    assert out["observation.images.top"].is_visual
+    assert out["observation.state"].shape == (2,)
+    # The same keys and layout the observations themselves take.
+    raw = {"agent_pos": np.zeros((1, 2)), "pixels": {"top": np.zeros((1, 480, 640, 3), np.uint8)}}
+    batch = to_policy_observation(raw, {"pixels/top": "observation.images.top"})
+    assert {k: v.shape[1:] for k, v in batch.items()} == {k: s.shape for k, s in out.items()}

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import FeatureSpec
 
 OBS_PREFIX = "observation"
+ACTION = "action"
 OBS_IMAGE = "observation.image"
 OBS_IMAGES = "observation.images"
 OBS_STATE = "observation.state"
@@ -95,4 +97,28 @@ def to_policy_observation(
             out[key] = array.astype(np.float32)
         else:
             out[key] = array
+    return out
+
+
+def policy_features(
+    features: Mapping[str, FeatureSpec], features_map: Mapping[str, str] | None = None
+) -> dict[str, FeatureSpec]:
+    """An env's declared raw features as a policy sees them: `to_policy_observation`'s keys, and
+    images channel-first ((height, width, channels) → (channels, height, width)).
+
+    The action is left out: it is what the env takes, not what it observes.
+    """
+    mapping = features_map or {}
+    out: dict[str, FeatureSpec] = {}
+    for raw_key, spec in features.items():
+        key = policy_key(raw_key, mapping)
+        if key == ACTION or raw_key == ACTION:
+            continue
+        shape = tuple(spec.shape)
+        if spec.is_visual and len(shape) == 3:
+            out[key] = FeatureSpec(
+                key, spec.dtype, (shape[2], shape[0], shape[1]), ["channels", "height", "width"]
+            )
+        else:
+            out[key] = FeatureSpec(key, spec.dtype, shape, spec.names)
     return out

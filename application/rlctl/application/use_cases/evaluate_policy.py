@@ -2,8 +2,8 @@
 
 Per control step, for a batch of environments at once:
 raw observation → env feature map (`rlctl.domain.env_observation`) → env pre-processor →
-policy (`select_action`: its own pre-processor, one action from its chunk queue, its own
-post-processor) → env post-processor → `env.step`.
+rename map (LeRobot's `--rename_map`) → policy (`select_action`: its own pre-processor, one
+action from its chunk queue, its own post-processor) → env post-processor → `env.step`.
 
 The policy of the work lives here: how episodes are batched and seeded (one seed per episode,
 `seed + episode index`, restarting for each task as LeRobot does), which episodes count (the
@@ -12,7 +12,9 @@ terminated/truncated, or the step limit), which episodes are filmed (the first
 `max_episodes_rendered` of each task), and that every simulator is closed whatever happens.
 Before anything starts, a short probe measures one env step and one policy call, and the
 batch size and sync/async mode are chosen from it (`rlctl.domain.rollout_plan`) unless the
-settings force them.
+settings force them. Even before that, the policy's input and output features are checked
+against the env's (`policy_env_fit`): a policy trained on another robot fails with one message
+naming every difference, not with a tensor shape error from inside the model.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from rlctl.application.policy_configs import PolicyFeature
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.simulation import (
@@ -38,7 +41,8 @@ from rlctl.application.ports.simulation import (
 from rlctl.application.ports.video import VideoEncoder
 from rlctl.application.use_cases.episode_videos import EpisodeVideos
 from rlctl.application.use_cases.eval_settings import EvalSettings
-from rlctl.domain.env_observation import to_policy_observation
+from rlctl.application.use_cases.policy_env_fit import check_policy_fits_env
+from rlctl.domain.env_observation import policy_features, to_policy_observation
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.eval_metrics import (
     EpisodeResult,
@@ -47,12 +51,15 @@ from rlctl.domain.eval_metrics import (
     TaskResult,
     success_flags,
 )
+from rlctl.domain.features import FeatureSpec
+from rlctl.domain.processors.steps.rename import RenameObservations
 from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts
 
 log = structlog.get_logger(__name__)
 
 # The second point of the policy cost model; larger batches are extrapolated linearly.
 PROBE_POLICY_BATCH = 8
+ACTION = "action"
 
 
 def to_numpy(action: Any) -> np.ndarray:
@@ -87,6 +94,7 @@ class EvaluatePolicy:
         *,
         clock: Callable[[], float] = time.perf_counter,
         cpu_count: int | None = None,
+        rename_map: Mapping[str, str] | None = None,
     ) -> None:
         self._sim = simulation
         self._policy = policy
@@ -100,6 +108,9 @@ class EvaluatePolicy:
         self._start = 0.0
         self._successes: list[bool] = []
         self._env_pre = self._env_post = _identity
+        self._env_pipelines: tuple[Any, Any] = (None, None)
+        # Env key → policy key, applied after the env's pre-processor (LeRobot's --rename_map).
+        self._rename_map = dict(rename_map or {})
 
     def __call__(self, settings: EvalSettings) -> EvalReport:
         start = self._clock()
@@ -108,7 +119,9 @@ class EvaluatePolicy:
         spec = self._sim.spec()
         tasks = self._sim.tasks()
         pre, post = self._sim.processors()
+        self._env_pipelines = (pre, post)
         self._env_pre, self._env_post = _as_batch_fn(pre), _as_batch_fn(post)
+        self._check_fit(spec, tasks)
         max_steps = min(
             settings.max_episode_steps or spec.max_episode_steps, spec.max_episode_steps
         )
@@ -141,6 +154,32 @@ class EvaluatePolicy:
             bar.close()
             _close_all(env for _, _, env in flat)
         return EvalReport(tasks=results, eval_s=self._clock() - start)
+
+    # --- does the policy fit the env? -------------------------------------------------------
+
+    def _check_fit(self, spec: SimSpec, tasks: Sequence[SimTask]) -> None:
+        provided = _through(
+            self._env_pipelines[0], policy_features(spec.features, spec.feature_map)
+        )
+        provided = _renamed(provided, self._rename_map)
+        for step in _rename_steps(self._policy):
+            provided = step.transform_features(provided)
+        outputs = dict(self._policy.output_features)
+        action = outputs.get(ACTION)
+        if action is not None:
+            # What reaches env.step is the policy's action after the env's post-processor.
+            after = _through(
+                self._env_pipelines[1], {ACTION: FeatureSpec(ACTION, "float32", action.shape)}
+            ).get(ACTION)
+            if after is not None:
+                outputs[ACTION] = PolicyFeature(type="ACTION", shape=tuple(after.shape))
+        check_policy_fits_env(
+            self._policy.input_features,
+            outputs,
+            provided,
+            spec.features.get(ACTION),
+            where=f"env {tasks[0].suite}" if tasks else None,
+        )
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -281,7 +320,10 @@ class EvaluatePolicy:
     ) -> dict[str, Any]:
         batch: dict[str, Any] = to_policy_observation(observation, spec.feature_map)
         batch["task"] = list(texts)
-        return self._env_pre(batch)
+        batch = self._env_pre(batch)
+        if self._rename_map:
+            batch = {self._rename_map.get(k, k): v for k, v in batch.items()}
+        return batch
 
     def _act(self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec) -> Any:
         batch = self._policy_input(observation, texts, spec)
@@ -295,6 +337,36 @@ class EvaluatePolicy:
                 where="policy.select_action",
             )
         return action
+
+
+def _through(pipeline: Any, features: dict[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+    """Features after an env processor pipeline (one that cannot say keeps them as they are)."""
+    transform = getattr(pipeline, "transform_features", None)
+    if transform is None or (hasattr(pipeline, "__len__") and len(pipeline) == 0):
+        return features
+    return dict(transform(features))
+
+
+def _renamed(
+    features: Mapping[str, FeatureSpec], renames: Mapping[str, str]
+) -> dict[str, FeatureSpec]:
+    out: dict[str, FeatureSpec] = {}
+    for key, spec in features.items():
+        new = renames.get(key, key)
+        out[new] = spec if new == key else FeatureSpec(new, spec.dtype, spec.shape, spec.names)
+    return out
+
+
+def _rename_steps(policy: Any) -> list[RenameObservations]:
+    """The rename steps of a policy's own pre-processor (a LeRobot checkpoint's rename_map)."""
+    try:
+        return [
+            s
+            for s in getattr(policy, "preprocessor", None) or ()
+            if isinstance(s, RenameObservations)
+        ]
+    except TypeError:  # a pre-processor that is not a sequence of steps
+        return []
 
 
 def _tile(observation: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

@@ -7,6 +7,11 @@ Without `--policy.path` a random policy acts (`--policy.type=metaworld_expert` u
 scripted experts, with `--env.obs_type=state`). The batch size and in-process vs worker
 processes are chosen from a short measurement unless `--eval.batch_size` /
 `--eval.use_async_envs` force them. Heavy imports happen in the command body only.
+
+A policy whose observation keys differ from the env's reads them through a rename map, env key
+to policy key, as in lerobot-eval: `--rename_map='{"observation.image":
+"observation.images.top"}'`. A policy whose features do not fit the env (trained on another
+robot) is refused before the first step, with every difference named.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import click
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.application.use_cases.eval_settings import EvalSettings
+from rlctl.domain.errors import ConfigError
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
 from rlctl.entrypoints.settings import AppSettings
 
@@ -41,6 +47,8 @@ class EvalCommandSettings(AppSettings):
     env: EnvConfig = attrs.field(factory=PushtEnv)
     eval: EvalSettings = attrs.field(factory=EvalSettings)
     policy: PolicySource = attrs.field(factory=PolicySource)
+    # Env observation key → the key the policy reads (LeRobot's --rename_map).
+    rename_map: dict[str, str] = attrs.field(factory=dict)
     output_dir: str | None = None
     job_name: str | None = None
 
@@ -58,6 +66,15 @@ def build_policy(settings: EvalCommandSettings, simulation: Any, container: Any)
         return container.policy_loader().load(settings.policy.path, device=settings.policy.device)
     if settings.policy.type == "metaworld_expert":
         from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
+
+        if settings.env.type != "metaworld" or getattr(settings.env, "obs_type", None) != "state":
+            raise ConfigError(
+                "the Meta-World expert acts on Meta-World's full state, which this env does not "
+                f"provide (env.type={settings.env.type}, "
+                f"obs_type={getattr(settings.env, 'obs_type', None)})",
+                where="policy.type=metaworld_expert",
+                hint="run it with --env.type=metaworld --env.obs_type=state (videos still render)",
+            )
 
         return MetaWorldExpertPolicy([t.name for t in simulation.tasks()])
     from rlctl.adapters.sim.random_policy import RandomPolicy
@@ -81,7 +98,7 @@ def eval_command(config: EvalCommandSettings) -> None:
     container = build_container(config)
     simulation = container.simulation(config.env)
     policy = build_policy(config, simulation, container)
-    use_case = container.evaluate_policy(simulation, policy)
+    use_case = container.evaluate_policy(simulation, policy, rename_map=config.rename_map)
     report = use_case(settings)
     info = report.to_info()
     (out / EVAL_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
