@@ -9,11 +9,12 @@ joint is gets capped (LeRobot's `ensure_safe_goal_position`), and the capped goa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import structlog
 
+from rlctl.adapters.cameras.config import build_cameras
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
@@ -27,6 +28,9 @@ from rlctl.application.robot_features import (
 )
 from rlctl.domain.errors import HardwareError, InvalidInput
 from rlctl.domain.features import FeatureSpec
+
+if TYPE_CHECKING:
+    from rlctl.adapters.robots.config import ArmFollowerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +74,26 @@ class ArmFollower:
         self._max_step = max_relative_target
         self._torque_off_on_disconnect = disable_torque_on_disconnect
         self._names = joint_names(arm.motor_names)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: ArmFollowerConfig,
+        arm: ServoArm,
+        *,
+        robot_type: str,
+        cameras: Mapping[str, Camera] | None = None,
+    ) -> ArmFollower:
+        """The follower a config describes, on `arm`; `cameras` replace the configured ones
+        (fakes in tests) but keep their configured frame sizes."""
+        return cls(
+            arm,
+            cameras if cameras is not None else build_cameras(config.cameras),
+            {name: camera.frame_size(name) for name, camera in config.cameras.items()},
+            robot_type=robot_type,
+            max_relative_target=config.max_relative_target,
+            disable_torque_on_disconnect=config.disable_torque_on_disconnect,
+        )
 
     @property
     def robot_type(self) -> str:

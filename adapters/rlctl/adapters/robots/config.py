@@ -9,7 +9,6 @@ Importing this module is cheap: the SDKs, OpenCV and simulators load when a robo
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,6 +17,7 @@ import attrs
 # The registry module hooks env structuring, so `--robot.env.type=pusht` finds every env type.
 import rlctl.adapters.sim.registry  # noqa: F401
 from rlctl.adapters.cameras.config import CameraConfig
+from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.domain.config import converter, tagged_union
 from rlctl.domain.errors import ConfigError
@@ -31,20 +31,8 @@ MaxRelativeTarget = float | dict[str, float] | None
 
 @tagged_union
 @attrs.frozen(kw_only=True)
-class RobotConfig:
-    # Names the calibration file (`<id>.json`) and tells arms of one type apart.
-    id: str | None = None
-    # Replaces `$HF_LEROBOT_CALIBRATION/robots/<type>` as the calibration folder.
-    calibration_dir: str | None = None
-
-    type_name: ClassVar[str]
-    # "package.module:factory", called as factory(config, calibration_store=...).
-    adapter: ClassVar[str]
-
-    def build(self, calibration_store: CalibrationStore) -> Robot:
-        module, _, name = self.adapter.partition(":")
-        factory = getattr(importlib.import_module(module), name)
-        return factory(self, calibration_store=calibration_store)
+class RobotConfig(DeviceConfig):
+    calibration_kind: ClassVar[str] = "robots"
 
     def without_cameras(self) -> RobotConfig:
         """The same robot with no cameras (calibration and motor setup need none)."""
@@ -52,13 +40,19 @@ class RobotConfig:
 
 
 @attrs.frozen(kw_only=True)
-class SOFollowerConfig(RobotConfig):
-    adapter: ClassVar[str] = "rlctl.adapters.robots.so_follower:so_follower"
+class ArmFollowerConfig(RobotConfig):
+    """What LeRobot's follower arms share: the motor bus's port, cameras, and safety settings."""
 
     port: str
     disable_torque_on_disconnect: bool = True
     max_relative_target: MaxRelativeTarget = None
     cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class SOFollowerConfig(ArmFollowerConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.robots.so_follower:so_follower"
+
     # Joints in degrees (LeRobot 0.6.1's default) or in -100..100 of their range.
     use_degrees: bool = True
     position_p_coefficient: int = 16
@@ -81,13 +75,9 @@ class SO100FollowerConfig(SOFollowerConfig):
 
 @RobotConfig.register("koch_follower")
 @attrs.frozen(kw_only=True)
-class KochFollowerConfig(RobotConfig):
+class KochFollowerConfig(ArmFollowerConfig):
     adapter: ClassVar[str] = "rlctl.adapters.robots.koch_follower:koch_follower"
 
-    port: str
-    disable_torque_on_disconnect: bool = True
-    max_relative_target: MaxRelativeTarget = None
-    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
     use_degrees: bool = False
     num_read_retries: int = 2
 

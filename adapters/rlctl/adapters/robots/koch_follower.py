@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rlctl.adapters.cameras.config import build_cameras
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.buses import dynamixel_bus
 from rlctl.adapters.robots.config import KochFollowerConfig
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.motors import MotorBus
-from rlctl.application.ports.robot import CalibrationKey, CalibrationPlan, CalibrationStore
+from rlctl.application.ports.robot import CalibrationPlan, CalibrationStore
 from rlctl.domain.calibration import MotorNormMode
 from rlctl.domain.motors import Motor
 
@@ -70,18 +69,11 @@ def koch_follower(
     motors = koch_follower_motors(use_degrees=config.use_degrees)
     arm = ServoArm(
         bus or dynamixel_bus(config.port, motors, retries=config.num_read_retries),
-        CalibrationKey("robots", ROBOT_TYPE, config.id, config.calibration_dir),
+        config.calibration_key(ROBOT_TYPE),
         calibration_store,
         CalibrationPlan(full_turn_motors=FULL_TURN),
         configure=_configure,
         prepare=extended_position_mode,
         writes_drive_modes=True,
     )
-    return ArmFollower(
-        arm,
-        cameras if cameras is not None else build_cameras(config.cameras),
-        {name: cam.frame_size(name) for name, cam in config.cameras.items()},
-        robot_type=ROBOT_TYPE,
-        max_relative_target=config.max_relative_target,
-        disable_torque_on_disconnect=config.disable_torque_on_disconnect,
-    )
+    return ArmFollower.from_config(config, arm, robot_type=ROBOT_TYPE, cameras=cameras)

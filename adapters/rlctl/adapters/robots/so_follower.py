@@ -7,18 +7,21 @@ calibration gives it the whole turn rather than a recorded range.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from rlctl.adapters.cameras.config import build_cameras
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.buses import feetech_bus
 from rlctl.adapters.robots.config import SOFollowerConfig
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.motors import MotorBus
-from rlctl.application.ports.robot import CalibrationKey, CalibrationPlan, CalibrationStore
+from rlctl.application.ports.robot import CalibrationPlan, CalibrationStore
 from rlctl.domain.calibration import MotorNormMode
 from rlctl.domain.motors import Motor
+
+if TYPE_CHECKING:
+    from rlctl.adapters.teleop.config import SOLeaderConfig
 
 ROBOT_TYPE = "so_follower"  # LeRobot 0.6.1's name for SO-100 and SO-101 followers alike
 SO_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -37,6 +40,26 @@ def so_motors(*, use_degrees: bool) -> dict[str, Motor]:
 def position_mode(arm: ServoArm) -> None:
     for motor in arm.motor_names:
         arm.bus.write("Operating_Mode", motor, POSITION_MODE)
+
+
+def so_arm(
+    config: SOFollowerConfig | SOLeaderConfig,
+    device_type: str,
+    calibration_store: CalibrationStore,
+    *,
+    bus: MotorBus | None,
+    configure: Callable[[ServoArm], None],
+) -> ServoArm:
+    """A follower's or a leader's six servos: they differ only in how they are configured."""
+    motors = so_motors(use_degrees=config.use_degrees)
+    return ServoArm(
+        bus or feetech_bus(config.port, motors, retries=config.num_read_retries),
+        config.calibration_key(device_type),
+        calibration_store,
+        CalibrationPlan(full_turn_motors=FULL_TURN),
+        configure=configure,
+        prepare=position_mode,
+    )
 
 
 def _configure(config: SOFollowerConfig):
@@ -65,20 +88,5 @@ def so_follower(
     bus: MotorBus | None = None,
     cameras: Mapping[str, Camera] | None = None,
 ) -> ArmFollower:
-    motors = so_motors(use_degrees=config.use_degrees)
-    arm = ServoArm(
-        bus or feetech_bus(config.port, motors, retries=config.num_read_retries),
-        CalibrationKey("robots", ROBOT_TYPE, config.id, config.calibration_dir),
-        calibration_store,
-        CalibrationPlan(full_turn_motors=FULL_TURN),
-        configure=_configure(config),
-        prepare=position_mode,
-    )
-    return ArmFollower(
-        arm,
-        cameras if cameras is not None else build_cameras(config.cameras),
-        {name: cam.frame_size(name) for name, cam in config.cameras.items()},
-        robot_type=ROBOT_TYPE,
-        max_relative_target=config.max_relative_target,
-        disable_torque_on_disconnect=config.disable_torque_on_disconnect,
-    )
+    arm = so_arm(config, ROBOT_TYPE, calibration_store, bus=bus, configure=_configure(config))
+    return ArmFollower.from_config(config, arm, robot_type=ROBOT_TYPE, cameras=cameras)

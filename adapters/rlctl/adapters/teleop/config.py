@@ -9,11 +9,11 @@ hardware: `metaworld_expert` acts as Meta-World's expert policy for the sim robo
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 
+from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.domain.config import tagged_union
 
 if TYPE_CHECKING:
@@ -23,17 +23,8 @@ if TYPE_CHECKING:
 
 @tagged_union
 @attrs.frozen(kw_only=True)
-class TeleoperatorConfig:
-    id: str | None = None
-    calibration_dir: str | None = None
-
-    type_name: ClassVar[str]
-    adapter: ClassVar[str]
-
-    def build(self, calibration_store: CalibrationStore) -> Teleoperator:
-        module, _, name = self.adapter.partition(":")
-        factory = getattr(importlib.import_module(module), name)
-        return factory(self, calibration_store=calibration_store)
+class TeleoperatorConfig(DeviceConfig):
+    calibration_kind: ClassVar[str] = "teleoperators"
 
 
 @attrs.frozen(kw_only=True)

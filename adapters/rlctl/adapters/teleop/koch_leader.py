@@ -18,7 +18,7 @@ from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.teleop.arm_leader import ArmLeader
 from rlctl.adapters.teleop.config import KochLeaderConfig
 from rlctl.application.ports.motors import MotorBus
-from rlctl.application.ports.robot import CalibrationKey, CalibrationPlan, CalibrationStore
+from rlctl.application.ports.robot import CalibrationPlan, CalibrationStore
 from rlctl.domain.calibration import MotorNormMode
 from rlctl.domain.motors import Motor
 
@@ -61,7 +61,7 @@ def koch_leader(
 ) -> ArmLeader:
     arm = ServoArm(
         bus or dynamixel_bus(config.port, koch_leader_motors()),
-        CalibrationKey("teleoperators", TELEOP_TYPE, config.id, config.calibration_dir),
+        config.calibration_key(TELEOP_TYPE),
         calibration_store,
         CalibrationPlan(full_turn_motors=FULL_TURN, drive_modes=INVERTED),
         configure=_configure(config),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from rlctl.adapters.robots.buses import feetech_bus
 from rlctl.adapters.robots.servo_arm import ServoArm
-from rlctl.adapters.robots.so_follower import FULL_TURN, position_mode, so_motors
+from rlctl.adapters.robots.so_follower import position_mode, so_arm
 from rlctl.adapters.teleop.arm_leader import ArmLeader
 from rlctl.adapters.teleop.config import SOLeaderConfig
 from rlctl.application.ports.motors import MotorBus
-from rlctl.application.ports.robot import CalibrationKey, CalibrationPlan, CalibrationStore
+from rlctl.application.ports.robot import CalibrationStore
 
 TELEOP_TYPE = "so_leader"
 
@@ -22,13 +21,5 @@ def _configure(arm: ServoArm) -> None:
 def so_leader(
     config: SOLeaderConfig, *, calibration_store: CalibrationStore, bus: MotorBus | None = None
 ) -> ArmLeader:
-    motors = so_motors(use_degrees=config.use_degrees)
-    arm = ServoArm(
-        bus or feetech_bus(config.port, motors, retries=config.num_read_retries),
-        CalibrationKey("teleoperators", TELEOP_TYPE, config.id, config.calibration_dir),
-        calibration_store,
-        CalibrationPlan(full_turn_motors=FULL_TURN),
-        configure=_configure,
-        prepare=position_mode,
-    )
+    arm = so_arm(config, TELEOP_TYPE, calibration_store, bus=bus, configure=_configure)
     return ArmLeader(arm, teleop_type=TELEOP_TYPE)
