@@ -98,3 +98,34 @@ def test_a_broken_plugin_is_named_when_its_type_is_asked_for(toy_package):
         env_config_class("broken")
     assert "rlctl_toy_missing_module" in caught.value.hint
     assert "toy" in known_env_types()  # the others still load
+
+
+def test_aloha_refuses_an_image_size_gym_aloha_does_not_render():
+    with pytest.raises(ConfigError, match="480x640, not 96x96.*480 and 640"):
+        make_env_config("aloha", observation_height=96, observation_width=96)
+
+
+def test_mujoco_envs_render_offscreen_on_a_headless_machine(monkeypatch):
+    from rlctl.adapters.sim.envs.aloha import make_aloha_env
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    seen = make_aloha_env(lambda: __import__("os").environ.get("MUJOCO_GL"))
+    assert seen == "egl"
+    # A backend the user chose is kept.
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert make_aloha_env(lambda: __import__("os").environ.get("MUJOCO_GL")) == "osmesa"
+
+
+def test_rendering_failures_say_which_backend_and_package():
+    from rlctl.adapters.sim.mujoco_gl import is_rendering_error, rendering_hint
+
+    class FatalError(Exception):  # mujoco's, raised without a GL context
+        pass
+
+    assert is_rendering_error(FatalError("an OpenGL platform library has not been loaded"))
+    # MUJOCO_GL=osmesa without libOSMesa.
+    assert is_rendering_error(AttributeError("'NoneType' object has no attribute 'glGetError'"))
+    assert not is_rendering_error(ValueError("illegal action shape"))
+    hint = rendering_hint()
+    assert "MUJOCO_GL=egl" in hint and "libegl1" in hint and "libosmesa6" in hint

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rlctl.adapters.sim.config import EnvConfig, timed_build
+from rlctl.adapters.sim.mujoco_gl import is_rendering_error, rendering_hint
 from rlctl.adapters.sim.vector import (
     NEW_EPISODE_OPTION,
     TASK_TEXT_ATTR,
@@ -127,7 +128,9 @@ class GymVectorSimulator:
         return SimulationError(
             f"the simulator failed during {what}: {type(error).__name__}: {error}",
             where=where,
-            hint="the worker's traceback is logged above; --debug shows where it was raised",
+            hint=rendering_hint()
+            if is_rendering_error(error)
+            else "the worker's traceback is logged above; --debug shows where it was raised",
         )
 
 
@@ -181,6 +184,7 @@ class GymSimulation:
             raise SimulationError(
                 f"the simulator failed while being probed: {type(error).__name__}: {error}",
                 where=f"env.type={self.config.type}",
+                hint=rendering_hint() if is_rendering_error(error) else None,
             ) from error
         finally:
             self._close_probe_env()
@@ -220,7 +224,9 @@ class GymSimulation:
                     f"could not build the env: {type(error).__name__}: {error}",
                     where=f"env.type={self.config.type}"
                     + (f", task {first.name}" if first.name else ""),
-                    hint="check the env's settings (task, obs_type, sizes) against what it accepts",
+                    hint=rendering_hint()
+                    if is_rendering_error(error)
+                    else "check the env's settings (task, obs_type, sizes) against what it accepts",
                 ) from error
             self._probe_env = EvalEnvWrapper(env)
         return self._probe_env
