@@ -178,3 +178,71 @@ def test_metaworld_renders_offscreen_without_a_display(monkeypatch):
         assert env.task_descriptions() == ["Reach a goal position"]
     finally:
         env.close()
+
+
+class KeepingPolicy(RandomPolicy):
+    """A random policy that keeps the observation batches it was given."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec.action_low, spec.action_high, seed=0, chunk_size=2)
+        self.batches = []
+
+    def predict_chunk(self, observation, noise=None):
+        self.batches.append(dict(observation))
+        return super().predict_chunk(observation, noise)
+
+
+@pytest.mark.slow
+def test_aloha_steps_with_the_observations_it_declares():
+    pytest.importorskip("gym_aloha")
+    from rlctl.adapters.sim.mujoco_gl import is_rendering_error
+    from rlctl.domain.env_observation import policy_features
+
+    # Each step renders a 480x640 camera three times: two steps are enough.
+    sim = GymSimulation(make_env_config("aloha", task="AlohaInsertion-v0", episode_length=2))
+    spec = sim.spec()
+    policy = KeepingPolicy(spec)
+    use_case = EvaluatePolicy(sim, policy, RecordingProgress())
+    try:
+        report = use_case(EvalSettings(n_episodes=1, batch_size=1, use_async_envs=False, seed=3))
+    except SimulationError as error:
+        if is_rendering_error(error.__cause__ or error):
+            pytest.skip(f"MuJoCo cannot render offscreen here: {error.hint}")
+        raise
+    [episode] = report.episodes
+    assert episode.length == 2 and episode.seed == 3 and np.isfinite(episode.sum_reward)
+    declared = policy_features(spec.features, spec.feature_map)
+    assert set(declared) == {"observation.state", "observation.images.top"}
+    for batch in policy.batches:
+        observed = {k: v.shape[1:] for k, v in batch.items() if k.startswith("observation.")}
+        assert observed == {k: s.shape for k, s in declared.items()}
+        image = batch["observation.images.top"]
+        assert image.dtype == np.float32 and image.min() >= 0 and image.max() <= 1
+        assert image.std() > 0  # a rendered scene, not a blank frame
+
+
+@pytest.mark.slow
+def test_the_metaworld_expert_teleoperates_a_sim_robot_that_records_pixels(monkeypatch):
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+    from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    env = make_env_config("metaworld", task="reach-v3", observation_height=32, observation_width=32)
+    robot = SimRobot(SimRobotConfig(env=env))
+    teleop = MetaWorldExpertTeleop()
+    # Pixels and the hand position are recorded; the full state only reaches the expert.
+    assert set(robot.observation_features) == {"observation.image", "observation.state"}
+    robot.connect()
+    teleop.connect()
+    try:
+        robot.reset()
+        for _ in range(3):
+            observation = robot.get_observation()
+            assert observation["observation.image"].shape == (32, 32, 3)
+            action = teleop.get_action(observation)
+            assert action.shape == (4,) and np.all(np.abs(action) <= 1)
+            robot.send_action(action)
+    finally:
+        teleop.disconnect()
+        robot.disconnect()

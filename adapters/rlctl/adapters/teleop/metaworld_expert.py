@@ -1,7 +1,10 @@
 """Meta-World's scripted experts as a teleoperator for the sim robot.
 
-The expert reads the env's full 39-value state (`observation.environment_state`, present with
-`--robot.env.obs_type=state`) and picks the expert for the task text the sim robot reports.
+The expert reads the env's full 39-value state (`observation.environment_state`), which a
+Meta-World sim robot observes whatever its obs_type: with the default pixels the dataset records
+the camera and the hand position while the expert acts on the full state (it is recorded too
+only with `--robot.env.obs_type=state`). It picks the expert for the task text the sim robot
+reports.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class MetaWorldExpertTeleop:
             raise InvalidInput(
                 f"the Meta-World expert needs {ENV_STATE_KEY}",
                 where=self.teleop_type,
-                hint="use --robot.type=sim --robot.env.type=metaworld --robot.env.obs_type=state",
+                hint="it acts in Meta-World only: --robot.type=sim --robot.env.type=metaworld",
             )
         batch = {
             ENV_STATE_KEY: np.asarray(observation[ENV_STATE_KEY])[None],

@@ -5,6 +5,11 @@ gripper: the first four state values), and with `obs_type="state"` rlctl's rende
 `agent_pos` plus `environment_state` (Meta-World's full 39-value state, what its scripted
 experts read). An episode ends on success or after 500 steps.
 
+`environment_state` is in every observation, whatever the obs_type, so that the scripted expert
+can act (as a teleoperator recording pixel demonstrations, say); only with `obs_type="state"`
+is it a declared feature (see `envs.metaworld`), so elsewhere it is never recorded into a
+dataset nor read by a trained policy.
+
 The MuJoCo model and its renderer are built on the first reset, inside the worker process that
 steps the env: building them in the parent and forking breaks offscreen GL contexts.
 Seeding: `reset(seed=s)` re-seeds Meta-World's own generator, so seed s always places the
@@ -14,7 +19,6 @@ objects in the same spots (LeRobot seeds the same way).
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from rlctl.adapters.sim.mujoco_gl import use_offscreen_gl_when_headless
 
 TASKS_FILE = Path(__file__).with_name("metaworld_tasks.json")
 MAX_EPISODE_STEPS = 500  # Meta-World's max_path_length for every v3 task
@@ -86,16 +92,14 @@ class MetaWorldEnv(gym.Env):
             out["pixels"] = spaces.Box(0, 255, shape=shape, dtype=np.uint8)
         if self.obs_type in ("pixels_agent_pos", "state"):
             out["agent_pos"] = spaces.Box(-1000.0, 1000.0, (AGENT_POS_DIM,), dtype=np.float64)
-        if self.obs_type == "state":
-            out["environment_state"] = spaces.Box(-np.inf, np.inf, (STATE_DIM,), dtype=np.float64)
+        out["environment_state"] = spaces.Box(-np.inf, np.inf, (STATE_DIM,), dtype=np.float64)
         return out
 
     def _ensure_env(self) -> Any:
         if self._env is not None:
             return self._env
-        if not os.environ.get("DISPLAY") and not os.environ.get("MUJOCO_GL"):
-            # Headless (servers, CI, workers): render offscreen through EGL, not a GLFW window.
-            os.environ["MUJOCO_GL"] = "egl"
+        # Headless (servers, CI, workers): render offscreen through EGL, not a GLFW window.
+        use_offscreen_gl_when_headless()
         benchmark = _benchmark(self.task)
         env = benchmark.train_classes[self.task](
             render_mode=self.render_mode,
@@ -125,8 +129,7 @@ class MetaWorldEnv(gym.Env):
             out["pixels"] = self.render()
         if self.obs_type in ("pixels_agent_pos", "state"):
             out["agent_pos"] = np.asarray(state[:AGENT_POS_DIM], dtype=np.float64)
-        if self.obs_type == "state":
-            out["environment_state"] = np.asarray(state, dtype=np.float64)
+        out["environment_state"] = np.asarray(state, dtype=np.float64)
         return out
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
