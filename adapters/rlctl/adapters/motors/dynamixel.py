@@ -10,6 +10,7 @@ from rlctl.adapters.motors import dynamixel_protocol
 from rlctl.adapters.motors.dynamixel_protocol import ALERT, ErrorNumber
 from rlctl.adapters.motors.serial_bus import SerialServoBus
 from rlctl.adapters.motors.tables import Family
+from rlctl.adapters.motors.waiting_port import WaitingReads
 
 PROTOCOL_VERSION = 2.0
 _SDK_LATENCY_MARGIN_MS = 34.0  # the SDK's LATENCY_TIMER * 2 + 2
@@ -39,7 +40,7 @@ _INSTRUCTION_ERRORS = {
 }
 
 
-class DynamixelPortHandler(dxl.PortHandler):
+class DynamixelPortHandler(WaitingReads, dxl.PortHandler):
     """The SDK's port with the reply-timeout margin as a setting."""
 
     def __init__(self, port: str, timeout_margin_ms: float) -> None:

@@ -10,6 +10,7 @@ from rlctl.adapters.motors import feetech_protocol
 from rlctl.adapters.motors.feetech_protocol import StatusError
 from rlctl.adapters.motors.serial_bus import SerialServoBus
 from rlctl.adapters.motors.tables import Family
+from rlctl.adapters.motors.waiting_port import WaitingReads
 
 _PROTOCOL_END = 0  # STS/SMS: little-endian words (the SDK keeps this in a module global)
 _PHASE_ANGLE_FEEDBACK_BIT = 0x10
@@ -36,7 +37,7 @@ _STATUS_HINTS = {
 }
 
 
-class FeetechPortHandler(scs.PortHandler):
+class FeetechPortHandler(WaitingReads, scs.PortHandler):
     """The PyPI SDK's reply timeout is too short for real motors (LeRobot patches it the same
     way: https://gitee.com/ftservo/SCServoSDK/issues/IBY2S6); here the margin is a setting."""
 
