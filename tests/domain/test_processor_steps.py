@@ -294,6 +294,20 @@ def test_relative_steps_pass_through_when_disabled_or_without_inputs():
     assert info.value.where == "observation.state"
 
 
+def test_a_state_history_is_measured_from_its_last_step():
+    # Policies reading n_obs_steps > 1 train on (B, S, D) states; the current one is the last.
+    relative, absolute = relative_pair()
+    history = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    chunk = np.ones((2, 5, 4), dtype=np.float32)
+    out = relative(Transition(observation={"observation.state": history}, action=chunk)).action
+    np.testing.assert_array_equal(out[..., :3], chunk[..., :3] - history[:, None, -1, :3])
+    step = relative(Transition(observation={"observation.state": history}, action=chunk[:, 0]))
+    np.testing.assert_array_equal(step.action, out[:, 0])
+    # One unbatched state serves a batch of chunks (an unbatched observation at inference).
+    back = absolute(Transition(observation={"observation.state": history[0, -1]}, action=out[:1]))
+    np.testing.assert_allclose(back.action, chunk[:1])
+
+
 def test_relative_actions_refuse_shapes_that_do_not_fit():
     relative, _ = relative_pair()
     state = np.zeros((2, 4), dtype=np.float32)

@@ -10,6 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.domain.frames import Transition
 from rlctl.entrypoints.cli.main import cli
 from rlctl.entrypoints.cli.train import TrainCommandSettings, run_folder
 
@@ -142,3 +143,77 @@ def test_the_evaluator_runs_evaluate_policy_in_the_configured_simulation():
     evaluate = build_evaluator(TrainCommandSettings(env=PushtEnv(), eval_freq=5), Container())
     evaluate("policy", "eval settings")
     assert calls == [("simulation", "pusht"), ("evaluate", "sim", "policy", "eval settings")]
+
+
+RELATIVE = ["--policy.use_relative_actions=true", '--policy.relative_exclude_joints=["joint_5"]']
+
+
+@pytest.mark.slow
+def test_relative_actions_then_fine_tuning_as_a_user_types_them(runner, fixtures_dir, tmp_path):
+    sim_video, out = fixtures_dir / "sim_video", tmp_path / "run"
+    # --env.type without --eval_freq: nothing is evaluated, but the run records its simulator.
+    args = train_args(sim_video, out, *RELATIVE, "--env.type=pusht", "--eval_freq=0")
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    pretrained = out / "checkpoints" / "last" / "pretrained_model"
+    env = json.loads((pretrained / "train_config.json").read_text())["env"]
+    assert env["type"] == "pusht" and env["fps"] == 10 and env["obs_type"] == "pixels_agent_pos"
+    assert env["features"]["pixels"] == {"type": "VISUAL", "shape": [96, 96, 3]}
+
+    # The checkpoint acts in absolute terms: the state plus its relative prediction.
+    policy = load_policy(pretrained)
+    state = torch.tensor([[0.5, -0.5, 0.25, 1.0, -1.0, 2.0]])
+    chunk = policy.predict_chunk({"observation.state": state}).actions
+    with torch.no_grad():
+        normalised = policy.model.predict_chunk(
+            policy.preprocessor.process_batch({"observation.state": state})
+        )
+    relative = policy.postprocessor[0](Transition(action=normalised)).action
+    torch.testing.assert_close(chunk[..., :5], relative[..., :5] + state[:, None, :5])
+    torch.testing.assert_close(chunk[..., 5], relative[..., 5])
+
+    # Fine-tune from it: its config (type, sizes, relative actions), these settings on top.
+    tuned = tmp_path / "tuned"
+    result = runner.invoke(
+        cli,
+        [
+            "train",
+            f"--dataset.root={sim_video}",
+            f"--policy.pretrained_path={pretrained}",
+            "--policy.optimizer_lr=5e-4",
+            "--steps=2",
+            "--batch_size=4",
+            "--num_workers=0",
+            f"--output_dir={tuned}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tuned / "rlctl_config.json").read_text())["policy"]
+    assert saved["type"] == "mlp" and saved["hidden_dims"] == [32, 32]
+    assert saved["use_relative_actions"] and saved["relative_exclude_joints"] == ["joint_5"]
+    assert saved["optimizer_lr"] == 5e-4 and saved["pretrained_path"] == str(pretrained)
+    config = json.loads((tuned / "checkpoints/last/pretrained_model/config.json").read_text())
+    assert config["pretrained_path"] == str(pretrained) and config["use_relative_actions"]
+
+    # Another policy type is one line, with what to do.
+    result = runner.invoke(
+        cli,
+        [
+            "train",
+            f"--dataset.root={sim_video}",
+            "--policy.type=act",
+            f"--policy.pretrained_path={pretrained}",
+            f"--output_dir={tmp_path / 'act'}",
+        ],
+    )
+    assert result.exit_code == 1
+    assert "the pretrained policy is 'mlp' but the run trains 'act'" in result.output
+    assert "--policy.type=mlp" in result.output and "Traceback" not in result.output
+
+
+def test_an_unknown_excluded_joint_is_one_line(runner, fixtures_dir, tmp_path):
+    args = train_args(fixtures_dir / "sim_video", tmp_path / "run", RELATIVE[0])
+    result = runner.invoke(cli, [*args, '--policy.relative_exclude_joints=["gripper"]'])
+    assert result.exit_code == 1
+    assert "relative_exclude_joints ['gripper'] match no action dimension" in result.output
+    assert "joint_0" in result.output and "Traceback" not in result.output

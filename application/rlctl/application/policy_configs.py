@@ -6,9 +6,10 @@ torch: the training use case reads their delta indices and presets, and the CLI 
 must stay fast). The torch models in `rlctl.adapters.policies` take these objects.
 
 Field names and defaults are LeRobot 0.6.1's, key for key, so that a LeRobot `config.json`
-structures into these classes and unstructures back to the same JSON. `PolicyConfig` is a tagged
-union on `type`: a new policy is one class here (`@PolicyConfig.register("name")`) plus one model
-module in `rlctl.adapters.policies`.
+structures into these classes and unstructures back to the same JSON (`lerobot_config_data`
+leaves out the relative-action fields, which only LeRobot's pi0/pi05 know, while unused).
+`PolicyConfig` is a tagged union on `type`: a new policy is one class here
+(`@PolicyConfig.register("name")`) plus one model module in `rlctl.adapters.policies`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from rlctl.domain.config import tagged_union
+from rlctl.domain.config import tagged_union, unstructure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind, FeatureSpec
 
@@ -53,6 +54,18 @@ def _norm_mapping(value: Mapping[str, Any]) -> dict[str, str]:
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    # A single name from the command line (`--policy.relative_exclude_joints=gripper`) is one
+    # name, not a string of letters.
+    if isinstance(value, str):
+        return (value,) if value else ()
+    return tuple(str(v) for v in value)
+
+
+def _optional_names(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else _names(value)
 
 
 def _optional_pair(value: Any) -> tuple[int, int] | None:
@@ -107,6 +120,17 @@ class PolicyConfig:
     pretrained_revision: str | None = None
     normalization_mapping: dict[str, str] = attrs.field(
         factory=_mean_std_everywhere, converter=_norm_mapping
+    )
+    # Learn actions relative to the state (`action - observation.state`, statistics included);
+    # the policy's processors convert back, so it still outputs absolute actions. LeRobot's
+    # pi0/pi05 fields; config.json holds them only when they are used.
+    use_relative_actions: bool = False
+    # Action dimensions kept absolute: those whose name (the dataset's action names) contains
+    # one of these words, e.g. '["gripper"]'.
+    relative_exclude_joints: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    # The dataset's action names, filled in when training starts.
+    action_feature_names: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_optional_names
     )
 
     type_name: ClassVar[str]  # set by the tagged union's register()
@@ -396,6 +420,29 @@ class MLPConfig(PolicyConfig):
 # config has been structured (cattrs reads the field types from the classes).
 for _cls in (PolicyFeature, PolicyConfig, ACTConfig, DiffusionConfig, MLPConfig):
     attrs.resolve_types(_cls)
+
+RELATIVE_ACTION_FIELDS = ("use_relative_actions", "relative_exclude_joints", "action_feature_names")
+
+
+def lerobot_config_data(config: PolicyConfig) -> dict[str, Any]:
+    """The config as plain data for config.json and train_config.json.
+
+    LeRobot refuses unknown keys in a config.json, and only some of its policies (pi0, pi05,
+    GR00T) know the relative-action fields; so they are written only when relative actions are
+    in use or the fields were changed — then all three, so that a reader's own defaults (pi0
+    excludes "gripper") never fill a gap.
+    """
+    data = unstructure(config)
+    defaults = {f.name: f.default for f in attrs.fields(PolicyConfig) if f.name in data}
+    if all(data.get(name) == _plain(defaults[name]) for name in RELATIVE_ACTION_FIELDS):
+        for name in RELATIVE_ACTION_FIELDS:
+            data.pop(name, None)
+    return data
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
 
 _KIND_TO_TYPE = {
     FeatureKind.STATE: "STATE",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlctl.adapters.policies.checkpoint import read_config, write_config
 from rlctl.adapters.policies.errors import (
     CheckpointError,
     CheckpointMismatch,
@@ -177,3 +178,13 @@ def test_unknown_processor_step_names_the_pipeline_file(saved: Path) -> None:
     with pytest.raises(CheckpointError, match="tokenizer_processor") as caught:
         load_policy(saved)
     assert str(saved / "policy_preprocessor.json") in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["act_tiny", "diffusion_tiny"])
+def test_a_lerobot_config_json_is_written_back_key_for_key(
+    name: str, fixtures_dir: Path, tmp_path: Path
+) -> None:
+    # rlctl-only fields at their defaults (relative actions off) stay out of LeRobot's file.
+    folder = fixtures_dir / name
+    written = write_config(read_config(folder), tmp_path)
+    assert json.loads(written.read_text()) == json.loads((folder / "config.json").read_text())

@@ -37,8 +37,8 @@ from rlctl.adapters.policies.processors import (
     read_pipeline,
     write_pipeline,
 )
-from rlctl.application.policy_configs import PolicyConfig
-from rlctl.domain.config import fields_of, registered_types, structure, unstructure
+from rlctl.application.policy_configs import PolicyConfig, lerobot_config_data
+from rlctl.domain.config import fields_of, registered_types, structure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.processors import ProcessorPipeline
 
@@ -96,7 +96,7 @@ def read_config(folder: Path) -> PolicyConfig:
 
 def write_config(config: PolicyConfig, folder: Path) -> Path:
     path = folder / CONFIG_FILE
-    path.write_text(json.dumps(unstructure(config), indent=4) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(lerobot_config_data(config), indent=4) + "\n", encoding="utf-8")
     return path
 
 

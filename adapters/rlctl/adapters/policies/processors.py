@@ -25,6 +25,7 @@ from safetensors.numpy import save_file
 from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.files import read_arrays, read_json
 from rlctl.application.policy_configs import PolicyConfig
+from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
 from rlctl.domain.processors import (
@@ -131,11 +132,14 @@ def make_pre_post_processors(
     """LeRobot's default pair for a policy: rename -> batch -> device -> normalise, and
     unnormalise -> cpu. `dataset_stats` maps feature keys to `{"mean": ..., "std": ..., ...}`.
 
-    With `relative_actions`, actions are learned relative to the state, in the order LeRobot's
-    pi0 uses: ... -> device -> relative -> normalise, and unnormalise -> absolute -> cpu; the
-    action statistics must then describe the relative actions.
+    With relative actions (`config.use_relative_actions`, or `relative_actions` given), actions
+    are learned relative to the state, in the order LeRobot's pi0 uses: ... -> device ->
+    relative -> normalise, and unnormalise -> absolute -> cpu; the action statistics must then
+    describe the relative actions.
     """
     norm_map = config.normalization_mapping
+    if relative_actions is None:
+        relative_actions = relative_actions_config(config)
 
     def normalizer_config(features: Mapping[str, Any]) -> NormalizerConfig:
         return NormalizerConfig(

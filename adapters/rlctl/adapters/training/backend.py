@@ -35,6 +35,7 @@ from rlctl.adapters.training.precision import Precision, grad_scaler, precision_
 from rlctl.adapters.training.run_setup import PreparedRun, prepare_run
 from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.adapters.training.session import RunParts, TorchTrainingSession
+from rlctl.application.policy_configs import lerobot_config_data
 from rlctl.application.ports.training import CheckpointRef
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.application.use_cases.train_settings import TrainSettings
@@ -138,11 +139,13 @@ class TorchTrainingBackend:
             channels_last_keys=list(settings.policy.image_features) if channels_last else [],
             train_config=lambda: lerobot_train_config(
                 settings,
-                policy=unstructure(model.config),
+                policy=lerobot_config_data(model.config),
                 dataset_root=run.data.root,
                 optimizer=optimisation.optimizer_spec,
                 scheduler=optimisation.scheduler_spec,
                 video_backend=self.video_backend,
+                # The command's settings carry the simulator evaluated in (`--env.type`).
+                env=getattr(settings, "env", None),
             ),
         )
         return TorchTrainingSession(parts, start_step)

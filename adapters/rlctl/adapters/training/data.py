@@ -24,6 +24,7 @@ from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
 from rlctl.application.policy_configs import ACTION, PolicyConfig
+from rlctl.application.policy_configs import OBS_STATE as STATE
 from rlctl.application.use_cases.train_settings import DatasetSource
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import DatasetError
@@ -126,6 +127,27 @@ def open_training_data(
         meta=kept,
     )
     return TrainingData(LeRobotTorchDataset.from_reader(reader), reader.root, meta)
+
+
+def action_and_state_columns(data: TrainingData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The `action` and `observation.state` rows of the episodes trained on, in episode order,
+    with each row's episode index (what relative action statistics are computed from)."""
+    from rlctl.adapters.storage.lerobot_v3.tools.stats_access import LeRobotStatsAccess
+
+    chosen = data.dataset.reader.episodes
+    wanted = None if chosen is None else set(chosen)
+    actions, states, episodes = [], [], []
+    for episode, columns in LeRobotStatsAccess().numeric_columns(str(data.root), [ACTION, STATE]):
+        if wanted is not None and episode not in wanted:
+            continue
+        actions.append(columns[ACTION])
+        states.append(columns[STATE])
+        episodes.append(np.full(len(columns[ACTION]), episode))
+    if not actions:
+        raise DatasetError(
+            "no episode to compute relative action statistics from", where=str(data.root)
+        )
+    return np.concatenate(actions), np.concatenate(states), np.concatenate(episodes)
 
 
 def make_loader(

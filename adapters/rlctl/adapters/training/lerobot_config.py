@@ -40,6 +40,19 @@ def _scheduler(spec: SchedulerSpec | None) -> dict[str, Any] | None:
     return out
 
 
+def _env(env: Any | None) -> dict[str, Any] | None:
+    """LeRobot's `env` section: the env config's fields under its `type`, with the features
+    the env produces (LeRobot's env configs add the derived ones in `__post_init__`)."""
+    if env is None:
+        return None
+    data = unstructure(env)
+    data["features"] = {
+        key: {"type": feature.type, "shape": list(feature.shape)}
+        for key, feature in env.env_features().items()
+    }
+    return data
+
+
 def lerobot_train_config(
     settings: TrainSettings,
     *,
@@ -48,7 +61,10 @@ def lerobot_train_config(
     optimizer: OptimizerSpec,
     scheduler: SchedulerSpec | None,
     video_backend: str | None,
+    env: Any | None = None,
 ) -> dict[str, Any]:
+    """`env` is the simulator evaluated in during training (an `EnvConfig` of
+    `rlctl.adapters.sim.config`), if any."""
     source = settings.dataset
     evaluation = settings.eval
     return {
@@ -66,7 +82,7 @@ def lerobot_train_config(
             "streaming": False,
             "eval_split": 0.0,
         },
-        "env": None,
+        "env": _env(env),
         "policy": policy,
         "reward_model": None,
         "output_dir": settings.output_dir,

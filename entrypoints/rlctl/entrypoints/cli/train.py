@@ -3,11 +3,14 @@
     rlctl train --dataset.root=data/pusht --policy.type=act --steps=100000 --batch_size=8 \\
         --output_dir=outputs/train/act_pusht [--env.type=pusht --eval_freq=20000]
     rlctl train --resume=outputs/train/act_pusht          # after a crash, Ctrl-C or kill
+    rlctl train --policy.pretrained_path=DIR_OR_REPO --dataset.root=...   # fine-tune
     torchrun --nproc_per_node=2 --no-python rlctl train ...   # DDP, one process per GPU/CPU
 
 The output dir gets `rlctl_config.json` (the resolved settings), `metrics.jsonl` and
 `checkpoints/<step>/{pretrained_model,training_state}` with a `last` link. Resuming reads the
 run's `rlctl_config.json` and applies the command line's overrides on top (e.g. `--steps`).
+Fine-tuning (`--policy.pretrained_path`, LeRobot's `--policy.path`) starts from the checkpoint's
+policy config and weights, and applies the command line's settings on top in the same way.
 Heavy imports happen in the command body only.
 """
 
@@ -100,6 +103,41 @@ def resumed_settings(config: TrainCommandSettings, ctx: click.Context) -> TrainC
     return resumed
 
 
+# A pretrained config's settings that describe where it ran, not what it is.
+_NOT_INHERITED = ("device", "pretrained_path", "pretrained_revision")
+
+
+def pretrained_settings(
+    config: TrainCommandSettings, ctx: click.Context, container: Any
+) -> TrainCommandSettings:
+    """Fine-tuning: the pretrained checkpoint's policy config, then this command's settings
+    (file, environment, overrides) on top, as `lerobot-train --policy.path` does."""
+    from rlctl.adapters.policies.checkpoint import checkpoint_folder, read_config
+    from rlctl.domain.config import fields_of, merge_data, parse_overrides, resolve, unstructure
+    from rlctl.entrypoints.settings import environment_layer, read_config_file
+
+    policy = config.policy
+    assert policy.pretrained_path is not None
+    pulled = container.resolve_policy()(policy.pretrained_path, revision=policy.pretrained_revision)
+    pretrained = unstructure(read_config(checkpoint_folder(pulled)))
+    for key in _NOT_INHERITED:
+        pretrained.pop(key, None)
+    layers = [merge_data({}, unstructure(TrainCommandSettings())), {"policy": pretrained}]
+    config_file = ctx.params.get("config_file")
+    if config_file:
+        layers.append(read_config_file(config_file))
+    known = set(fields_of(TrainCommandSettings))
+    layers.append({k: v for k, v in environment_layer().items() if k in known})
+    tuned = resolve(TrainCommandSettings, *layers, overrides=parse_overrides(ctx.args))
+    # `--policy.type` naming another type starts that section afresh; the run must still know
+    # what it starts from, so that the backend can say the types differ.
+    started_from = {
+        "pretrained_path": policy.pretrained_path,
+        "pretrained_revision": policy.pretrained_revision,
+    }
+    return attrs.evolve(tuned, policy=attrs.evolve(tuned.policy, **started_from))
+
+
 def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
@@ -120,6 +158,8 @@ Common settings (all: --print-config):
   --dataset.root=PATH | --dataset.repo_id=ID   [--dataset.episodes=[0,1]]
   --dataset.image_transforms.enable=true       LeRobot's augmentations
   --policy.type=act|diffusion|mlp  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
+  --policy.pretrained_path=DIR|REPO_ID        fine-tune: its config and weights, these on top
+  --policy.use_relative_actions=true [--policy.relative_exclude_joints='["gripper"]']
   --steps=N --batch_size=B --num_workers=W --seed=S --output_dir=DIR
   --log_freq=N --save_freq=N --eval_freq=N --env.type=pusht --eval.n_episodes=N
   --optimizer.lr=X --optimizer.type=adamw --scheduler.type=none --grad_clip_norm=X
@@ -140,6 +180,8 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
 
     if config.resume:
         config = resumed_settings(config, ctx)
+    elif config.policy.pretrained_path:
+        config = pretrained_settings(config, ctx, build_container(config))  # type: ignore[arg-type]
     if config.output_dir is None:
         config = attrs.evolve(config, output_dir=str(default_output_dir(config)))
     config = attrs.evolve(config, job_name=job_name(config))

@@ -6,9 +6,10 @@ offset means little for an open/close command. Matching is by case-insensitive s
 LeRobot's `RelativeActionsProcessorStep`.
 
 An action may be one step `(..., D)` or a chunk `(..., T, D)`; the state `(..., D)` is
-broadcast over the chunk's time axis. The absolute step reads the state from the transition, so
-the post-processor must be given the raw observation beside the action, and its unnormaliser must
-declare only the action feature (as LeRobot's does), or it would rescale that state too.
+broadcast over the chunk's time axis, and a state history `(..., S, D)` counts from its last
+step. The absolute step reads the state from the transition, so the post-processor must be given
+the raw observation beside the action, and its unnormaliser must declare only the action feature
+(as LeRobot's does), or it would rescale that state too.
 """
 
 from __future__ import annotations
@@ -56,8 +57,18 @@ def joint_mask(
     return mask
 
 
+def _current_state(actions: Any, state: Any) -> Any:
+    """The state actions are measured from. A history `(..., S, D)` (policies that read
+    `n_obs_steps > 1` steps) is measured from its last, current step: with more axes than the
+    action, or as many as a batch of chunks `(B, T, D)`."""
+    if state.ndim > actions.ndim or (state.ndim == actions.ndim and state.ndim >= 3):
+        return state[..., -1, :]
+    return state
+
+
 def _state_offset(actions: Any, state: Any, mask: np.ndarray) -> Any:
     dims = mask.shape[0]
+    state = _current_state(actions, state)
     if state.shape[-1] < dims:
         raise InvalidInput(
             f"state has {state.shape[-1]} dimensions, fewer than the action's {dims}",
@@ -67,6 +78,8 @@ def _state_offset(actions: Any, state: Any, mask: np.ndarray) -> Any:
     offset = state[..., :dims] * constant_like(mask.astype(np.float32), actions)
     if actions.ndim == state.ndim + 1:
         return offset[..., None, :]
+    if state.ndim == 1:
+        return offset  # one unbatched state for every action of the batch
     if actions.ndim != state.ndim:
         raise InvalidInput(
             f"action of shape {tuple(actions.shape)} does not fit state of shape "
