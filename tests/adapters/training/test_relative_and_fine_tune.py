@@ -7,12 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from rlctl.adapters.policies.checkpoint import read_config
 from rlctl.adapters.policies.loaded_policy import load_policy
 from rlctl.application.use_cases.train_settings import OptimizerOverrides
 from rlctl.domain.errors import ConfigError, RlctlError
@@ -156,3 +158,34 @@ def test_a_missing_pretrained_checkpoint_is_named(make_settings, train, tiny, tm
     with pytest.raises(RlctlError) as info:
         train(make_settings(policy=tiny.mlp(pretrained_path=str(tmp_path / "nowhere"))))
     assert "nowhere" in str(info.value.where)
+
+
+def test_a_relative_run_resumes_with_its_processors(make_settings, train, tiny):
+    first, _ = train(make_settings(policy=relative_mlp(tiny), steps=1, save_freq=1))
+    saved = load_policy(first.last_checkpoint.location).preprocessor[-1].stats["action"]
+    report, _ = train(
+        make_settings(policy=relative_mlp(tiny), steps=2, resume=first.last_checkpoint.location)
+    )
+    assert (report.start_step, report.steps_done) == (1, 2)
+    policy = load_policy(report.last_checkpoint.location)
+    assert policy.config.use_relative_actions and policy.config.action_feature_names == tuple(NAMES)
+    assert policy.preprocessor[-2].name == "relative_actions_processor"
+    np.testing.assert_array_equal(policy.preprocessor[-1].stats["action"]["mean"], saved["mean"])
+
+
+@pytest.mark.slow
+def test_fine_tuning_from_a_lerobot_checkpoint(make_settings, train, fixtures_dir):
+    folder = fixtures_dir / "act_tiny"  # LeRobot's own pretrained_model folder
+    config = attrs.evolve(
+        read_config(folder), pretrained_path=str(folder), optimizer_lr_backbone=1e-12
+    )
+    settings = make_settings(
+        policy=config, optimizer=OptimizerOverrides(lr=1e-12), steps=1, save_freq=1, batch_size=2
+    )
+    report, _ = train(settings)
+    tuned = Path(report.last_checkpoint.location) / "pretrained_model"
+    before = load_file(folder / "model.safetensors")
+    after = load_file(tuned / "model.safetensors")
+    assert set(before) <= set(after)
+    for key in before:
+        torch.testing.assert_close(after[key], before[key], rtol=0, atol=1e-6)
