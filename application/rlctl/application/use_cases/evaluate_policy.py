@@ -298,6 +298,8 @@ class EvaluatePolicy:
             step = env.step(action)
             if self.first_step_s is None:
                 self.first_step_s = self._clock() - self._start
+                # Wall time too, so that a benchmark can measure from the command's launch.
+                log.info("first env step", after_s=round(self.first_step_s, 3), at=time.time())
             live = ~tracker.done
             finished = tracker.record(
                 step.reward, step.terminated, step.truncated, success_flags(step.info, n)
