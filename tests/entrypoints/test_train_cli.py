@@ -217,3 +217,40 @@ def test_an_unknown_excluded_joint_is_one_line(runner, fixtures_dir, tmp_path):
     assert result.exit_code == 1
     assert "relative_exclude_joints ['gripper'] match no action dimension" in result.output
     assert "joint_0" in result.output and "Traceback" not in result.output
+
+
+def test_a_hub_repo_id_is_fine_tuned_from_with_the_command_line_on_top(tmp_path, monkeypatch):
+    """`--policy.pretrained_path=REPO_ID` is pulled through the container's policy resolver
+    (an in-memory Hub here); its config is the base, the command line's settings win."""
+    import click
+    from dependency_injector import providers
+
+    from rlctl.adapters.memory.hub import InMemoryHub
+    from rlctl.application.policy_configs import ACTConfig, MLPConfig, lerobot_config_data
+    from rlctl.application.use_cases.push_policy import PushPolicy, PushPolicyRequest
+    from rlctl.entrypoints.cli.train import pretrained_settings, train_command
+    from rlctl.entrypoints.container import build_container
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "pushed"
+    folder.mkdir()
+    pushed = MLPConfig(hidden_dims=(7, 7), chunk_size=4, n_action_steps=2, device="cuda")
+    (folder / "config.json").write_text(json.dumps(lerobot_config_data(pushed)))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    hub = InMemoryHub(tmp_path / "hub")
+    PushPolicy(hub)(PushPolicyRequest(str(folder), "alice/mlp"))
+    container = build_container()
+    container.hub.override(providers.Object(hub))
+
+    args = ["--policy.pretrained_path=alice/mlp", "--policy.dropout=0.25", "--steps=3"]
+    ctx = click.Context(train_command)
+    ctx.args, ctx.params = args, {}
+    # What the command line resolves to before the checkpoint is read: the default type, ACT.
+    typed = TrainCommandSettings(policy=ACTConfig(pretrained_path="alice/mlp"), steps=3)
+    tuned = pretrained_settings(typed, ctx, container)
+
+    assert isinstance(tuned.policy, MLPConfig) and tuned.policy.hidden_dims == (7, 7)
+    assert tuned.policy.dropout == 0.25 and tuned.steps == 3
+    assert tuned.policy.pretrained_path == "alice/mlp"
+    assert tuned.policy.device is None  # where it trained is not inherited
+    assert hub.fetched  # pulled through the resolver
