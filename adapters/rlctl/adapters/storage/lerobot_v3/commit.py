@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import pyarrow as pa
 import structlog
 
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace
@@ -95,10 +96,24 @@ def episode_stats(
         values = job.stats_columns.get(key)
         if values is None:
             values = job.columns[key]
-        running = RunningStats()
-        running.update(np.asarray(values))
+        values = np.asarray(values)
+        running = RunningStats.for_numeric(values.ndim - 1)
+        running.update(values)
         stats[key] = running.result()
     return stats
+
+
+def warm_up() -> None:
+    """Take the first-call costs of a commit before any episode is recorded.
+
+    An import holds the interpreter lock: numpy imports `numpy.ma` at the first quantile it takes
+    (0.2 s), pyarrow looks for pandas at the first array it converts (and imports it where it is
+    installed). On the committer thread they would stall the first ticks of the second episode.
+    """
+    running = RunningStats()
+    running.update(np.zeros((2, 1), dtype=np.float32))
+    running.result()
+    pa.array(np.zeros(1, dtype=np.float32))
 
 
 @attrs.define

@@ -14,6 +14,10 @@ that encodes episode after episode into temporary mp4 files:
 Both bound the frames waiting in memory (`backlog_mb`); only past that does `add_frame` block.
 The workers also keep the shrunk frames the episode's image statistics come from and compute
 them, so the recording process does no per-pixel work for its cameras.
+
+The worker processes run at a lower CPU priority (`niceness`): on a machine with few cores the
+encoders would otherwise take the cores from the control loop and the cameras just when a tick
+is due. They still get every cycle the loop leaves idle, and the backlog absorbs the gaps.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ log = structlog.get_logger(__name__)
 
 _HEADER = struct.Struct("<I")
 DEFAULT_BACKLOG_MB = 128
+# Below the recording process, not starved: the encoders must keep up on average.
+DEFAULT_NICENESS = 10
 _PIPE_BYTES = 1 << 20
 
 
@@ -153,8 +159,16 @@ def _error_reply(err: BaseException) -> dict[str, Any]:
     return {"op": "error", "message": f"{type(err).__name__}: {err}", "where": None, "hint": None}
 
 
-def worker_main(stdin: BinaryIO, stdout: BinaryIO, threads: int | None) -> None:
+def lower_priority(niceness: int) -> None:
+    """Raise this process's niceness by `niceness` (where the system allows)."""
+    if niceness > 0:
+        with contextlib.suppress(AttributeError, OSError):  # not on Windows
+            os.nice(niceness)
+
+
+def worker_main(stdin: BinaryIO, stdout: BinaryIO, threads: int | None, niceness: int = 0) -> None:
     """The child's loop: begin / frame / end / abort messages in, one reply per `end` out."""
+    lower_priority(niceness)  # before the encoder library starts its own threads
     from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder
 
     encoder = PyAVVideoEncoder(threads=threads)
@@ -207,12 +221,17 @@ class SubprocessEncoder:
     """`EpisodeEncoder` in a child process fed through its stdin."""
 
     def __init__(
-        self, name: str, *, threads: int | None = None, backlog_mb: float = DEFAULT_BACKLOG_MB
+        self,
+        name: str,
+        *,
+        threads: int | None = None,
+        backlog_mb: float = DEFAULT_BACKLOG_MB,
+        niceness: int = DEFAULT_NICENESS,
     ) -> None:
         self._name = name
-        command = [sys.executable, "-m", __name__]
+        command = [sys.executable, "-m", __name__, f"--niceness={niceness}"]
         if threads is not None:
-            command.append(str(threads))
+            command.append(f"--threads={threads}")
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
         )
@@ -396,11 +415,22 @@ class ThreadEncoder:
                 writer = None
 
 
+def _options(argv: list[str]) -> dict[str, int]:
+    """`--threads=N --niceness=N`, as `SubprocessEncoder` passes them."""
+    options = {}
+    for arg in argv:
+        name, _, value = arg.removeprefix("--").partition("=")
+        options[name] = int(value)
+    return options
+
+
 if __name__ == "__main__":
     # Frames arrive raw on stdin; nothing but replies may go to stdout.
+    options = _options(sys.argv[1:])
     worker_main(
         sys.stdin.buffer,
         sys.stdout.buffer,
-        threads=int(sys.argv[1]) if len(sys.argv) > 1 else None,
+        threads=options.get("threads"),
+        niceness=options.get("niceness", 0),
     )
     os._exit(0)

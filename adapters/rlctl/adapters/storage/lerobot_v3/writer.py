@@ -20,7 +20,7 @@ from typing import Any, Self
 import attrs
 import structlog
 
-from rlctl.adapters.storage.lerobot_v3.commit import DatasetFiles, EpisodeCommitter
+from rlctl.adapters.storage.lerobot_v3.commit import DatasetFiles, EpisodeCommitter, warm_up
 from rlctl.adapters.storage.lerobot_v3.data_writer import (
     DataFileAppender,
     DataTableBuilder,
@@ -41,6 +41,7 @@ from rlctl.adapters.storage.lerobot_v3.recovery import STAGING_DIR, RecoveredDat
 from rlctl.adapters.storage.lerobot_v3.video_files import VideoFileAppender
 from rlctl.adapters.storage.lerobot_v3.video_worker import (
     DEFAULT_BACKLOG_MB,
+    DEFAULT_NICENESS,
     EpisodeEncoder,
     SubprocessEncoder,
     ThreadEncoder,
@@ -66,13 +67,15 @@ class WriterOptions:
     `durable` flushes every committed file to the disk (survives power loss, not only a crash).
     `encode_in_subprocess` encodes each camera in a child process (see `video_worker.py`); off, the
     `VideoEncoder` given to the writer encodes in threads. `video_backlog_mb` bounds, per camera,
-    the frames waiting for the encoder before `add_frame` waits.
+    the frames waiting for the encoder before `add_frame` waits. `encoder_niceness` lowers the
+    encoder processes' CPU priority below the recording's (0: the same).
     """
 
     durable: bool = True
     encode_in_subprocess: bool = True
     encoder_threads: int | None = None
     video_backlog_mb: float = DEFAULT_BACKLOG_MB
+    encoder_niceness: int = DEFAULT_NICENESS
     png_compress_level: int = 6
     png_workers: int = 2
 
@@ -202,6 +205,7 @@ class LeRobotV3WriteSession:
         self._png_pool = ThreadPoolExecutor(options.png_workers, thread_name_prefix="rlctl-png")
         video_keys = [k for k, f in self._features.items() if f.is_video]
         self._encoders = {key: self._start_encoder(key, video_encoder) for key in video_keys}
+        warm_up()  # here, not on the committer thread while the next episode is recorded
         self._committer = EpisodeCommitter(self._dataset_files(state, video_keys, video_encoder))
         self._episode: EpisodeBuffer | None = None
         self._finalized = False
@@ -215,6 +219,7 @@ class LeRobotV3WriteSession:
                 key,
                 threads=self._options.encoder_threads,
                 backlog_mb=self._options.video_backlog_mb,
+                niceness=self._options.encoder_niceness,
             )
         return ThreadEncoder(key, video_encoder, backlog_mb=self._options.video_backlog_mb)
 
