@@ -96,9 +96,8 @@ def episode_stats(
         values = job.stats_columns.get(key)
         if values is None:
             values = job.columns[key]
-        values = np.asarray(values)
-        running = RunningStats.for_numeric(values.ndim - 1)
-        running.update(values)
+        running = RunningStats()
+        running.update(np.asarray(values))
         stats[key] = running.result()
     return stats
 
