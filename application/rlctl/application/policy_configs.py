@@ -428,20 +428,15 @@ def lerobot_config_data(config: PolicyConfig) -> dict[str, Any]:
     """The config as plain data for config.json and train_config.json.
 
     LeRobot refuses unknown keys in a config.json, and only some of its policies (pi0, pi05,
-    GR00T) know the relative-action fields; so they are written only when relative actions are
-    in use or the fields were changed — then all three, so that a reader's own defaults (pi0
-    excludes "gripper") never fill a gap.
+    GR00T) know the relative-action fields; so they are written only while relative actions are
+    on — then all three, so that a reader's own defaults (pi0 excludes "gripper") never fill a
+    gap. Off, they change nothing, and the file stays what LeRobot writes.
     """
     data = unstructure(config)
-    defaults = {f.name: f.default for f in attrs.fields(PolicyConfig) if f.name in data}
-    if all(data.get(name) == _plain(defaults[name]) for name in RELATIVE_ACTION_FIELDS):
+    if not config.use_relative_actions:
         for name in RELATIVE_ACTION_FIELDS:
             data.pop(name, None)
     return data
-
-
-def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
 
 
 _KIND_TO_TYPE = {
