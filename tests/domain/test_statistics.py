@@ -305,6 +305,25 @@ def test_running_stats_refuses_bad_input():
         RunningStats.per_channel(3).update(np.ones((2, 3)))
 
 
+def test_numeric_features_of_rank_2_and_more_reduce_to_their_last_axis():
+    # LeRobot's RunningQuantileStats flattens (N, *shape) to (-1, shape[-1]); count stays N.
+    data = np.arange(5 * 4 * 2 * 3, dtype=np.float64).reshape(5, 4, 2, 3) ** 1.5
+    stats = RunningStats.for_numeric(3)
+    stats.update(data[:2])
+    stats.update(data[2:])
+    result = stats.result()
+    flat = data.reshape(-1, 3)
+    assert result.shape == (3,) and result.count == 5
+    np.testing.assert_allclose(result.mean, flat.mean(0))
+    np.testing.assert_allclose(result.std, flat.std(0))
+    np.testing.assert_array_equal(result.min, flat.min(0))
+    np.testing.assert_allclose(result.quantiles["q50"], np.quantile(flat, 0.5, axis=0))
+    # Vectors keep their per-entry statistics; the option cannot mix with a channel axis.
+    assert RunningStats.for_numeric(1)._settings() == RunningStats()._settings()
+    with pytest.raises(InvalidInput, match="exclude"):
+        RunningStats(last_axis=True, channel_axis=1)
+
+
 def test_merging_with_an_empty_side_copies_the_other():
     data = np.arange(6.0).reshape(3, 2)
     full = stats_of(data)

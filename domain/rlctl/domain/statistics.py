@@ -96,14 +96,17 @@ class RunningStats:
     shape (`(1,)` for a batch of scalars `(N,)`). `RunningStats.per_channel(channel_axis)` reduces
     everything but the channel axis of image batches, `(N, C, H, W)` with `channel_axis=1` or
     `(N, H, W, C)` with `channel_axis=-1`, giving LeRobot's `(C, 1, 1)` image statistics. Values
-    are divided by `divide_by` first: 255 maps uint8 frames into [0, 1] as LeRobot does. `count`
-    is always the number of samples `N`, as LeRobot records it.
+    are divided by `divide_by` first: 255 maps uint8 frames into [0, 1] as LeRobot does.
+    `RunningStats.for_numeric(rank)` follows LeRobot for numeric features of rank >= 2: statistics
+    per entry of the last axis, over the samples and every other axis. `count` is always the
+    number of samples `N`, as LeRobot records it.
     """
 
     def __init__(
         self,
         *,
         channel_axis: int | None = None,
+        last_axis: bool = False,
         divide_by: float = 1.0,
         quantiles: Sequence[float] = DEFAULT_QUANTILES,
         bins: int = DEFAULT_BINS,
@@ -111,6 +114,8 @@ class RunningStats:
     ) -> None:
         if channel_axis == 0:
             raise InvalidInput("channel_axis 0 is the batch axis", where="statistics")
+        if last_axis and channel_axis is not None:
+            raise InvalidInput("last_axis and channel_axis exclude each other", where="statistics")
         if not divide_by > 0:
             raise InvalidInput(f"divide_by must be positive, got {divide_by}", where="statistics")
         if not all(0.0 <= q <= 1.0 for q in quantiles):
@@ -118,6 +123,7 @@ class RunningStats:
                 f"quantile levels must lie in [0, 1], got {list(quantiles)}", where="statistics"
             )
         self.channel_axis = channel_axis
+        self.last_axis = last_axis
         self.divide_by = divide_by
         self.quantile_levels = tuple(float(q) for q in quantiles)
         self.bins = bins
@@ -132,6 +138,14 @@ class RunningStats:
         cls, channel_axis: int = 1, *, divide_by: float = 1.0, **options: Any
     ) -> RunningStats:
         return cls(channel_axis=channel_axis, divide_by=divide_by, **options)
+
+    @classmethod
+    def for_numeric(cls, rank: int, **options: Any) -> RunningStats:
+        """Statistics of a numeric (not visual) feature of `rank` dimensions as LeRobot 0.6.1
+        computes them: per entry for scalars and vectors; from rank 2 on, per entry of the last
+        axis (its `RunningQuantileStats` flattens `(N, *shape)` to `(-1, shape[-1])`), so a
+        `(2, 3)` feature has statistics of shape `(3,)`."""
+        return cls(last_axis=rank >= 2, **options)
 
     def update(self, batch: Any) -> None:
         """Add a batch `(N, …)` of samples (numpy or anything `np.asarray` reads)."""
@@ -239,6 +253,9 @@ class RunningStats:
         """
         if batch.ndim == 0:
             raise InvalidInput("a batch needs a leading sample axis", where="statistics")
+        if self.last_axis and batch.ndim >= 3:
+            last = batch.shape[-1]
+            return np.ascontiguousarray(batch.reshape(-1, last).T), (last,)
         if self.channel_axis is None:
             stats_shape = batch.shape[1:] or (1,)
             rows = batch.reshape(batch.shape[0], int(np.prod(stats_shape)))
@@ -257,6 +274,7 @@ class RunningStats:
     def _settings(self) -> tuple[Any, ...]:
         return (
             self.channel_axis,
+            self.last_axis,
             self.divide_by,
             self.quantile_levels,
             self.bins,
@@ -266,6 +284,7 @@ class RunningStats:
     def _copy(self) -> RunningStats:
         twin = RunningStats(
             channel_axis=self.channel_axis,
+            last_axis=self.last_axis,
             divide_by=self.divide_by,
             quantiles=self.quantile_levels,
             bins=self.bins,

@@ -40,7 +40,7 @@ def load_support():
 support = load_support()
 ws = support.writer
 TASKS = ("pick", "place", "push")
-USER_FEATURES = (ws.STATE, ws.ACTION, ws.VIDEO, ws.IMAGE)
+USER_FEATURES = (ws.STATE, ws.ACTION, ws.VIDEO, ws.IMAGE, ws.GRID)
 
 
 def tools():
@@ -103,6 +103,7 @@ def plan_pairs(draw):
         "state_dim": draw(st.integers(1, 3)),
         "video": draw(st.booleans()),
         "image": draw(st.booleans()),
+        "grid": draw(st.sampled_from([None, (2, 3), (2, 2, 3)])),
     }
     episodes = st.lists(
         st.lists(st.sampled_from(TASKS), min_size=1, max_size=5).map(tuple), min_size=1, max_size=3

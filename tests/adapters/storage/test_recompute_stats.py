@@ -30,7 +30,11 @@ def load_support():
 support = load_support()
 ws = support.writer
 PLAN = ws.DatasetPlan(
-    fps=10, state_dim=3, episodes=(("pick",) * 7, ("place",) * 5, ("pick",) * 9), video=True
+    fps=10,
+    state_dim=3,
+    episodes=(("pick",) * 7, ("place",) * 5, ("pick",) * 9),
+    video=True,
+    grid=(2, 2, 3),
 )
 
 
@@ -61,12 +65,14 @@ def test_recomputed_statistics_are_the_written_ones(tmp_path):
     result = recompute(root)
     assert result.episodes == 3 and ws.VIDEO in result.features
     stats = stats_json(root)
-    for key in (ws.STATE, ws.ACTION, "index", "frame_index", "timestamp"):
+    for key in (ws.STATE, ws.ACTION, ws.GRID, "index", "frame_index", "timestamp"):
         assert_close(stats[key], written[key])
+    assert stats[ws.GRID].shape == (3,)
     # Decoded frames differ from the recorded ones by the codec's loss.
     assert_close(stats[ws.VIDEO], written[ws.VIDEO], atol=0.03)
     for got, expected in zip(episode_stats(root), written_episodes):
         assert_close(got[ws.ACTION], expected[ws.ACTION])
+        assert_close(got[ws.GRID], expected[ws.GRID])
     report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
     assert report.ok and not report.problems
 

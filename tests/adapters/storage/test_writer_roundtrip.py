@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
 from rlctl.domain.video import VideoEncoding
 
@@ -29,6 +30,11 @@ def load_support():
 
 support = load_support()
 TASKS = ("pick the cube", "place the cube", "push", "ünïcödé task")
+# Numeric features of rank 2 and 3 (LeRobot's Array2D / Array3D), or none.
+GRIDS = st.one_of(
+    st.none(),
+    st.lists(st.integers(1, 4), min_size=2, max_size=3).map(tuple),
+)
 
 
 @st.composite
@@ -48,6 +54,8 @@ def plans(draw, video: bool | None = None):
         image=draw(st.booleans()),
         video=draw(st.booleans()) if video is None else video,
         seed=draw(st.integers(0, 2**16)),
+        grid=draw(GRIDS),
+        grid_dtype=draw(st.sampled_from(["float32", "float64", "int16", "uint8"])),
     )
 
 
@@ -164,6 +172,48 @@ def test_stats_aggregate_every_episode(tmp_path: Path) -> None:
     for key in (support.IMAGE, support.VIDEO):
         assert np.asarray(stats[key]["mean"]).shape == (3, 1, 1)
         assert 0.0 <= np.min(stats[key]["min"]) <= np.max(stats[key]["max"]) <= 1.0
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((2, 3), "float32"), ((4, 4, 3), "int16")])
+def test_rank_2_and_3_features_read_back_in_windows_with_lerobots_stats(
+    tmp_path: Path, shape: tuple[int, ...], dtype: str
+) -> None:
+    plan = support.DatasetPlan(
+        fps=10, state_dim=2, episodes=(("a",) * 4, ("b",) * 3), grid=shape, grid_dtype=dtype
+    )
+    support.write(tmp_path / "ds", plan)
+    support.check_dataset(tmp_path / "ds", plan)
+    key = support.GRID
+    reader = LeRobotDatasetReader(tmp_path / "ds", delta_timestamps={key: [-0.1, 0.0, 0.1]})
+    frames = [
+        [support.frame(plan, ep, t)[key] for t in range(n)] for ep, n in enumerate(plan.lengths)
+    ]
+    position = 0
+    for ep, n in enumerate(plan.lengths):
+        for t in range(n):
+            item = reader[position]
+            window = item[key].numpy()
+            # As LeRobot's items: floats float32, integers int64, the window axis first.
+            assert window.dtype == (np.float32 if dtype == "float32" else np.int64)
+            assert window.shape == (3, *shape)
+            for step, offset in enumerate((-1, 0, 1)):
+                expected = frames[ep][min(max(t + offset, 0), n - 1)]
+                np.testing.assert_array_equal(window[step], expected)
+            assert item[f"{key}_is_pad"].tolist() == [t == 0, False, t == n - 1]
+            position += 1
+    # LeRobot reduces a rank >= 2 feature over every axis but the last; count is frames.
+    values = np.stack([f for episode in frames for f in episode]).astype(np.float64)
+    flat = values.reshape(-1, shape[-1])
+    stats = json.loads((tmp_path / "ds/meta/stats.json").read_text())[key]
+    np.testing.assert_allclose(stats["mean"], flat.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(stats["std"], flat.std(0), rtol=1e-6)
+    np.testing.assert_array_equal(stats["min"], flat.min(0))
+    np.testing.assert_array_equal(stats["max"], flat.max(0))
+    assert stats["count"] == [7]
+    assert np.asarray(stats["q50"]).shape == (shape[-1],)
+    episodes = support.episodes_table(tmp_path / "ds")
+    assert episodes.column(f"stats/{key}/mean").type.value_type == "double"
+    assert [len(v) for v in episodes.column(f"stats/{key}/mean").to_pylist()] == [shape[-1]] * 2
 
 
 def test_flush_returns_what_is_on_disk(tmp_path: Path) -> None:

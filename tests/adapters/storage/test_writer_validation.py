@@ -162,7 +162,7 @@ def test_create_refuses_a_folder_with_content(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("features", "error", "words"),
     [
-        ({"x": FeatureSpec("x", "float32", (2, 2))}, NotSupported, "rank 2"),
+        ({"x": FeatureSpec("x", "float32", (1, 2, 1, 2, 1, 2))}, NotSupported, "rank 5 at most"),
         ({"index": FeatureSpec("index", "float32", (1,))}, InvalidInput, "writer fills"),
         ({}, InvalidInput, "at least one feature"),
     ],

@@ -29,6 +29,8 @@ ACTION = "action"
 REWARD = "next.reward"
 IMAGE = "observation.images.wrist"
 VIDEO = "observation.images.front"
+# A numeric feature of rank >= 2 (LeRobot stores it as a `datasets` ArrayND).
+GRID = "observation.tactile"
 HWC = ["height", "width", "channels"]
 IMAGE_SHAPE = (12, 16, 3)
 VIDEO_SHAPE = (16, 24, 3)
@@ -49,6 +51,8 @@ class DatasetPlan:
     image: bool = False
     video: bool = False
     seed: int = 0
+    grid: tuple[int, ...] | None = None
+    grid_dtype: str = "float32"
 
     def features(self) -> dict[str, FeatureSpec]:
         names = [f"joint_{i}" for i in range(self.state_dim)]
@@ -62,6 +66,8 @@ class DatasetPlan:
             out[IMAGE] = FeatureSpec(IMAGE, "image", IMAGE_SHAPE, names=HWC)
         if self.video:
             out[VIDEO] = FeatureSpec(VIDEO, "video", VIDEO_SHAPE, names=HWC)
+        if self.grid is not None:
+            out[GRID] = FeatureSpec(GRID, self.grid_dtype, self.grid)
         return out
 
     @property
@@ -93,6 +99,12 @@ def frame(plan: DatasetPlan, ep: int, t: int) -> dict[str, Any]:
         out[IMAGE] = picture(IMAGE_SHAPE, ep, t, salt=50)
     if plan.video:
         out[VIDEO] = picture(VIDEO_SHAPE, ep, t, salt=90)
+    if plan.grid is not None:
+        dtype = np.dtype(plan.grid_dtype)
+        if dtype.kind == "f":
+            out[GRID] = rng.standard_normal(plan.grid).astype(dtype)
+        else:
+            out[GRID] = rng.integers(-100, 100, plan.grid).astype(dtype)
     return out
 
 
@@ -200,6 +212,9 @@ def check_dataset(root: Path, plan: DatasetPlan) -> None:
                 assert np.float32(stored[REWARD]) == expected[REWARD]
             if plan.image:
                 np.testing.assert_array_equal(decode_png(stored[IMAGE]["bytes"]), expected[IMAGE])
+            if plan.grid is not None:
+                grid = np.asarray(stored[GRID], dtype=plan.grid_dtype)
+                np.testing.assert_array_equal(grid.reshape(plan.grid), expected[GRID])
             if video is not None:
                 error = np.abs(video[t].astype(float) - expected[VIDEO]).mean()
                 assert error < VIDEO_TOLERANCE, (ep, t, error)

@@ -88,7 +88,10 @@ class RecomputeStats:
         task = self._progress.task("computing statistics", total=meta.total_episodes)
         try:
             for episode, columns in self._access.numeric_columns(request.location, numeric):
-                stats = {key: compute_stats(columns[key]) for key in numeric}
+                stats = {
+                    key: compute_stats(columns[key], last_axis=columns[key].ndim >= 3)
+                    for key in numeric
+                }
                 length = meta.episodes[episode].length
                 for key in visual:
                     frames = self._access.frames(

@@ -96,8 +96,9 @@ def episode_stats(
         values = job.stats_columns.get(key)
         if values is None:
             values = job.columns[key]
-        running = RunningStats()
-        running.update(np.asarray(values))
+        values = np.asarray(values)
+        running = RunningStats.for_numeric(values.ndim - 1)
+        running.update(values)
         stats[key] = running.result()
     return stats
 

@@ -1,7 +1,8 @@
 """Writing the rows of episodes into `data/chunk-XXX/file-YYY.parquet`.
 
 The table layout is LeRobot's: the non-video features in order, then timestamp, frame_index,
-episode_index, index and task_index; vectors as fixed-size lists, images as `{bytes, path}` PNG
+episode_index, index and task_index; vectors as fixed-size lists, numeric features of rank 2 to 5
+as nested lists tagged as `datasets`' ArrayND extension types, images as `{bytes, path}` PNG
 structs; the `huggingface` schema metadata that lets `datasets` rebuild the features; one row group
 per episode. Appending rewrites the current file under a temporary name and renames it over the
 old one, so the file on disk is always complete (a parquet file cannot grow in place: its index
@@ -11,6 +12,7 @@ is at its end).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from rlctl.domain.errors import NotSupported
 from rlctl.domain.features import FeatureSpec
 
 IMAGE_STRUCT = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+# `datasets` has Array2D to Array5D; LeRobot refuses a numeric feature of higher rank.
+_MAX_ARRAY_RANK = 5
 
 
 def _arrow_type(spec: FeatureSpec) -> pa.DataType:
@@ -37,13 +41,37 @@ def _arrow_type(spec: FeatureSpec) -> pa.DataType:
         return scalar
     if len(spec.shape) == 1:
         return pa.list_(scalar, spec.shape[0])
-    raise NotSupported(
-        f"numeric features of rank {len(spec.shape)} are not written yet",
-        where=f"features.{spec.key}",
-        hint="flatten the feature to one dimension, e.g. shape ["
-        + str(int(np.prod(spec.shape)))
-        + "]",
-    )
+    if len(spec.shape) > _MAX_ARRAY_RANK:
+        raise NotSupported(
+            f"numeric feature of shape {list(spec.shape)}: LeRobot datasets hold numeric "
+            f"features of rank {_MAX_ARRAY_RANK} at most, this one has rank {len(spec.shape)}",
+            where=f"features.{spec.key}",
+            hint="merge some of its dimensions, e.g. shape ["
+            + str(int(np.prod(spec.shape[: -_MAX_ARRAY_RANK + 1])))
+            + ", "
+            + ", ".join(str(v) for v in spec.shape[-_MAX_ARRAY_RANK + 1 :])
+            + "]",
+        )
+    # `datasets`' ArrayND storage: lists of lists of unstated length (not fixed-size lists).
+    kind = scalar
+    for _ in spec.shape:
+        kind = pa.list_(kind)
+    return kind
+
+
+def _array_extension(spec: FeatureSpec) -> dict[bytes, bytes] | None:
+    """The field metadata by which pyarrow restores `datasets`' `ArrayNDExtensionType`."""
+    if spec.is_visual or spec.is_string or len(spec.shape) < 2:
+        return None
+    name = f"datasets.features.features.Array{len(spec.shape)}DExtensionType"
+    return {
+        b"ARROW:extension:metadata": json.dumps([list(spec.shape), spec.dtype]).encode(),
+        b"ARROW:extension:name": name.encode(),
+    }
+
+
+def _field(spec: FeatureSpec) -> pa.Field:
+    return pa.field(spec.key, _arrow_type(spec), metadata=_array_extension(spec))
 
 
 def _hf_feature(spec: FeatureSpec) -> dict[str, Any]:
@@ -55,6 +83,12 @@ def _hf_feature(spec: FeatureSpec) -> dict[str, Any]:
     value = {"dtype": spec.dtype, "_type": "Value"}
     if spec.shape in ((), (1,)):
         return value
+    if len(spec.shape) >= 2:
+        return {
+            "shape": list(spec.shape),
+            "dtype": spec.dtype,
+            "_type": f"Array{len(spec.shape)}D",
+        }
     return {"feature": value, "length": spec.shape[0], "_type": "List"}
 
 
@@ -72,7 +106,7 @@ class DataTableBuilder:
         self.specs = {k: f for k, f in features.items() if not f.is_video}
         hf_features = {k: _hf_feature(f) for k, f in self.specs.items()}
         self.schema = pa.schema(
-            [(k, _arrow_type(f)) for k, f in self.specs.items()],
+            [_field(f) for f in self.specs.values()],
             metadata={"huggingface": json.dumps({"info": {"features": hf_features}})},
         )
         self.image_keys = [k for k, f in self.specs.items() if f.is_image]
@@ -96,7 +130,25 @@ class DataTableBuilder:
         if pa.types.is_fixed_size_list(kind):
             flat = pa.array(array.reshape(-1), kind.value_type)
             return pa.FixedSizeListArray.from_arrays(flat, kind.list_size)
+        if pa.types.is_list(kind):
+            return _nested_lists(array.reshape(len(values), *spec.shape), kind)
         return pa.array(array.reshape(-1), kind)
+
+
+def _nested_lists(array: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """`(rows, *shape)` values as lists of lists, innermost first, with even offsets."""
+    nested: pa.Array = pa.array(array.reshape(-1), _innermost(kind))
+    for axis in range(array.ndim - 1, 0, -1):
+        lists = math.prod(array.shape[:axis])
+        offsets = np.arange(lists + 1, dtype=np.int32) * array.shape[axis]
+        nested = pa.ListArray.from_arrays(pa.array(offsets), nested)
+    return nested
+
+
+def _innermost(kind: pa.DataType) -> pa.DataType:
+    while pa.types.is_list(kind):
+        kind = kind.value_type
+    return kind
 
 
 class DataFileAppender:

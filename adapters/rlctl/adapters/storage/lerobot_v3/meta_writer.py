@@ -310,6 +310,9 @@ def stats_shapes(
             continue
         if spec.is_visual:
             shapes[key] = (spec.hwc[2], 1, 1)
+        elif len(spec.shape) >= 2:
+            # LeRobot reduces a numeric feature of rank >= 2 to its last axis.
+            shapes[key] = spec.shape[-1:]
         else:
             shapes[key] = spec.shape if len(spec.shape) else (1,)
     return shapes

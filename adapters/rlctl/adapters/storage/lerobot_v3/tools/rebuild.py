@@ -349,7 +349,7 @@ class LeRobotRebuild:
 
 def _column_stats(table: pa.Table, spec: FeatureSpec, where: str) -> FeatureStats:
     values = numeric_column(table.column(spec.key), spec, where)
-    running = RunningStats()
+    running = RunningStats.for_numeric(len(spec.shape))
     running.update(values.astype(np.float64) if spec.key == "timestamp" else values)
     return running.result()
 
