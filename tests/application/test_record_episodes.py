@@ -148,6 +148,26 @@ def test_a_device_failing_during_the_reset_keeps_the_finished_episode():
     assert len(writer.datasets[ROOT].episodes) == 1 and robot.disconnects == 1
 
 
+def test_a_run_failing_before_its_first_episode_leaves_no_dataset():
+    robot = ScriptedRobot(fail_at={3: HardwareError("the camera stopped")})
+    use_case, writer, robot, _ = recorder(robot=robot)
+    with pytest.raises(HardwareError, match="camera"):
+        record(use_case, num_episodes=2)
+    assert ROOT not in writer.datasets and robot.disconnects == 1
+    # So the same command can run again.
+    use_case, *_ = recorder(writer=writer)
+    assert record(use_case, num_episodes=1).saved_episodes == (0,)
+
+
+def test_a_resumed_run_that_fails_keeps_the_dataset():
+    use_case, writer, *_ = recorder()
+    record(use_case, num_episodes=1)
+    use_case, *_ = recorder(robot=ScriptedRobot(fail_at={1: HardwareError("gone")}), writer=writer)
+    with pytest.raises(HardwareError):
+        record(use_case, resume=True, num_episodes=1)
+    assert len(writer.datasets[ROOT].episodes) == 1
+
+
 def test_resume_appends_and_refuses_another_robot_or_rate():
     use_case, writer, *_ = recorder()
     record(use_case, num_episodes=2)

@@ -184,6 +184,61 @@ def test_record_without_a_robot_or_a_location_says_what_to_add(tmp_path):
     assert result.exit_code == 1 and "either a robot or a teleoperator" in result.output
 
 
+def test_a_record_failing_at_start_leaves_no_dataset_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
+    root = tmp_path / "out" / "a" / "ds"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--robot.type=so101_follower",
+            f"--robot.port={tmp_path / 'no-such-port'}",
+            "--robot.id=f",
+            "--teleop.type=so101_leader",
+            f"--teleop.port={tmp_path / 'no-such-port-either'}",
+            "--teleop.id=l",
+            f"--dataset.root={root}",
+            *QUIET,
+        ],
+    )
+    assert result.exit_code == 1 and "cannot open the serial port" in result.output
+    # The folders it made go with the dataset: the same command can run once the port is right.
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_resumed_record_failing_at_start_leaves_the_dataset_as_it_was(tmp_path):
+    root = tmp_path / "ds"
+    synthetic = "{front: {type: synthetic, width: 64, height: 48, fps: 20}}"
+    common = [
+        "record",
+        "--robot.type=scripted",
+        "--teleop.type=scripted",
+        f"--dataset.root={root}",
+        "--dataset.fps=20",
+        "--dataset.episode_time_s=0.25",
+        "--dataset.reset_time_s=0",
+        "--dataset.num_episodes=1",
+        *QUIET,
+    ]
+    first = invoke(*common, f"--robot.cameras={synthetic}")
+    assert first.exit_code == 0, first.output
+
+    def files() -> dict[Path, bytes]:
+        # Resuming rewrites stats.json from the episodes' own statistics (equal to the last
+        # digit or so), whatever happens next.
+        kept = (p for p in root.rglob("*") if p.is_file() and p.name != "stats.json")
+        return {p: p.read_bytes() for p in kept}
+
+    before = files()
+    missing = "{front: {type: opencv, index_or_path: %s, width: 64, height: 48}}"
+    result = CliRunner().invoke(
+        cli, [*common, "--resume=true", f"--robot.cameras={missing % (tmp_path / 'none.mp4')}"]
+    )
+    assert result.exit_code == 1 and "no such device or video file" in result.output
+    assert files() == before
+    assert LeRobotMetaReader().read_meta(root).total_episodes == 1
+
+
 def test_print_config_reads_lerobots_camera_syntax():
     result = CliRunner().invoke(
         cli,

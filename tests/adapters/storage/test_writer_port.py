@@ -79,3 +79,24 @@ def test_a_finalized_session_is_closed(writer: DatasetWriter, tmp_path: Path) ->
     session.finalize()
     with pytest.raises(InvalidInput, match="finalized"):
         session.add_frame(frame(0, "pick"))
+
+
+def test_discard_takes_only_a_new_dataset_without_episodes(
+    writer: DatasetWriter, tmp_path: Path
+) -> None:
+    root = tmp_path / "ds"
+    session = writer.create(root, fps=10, features=FEATURES)
+    session.add_frame(frame(0, "pick"))
+    session.discard()
+    writer.create(root, fps=10, features=FEATURES).finalize()  # the place is free again
+
+    session = writer.resume(root)
+    session.add_frame(frame(0, "pick"))
+    session.save_episode()
+    with pytest.raises(InvalidInput, match="this session created"):
+        session.discard()
+    session.finalize()
+    resumed = writer.resume(root)
+    with pytest.raises(InvalidInput, match="this session created"):
+        resumed.discard()
+    assert resumed.finalize().total_episodes == 1

@@ -7,7 +7,7 @@ would see on disk. `datasets` holds everything recorded, keyed by root.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -60,9 +60,13 @@ class RecordedDataset:
 class InMemoryWriteSession:
     """`DatasetWriteSession` appending to a `RecordedDataset`."""
 
-    def __init__(self, root: Path, dataset: RecordedDataset) -> None:
+    def __init__(
+        self, root: Path, dataset: RecordedDataset, forget: Callable[[], None] | None = None
+    ) -> None:
+        """`forget` removes the dataset from its writer: given when this session created it."""
         self._root = root
         self._dataset = dataset
+        self._forget = forget
         self._validate = FrameValidator(dataset.features)
         self._episode: list[ValidFrame] = []
         self._finalized = False
@@ -130,6 +134,16 @@ class InMemoryWriteSession:
         self._episode = []
         return self._dataset.meta()
 
+    def discard(self) -> None:
+        if self._forget is None or self._dataset.episodes:
+            raise InvalidInput(
+                "only a dataset this session created, with no episode saved, can be discarded",
+                where=str(self._root),
+            )
+        self.finalize()
+        self._forget()
+        self._forget = None
+
     def __enter__(self) -> Self:
         return self
 
@@ -177,7 +191,7 @@ class InMemoryDatasetWriter:
             video=video or VideoEncoding(),
         )
         self.datasets[root] = dataset
-        return InMemoryWriteSession(root, dataset)
+        return InMemoryWriteSession(root, dataset, forget=lambda: self.datasets.pop(root, None))
 
     def resume(self, root: Path, *, video: VideoEncoding | None = None) -> InMemoryWriteSession:
         root = Path(root)

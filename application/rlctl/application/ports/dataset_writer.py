@@ -78,6 +78,15 @@ class DatasetWriteSession(Protocol):
         """Flush, release files and workers; an unsaved episode is dropped. Idempotent."""
         ...
 
+    def discard(self) -> None:
+        """Close the session and remove the dataset it created, leaving what was there before.
+
+        For a session from `create` that saved no episode: a recording that failed before its
+        first episode leaves nothing behind. Raises `InvalidInput` for a resumed dataset or one
+        holding episodes, and touches nothing then.
+        """
+        ...
+
     def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc_info: object) -> None:

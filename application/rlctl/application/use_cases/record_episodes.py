@@ -15,7 +15,9 @@ simulator that ends its episode (success, time limit) ends the phase like NEXT.
 What is kept: an episode is saved after its reset phase (so RERECORD can still drop it). Saving
 hands it to the writer, whose encoding runs in the background, so the next episode starts at
 once. On Ctrl-C the episode being recorded is dropped, a finished one waiting for its reset is
-saved, and the session is finalized: every finished episode is on disk and readable. With a
+saved, and the session is finalized: every finished episode is on disk and readable. A run that
+fails before its first episode is saved (a robot port or a camera that cannot open) removes the
+dataset it created, so the same command can run again; a resumed dataset is never removed. With a
 policy in control the policy acts during episodes and the teleoperator (if any) during resets.
 """
 
@@ -40,6 +42,7 @@ from rlctl.application.ports.progress import Progress
 from rlctl.application.ports.robot import ACTION_KEY, Robot
 from rlctl.application.ports.teleoperator import Teleoperator
 from rlctl.application.robot_features import as_images, check_action_match
+from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import FeatureMismatch, InvalidInput
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
 from rlctl.domain.video import VideoEncoding
@@ -146,7 +149,7 @@ class RecordEpisodes:
         self._ticker = Ticker(self._clock, settings.fps, realtime=self._robot.realtime)
         saved: list[int] = []
         counts = {"rerecorded": 0, "max_save_s": 0.0}
-        stopped = interrupted = False
+        stopped = interrupted = failed = False
         finished_unsaved = False
         try:
             connect_devices(self._robot, self._teleop, self._calibrate)
@@ -183,6 +186,7 @@ class RecordEpisodes:
             if finished_unsaved:
                 saved.append(self._save(session, counts))
         except Exception:
+            failed = True
             # A device failing during a reset must not take the finished episode with it.
             if finished_unsaved:
                 self._save_quietly(session, counts, saved)
@@ -190,12 +194,13 @@ class RecordEpisodes:
         finally:
             started = time.perf_counter()
             try:
-                meta = session.finalize()
+                meta = self._close(session, target, failed=failed)
             finally:
                 finalize_s = time.perf_counter() - started
                 disconnect_devices(self._robot, self._teleop)
                 if self._controls is not None:
                     self._controls.close()
+        assert meta is not None  # only a failed run discards its dataset, and it raises
         return RecordReport(
             root=target.root,
             saved_episodes=tuple(saved),
@@ -229,6 +234,16 @@ class RecordEpisodes:
             raise
         log.info("resuming", root=str(target.root), episodes=session.num_episodes)
         return session
+
+    def _close(
+        self, session: DatasetWriteSession, target: DatasetTarget, *, failed: bool
+    ) -> DatasetMeta | None:
+        """Finalize; a dataset this run created, then failed before saving into, is removed."""
+        if not failed or target.resume or session.num_episodes:
+            return session.finalize()
+        session.discard()
+        log.info("nothing was recorded: the new dataset is removed", root=str(target.root))
+        return None
 
     # One phase
 

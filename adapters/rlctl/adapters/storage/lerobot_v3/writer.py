@@ -10,6 +10,7 @@ and `finalize` wait for them.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import threading
 from collections.abc import Mapping
@@ -133,6 +134,7 @@ class LeRobotV3Writer:
             data_path=DEFAULT_DATA_PATH,
             video_path=DEFAULT_VIDEO_PATH if has_video else None,
         )
+        created = _missing_folders(root)
         root.mkdir(parents=True, exist_ok=True)
         write_info(root, info, self._options.durable)
         state = RecoveredDataset(
@@ -148,7 +150,7 @@ class LeRobotV3Writer:
             removed=(),
         )
         return LeRobotV3WriteSession(
-            root, state, video or VideoEncoding(), self._encoder(), self._options
+            root, state, video or VideoEncoding(), self._encoder(), self._options, created=created
         )
 
     def resume(self, root: Path, *, video: VideoEncoding | None = None) -> LeRobotV3WriteSession:
@@ -163,6 +165,16 @@ class LeRobotV3Writer:
         if self._video_encoder is None:
             self._video_encoder = _default_video_encoder()
         return self._video_encoder
+
+
+def _missing_folders(root: Path) -> tuple[Path, ...]:
+    """`root` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (root, *root.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return tuple(missing)
 
 
 def _positive(value: int | None, default: int, name: str) -> int:
@@ -190,8 +202,12 @@ class LeRobotV3WriteSession:
         video: VideoEncoding,
         video_encoder: VideoEncoder,
         options: WriterOptions,
+        *,
+        created: tuple[Path, ...] | None = None,
     ) -> None:
+        """`created`: the folders `create` made (None for a resumed dataset), for `discard`."""
         self._root = root
+        self._created = created
         self._options = options
         self._features = state.features
         self._fps = int(state.info["fps"])
@@ -347,6 +363,28 @@ class LeRobotV3WriteSession:
                 self._shut_down()
         self._raise_failure()
         return LeRobotMetaReader().read_meta(self._root)
+
+    def discard(self) -> None:
+        if self._created is None or self._num_episodes:
+            raise InvalidInput(
+                "only a dataset this session created, with no episode saved, can be discarded",
+                where=str(self._root),
+            )
+        with self._lock:
+            if not self._finalized:
+                self._finalized = True
+                self._shut_down()
+        # The root was empty or absent at `create`: everything in it is this session's.
+        if self._root.is_dir():
+            for child in self._root.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        for folder in self._created:
+            with contextlib.suppress(OSError):  # not empty: something else put files there
+                folder.rmdir()
+        self._created = None
 
     def __enter__(self) -> Self:
         return self
