@@ -15,9 +15,11 @@ Both bound the frames waiting in memory (`backlog_mb`); only past that does `add
 The workers also keep the shrunk frames the episode's image statistics come from and compute
 them, so the recording process does no per-pixel work for its cameras.
 
-The worker processes run at a lower CPU priority (`niceness`): on a machine with few cores the
-encoders would otherwise take the cores from the control loop and the cameras just when a tick
-is due. They still get every cycle the loop leaves idle, and the backlog absorbs the gaps.
+The worker processes run at a lower CPU priority (`niceness`), and under the normal scheduling
+policy even where the codec asks for a real-time one (`leave_realtime_scheduling`): on a machine
+with few cores the encoders would otherwise take the cores from the control loop and the cameras
+just when a tick is due. They still get every cycle the loop leaves idle, and the backlog absorbs
+the gaps.
 """
 
 from __future__ import annotations
@@ -166,6 +168,28 @@ def lower_priority(niceness: int) -> None:
             os.nice(niceness)
 
 
+def leave_realtime_scheduling() -> None:
+    """Move every thread of this process that runs under a real-time policy back to the normal
+    one, and every thread to this thread's niceness at least.
+
+    SVT-AV1 (LeRobot's codec) starts its threads, and switches the calling one, to SCHED_FIFO at
+    priority 99 wherever it may: as root, as in most containers. Real-time threads run before
+    any normal one, so the encoders took the CPU from the control loop, the cameras and the
+    motor bus whenever they had work, whatever their niceness.
+    """
+    if not hasattr(os, "sched_getscheduler"):
+        return
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    realtime = (os.SCHED_FIFO, os.SCHED_RR)
+    for task in Path("/proc/self/task").iterdir():
+        tid = int(task.name)
+        with contextlib.suppress(OSError):  # a thread that has just ended
+            if os.sched_getscheduler(tid) in realtime:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+
+
 def worker_main(stdin: BinaryIO, stdout: BinaryIO, threads: int | None, niceness: int = 0) -> None:
     """The child's loop: begin / frame / end / abort messages in, one reply per `end` out."""
     lower_priority(niceness)  # before the encoder library starts its own threads
@@ -186,6 +210,8 @@ def worker_main(stdin: BinaryIO, stdout: BinaryIO, threads: int | None, niceness
             try:
                 frame = np.frombuffer(payload, dtype=np.uint8).reshape(tuple(header["shape"]))
                 writer.add_frame(frame)
+                if sampler.frame_count == 0:  # the codec has just started its threads
+                    leave_realtime_scheduling()
                 sampler.add(frame)
             except Exception as err:  # reported at the episode's end
                 failure = err
