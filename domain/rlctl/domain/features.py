@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from rlctl.domain.depth import is_depth_map
 from rlctl.domain.errors import InvalidInput
 
 VISUAL_DTYPES = frozenset({"image", "video"})
@@ -108,6 +109,14 @@ class FeatureSpec:
     @property
     def is_image(self) -> bool:
         return self.dtype == "image"
+
+    @property
+    def is_depth_map(self) -> bool:
+        """A depth camera: `is_depth_map` in its `info`, as LeRobot marks one."""
+        legacy = self.extra.get("video_info")
+        return self.is_visual and is_depth_map(
+            self.info, legacy if isinstance(legacy, Mapping) else None
+        )
 
     @property
     def is_string(self) -> bool:

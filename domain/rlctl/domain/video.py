@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from rlctl.domain.depth import DEPTH_PIX_FMT, DepthQuantization, is_depth_map
 from rlctl.domain.errors import InvalidInput, VideoError
 
 SUPPORTED_CODECS = frozenset({"libsvtav1", "h264", "hevc"})
@@ -74,6 +75,12 @@ def _number(value: float | None) -> float | None:
     return int(value) if float(value).is_integer() else float(value)
 
 
+def _depth(value: DepthQuantization | Mapping[str, Any] | None) -> DepthQuantization | None:
+    if value is None or isinstance(value, DepthQuantization):
+        return value
+    return DepthQuantization(**value)
+
+
 def _preset_for_info(preset: str | None) -> int | str | None:
     # LeRobot writes svt-av1's numeric presets as numbers and x264's named ones as strings.
     return int(preset) if preset is not None and preset.lstrip("-").isdigit() else preset
@@ -81,7 +88,11 @@ def _preset_for_info(preset: str | None) -> int | str | None:
 
 @attrs.frozen
 class VideoEncoding:
-    """How frames are compressed; defaults are LeRobot's (AV1, GOP 2, CRF 30, preset 12)."""
+    """How frames are compressed; defaults are LeRobot's (AV1, GOP 2, CRF 30, preset 12).
+
+    `depth` is set for a depth camera: frames are quantized by it and encoded as 12-bit gray
+    (see `rlctl.domain.depth` and `depth_video_encoding`).
+    """
 
     codec: str = attrs.field(default="libsvtav1", converter=canonical_codec)
     pix_fmt: str = "yuv420p"
@@ -92,6 +103,7 @@ class VideoEncoding:
     )
     fast_decode: int = 0
     extra_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
+    depth: DepthQuantization | None = attrs.field(default=None, converter=_depth)
 
     def __attrs_post_init__(self) -> None:
         if self.codec in ("libsvtav1", "hevc") and self.pix_fmt == "yuv444p":
@@ -139,12 +151,16 @@ class VideoEncoding:
             "video.fast_decode": self.fast_decode,
             "video.video_backend": ENCODING_BACKEND,
             "video.extra_options": dict(self.extra_options),
+            **(self.depth.to_info() if self.depth is not None else {}),
         }
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any] | None) -> VideoEncoding:
-        """Rebuild the settings from an `info` block; missing or null keys take the defaults."""
+        """Rebuild the settings from an `info` block; missing or null keys take the defaults
+        (a depth map's: `depth_video_encoding`'s, as LeRobot's `DepthEncoderConfig`)."""
         info = info or {}
+        if is_depth_map(info):
+            return _depth_encoding_from_info(info)
         kwargs: dict[str, Any] = {}
         for key, name in (
             ("video.codec", "codec"),
@@ -191,9 +207,39 @@ class VideoStreamInfo:
         }
 
 
+def depth_video_encoding(quantization: DepthQuantization | None = None) -> VideoEncoding:
+    """LeRobot's `DepthEncoderConfig` defaults: HEVC, gray12le, lossless x265, GOP 2, CRF 30."""
+    return VideoEncoding(
+        codec="hevc",
+        pix_fmt=DEPTH_PIX_FMT,
+        extra_options={"x265-params": "lossless=1"},
+        depth=quantization or DepthQuantization(),
+    )
+
+
+def _depth_encoding_from_info(info: Mapping[str, Any]) -> VideoEncoding:
+    default = depth_video_encoding(DepthQuantization.from_info(info))
+    changes: dict[str, Any] = {}
+    for key, name in (
+        ("video.codec", "codec"),
+        ("video.pix_fmt", "pix_fmt"),
+        ("video.g", "g"),
+        ("video.crf", "crf"),
+        ("video.preset", "preset"),
+        ("video.fast_decode", "fast_decode"),
+        ("video.extra_options", "extra_options"),
+    ):
+        # LeRobot reads an empty `extra_options` (what a merge of disagreeing files leaves) as
+        # the default.
+        if info.get(key) is not None and info.get(key) != {}:
+            changes[name] = info[key]
+    return attrs.evolve(default, **changes)
+
+
 def video_feature_info(stream: VideoStreamInfo, encoding: VideoEncoding) -> dict[str, Any]:
-    """The whole `info` block LeRobot writes for a video feature (RGB camera, not a depth map)."""
-    return {**stream.to_info(), **encoding.to_info(), "is_depth_map": False}
+    """The whole `info` block LeRobot writes for a video feature (`is_depth_map` last; a depth
+    feature's `info` already holds it, with `depth_unit`, and keeps them first)."""
+    return {**stream.to_info(), **encoding.to_info(), "is_depth_map": encoding.depth is not None}
 
 
 @attrs.frozen

@@ -10,10 +10,11 @@ Each job is a mapping; the results, one per job, are printed as one JSON line.
 - `{"do": "write", "root", "fps", "features", "episodes", "frames"}`: `LeRobotDataset.create` with
   `features` (info.json's form), then for episode `e` and frame `t` the values `frames` (an .npz)
   holds under `e/t/<key>`, with the task `episodes[e][t]`. Result: null.
-- `{"do": "dump", "root", "out", "deltas", "stats_keys", "video_backend"}`: every item of
-  `LeRobotDataset(root, delta_timestamps=deltas)` into the .npz `out` (`i/<key>`), and the summary:
-  length, episodes, tasks, `meta.stats` for `stats_keys`, and for those keys the statistics
-  LeRobot's `compute_episode_stats` + `aggregate_stats` give from the stored rows.
+- `{"do": "dump", "root", "out", "deltas", "stats_keys", "computed_keys", "video_backend"}`:
+  every item of `LeRobotDataset(root, delta_timestamps=deltas)` into the .npz `out` (`i/<key>`),
+  and the summary: length, episodes, tasks, `meta.stats` for `stats_keys`, and for
+  `computed_keys` (default: `stats_keys`; numeric features) the statistics LeRobot's
+  `compute_episode_stats` + `aggregate_stats` give from the stored rows.
 """
 
 import json
@@ -76,12 +77,13 @@ def dump(job: dict) -> dict:
                 arrays[f"{i}/{key}"] = value.numpy()
     np.savez(job["out"], **arrays)
     keys = job.get("stats_keys", [])
+    computed = job.get("computed_keys", keys)
     return {
         "len": len(dataset),
         "episodes": dataset.meta.total_episodes,
         "tasks": tasks,
         "stats": as_lists({key: dataset.meta.stats[key] for key in keys}),
-        "computed": computed_stats(dataset, keys) if keys else {},
+        "computed": computed_stats(dataset, computed) if computed else {},
     }
 
 

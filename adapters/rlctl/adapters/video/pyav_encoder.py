@@ -20,6 +20,7 @@ import numpy as np
 
 from rlctl.adapters.video.errors import translated
 from rlctl.adapters.video.pyav_concat import concatenate, partial_path
+from rlctl.adapters.video.pyav_depth import depth_picture
 from rlctl.adapters.video.pyav_probe import probe
 from rlctl.domain.errors import InvalidInput, VideoError
 from rlctl.domain.video import VideoEncoding, VideoSegment, VideoStreamInfo
@@ -55,11 +56,15 @@ class PyAVVideoWriter:
         return self._frames
 
     def add_frame(self, frame: np.ndarray) -> None:
-        frame = self._checked(frame)
+        if self.encoding.depth is not None:
+            frame = self._checked_depth(frame)
+            picture = depth_picture(frame, self.encoding.depth, self.encoding.pix_fmt, self.path)
+        else:
+            frame = self._checked(frame)
+            picture = av.VideoFrame.from_ndarray(frame, format="rgb24")
         if self._container is None:
             self._open(height=frame.shape[0], width=frame.shape[1])
         assert self._stream is not None
-        picture = av.VideoFrame.from_ndarray(frame, format="rgb24")
         picture.pts = self._frames
         picture.time_base = Fraction(1, self.fps)
         with translated(self.path, "encode a frame", hint=_ENCODER_HINT):
@@ -128,12 +133,31 @@ class PyAVVideoWriter:
         self._shape = frame.shape
         return np.ascontiguousarray(frame)
 
+    def _checked_depth(self, frame: np.ndarray) -> np.ndarray:
+        frame = np.asarray(frame)
+        if frame.dtype not in (np.uint16, np.float32) or frame.ndim not in (2, 3):
+            raise InvalidInput(
+                "a depth frame must be uint16 millimetres or float32 metres, (height, width[, 1]); "
+                f"got {frame.dtype} {frame.shape}",
+                where=str(self.path),
+            )
+        if self._shape is not None and frame.shape != self._shape:
+            raise InvalidInput(
+                f"frame {self._frames} has shape {frame.shape}, the earlier ones {self._shape}",
+                where=str(self.path),
+            )
+        self._shape = frame.shape
+        return frame
+
     def _open(self, height: int, width: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # SVT-AV1 logs through its own channel, read from the environment when it starts.
         os.environ.setdefault("SVT_LOG", "1")
-        options = {**_QUIET_OPTIONS.get(self.encoding.codec, {})}
-        options.update(self.encoding.codec_options(self._threads))
+        quiet = _QUIET_OPTIONS.get(self.encoding.codec, {})
+        options = {**quiet, **self.encoding.codec_options(self._threads)}
+        for key, value in quiet.items():  # x265's lossless=1 (depth) joins its quiet log level
+            if options[key] != value:
+                options[key] = f"{options[key]}:{value}"
         with translated(self.path, f"start a {self.encoding.codec} video", hint=_ENCODER_HINT):
             container = av.open(
                 str(self._partial), mode="w", format="mp4", options={"movflags": "faststart"}

@@ -80,7 +80,10 @@ class RecomputeStats:
         if meta.total_episodes == 0:
             raise InvalidInput("the dataset has no episode", where=request.location)
         numeric = [k for k, f in meta.features.items() if not f.is_visual and not f.is_string]
-        visual = list(meta.visual_keys) if request.visual else []
+        # Depth cameras keep their statistics: LeRobot computes them from the frames as recorded,
+        # which the quantized video only approximates (and LeRobot never recomputes cameras).
+        visual = [k for k in meta.visual_keys if not meta.features[k].is_depth_map]
+        visual = visual if request.visual else []
         if request.relative_actions:
             _require_relative_inputs(meta)
         per_episode: dict[int, dict[str, FeatureStats]] = {}

@@ -40,6 +40,7 @@ from rlctl.adapters.storage.lerobot_v3.meta_writer import (
 from rlctl.adapters.storage.lerobot_v3.video_files import VideoFileAppender
 from rlctl.adapters.storage.lerobot_v3.video_worker import EncodedEpisode
 from rlctl.domain.dataset_meta import EpisodeRecord
+from rlctl.domain.depth import is_depth_map
 from rlctl.domain.errors import DatasetError, RlctlError
 from rlctl.domain.statistics import FeatureStats, RunningStats, aggregate_stats
 from rlctl.domain.video import VideoEncoding, video_feature_info
@@ -64,6 +65,8 @@ class CommitJob:
     images: Mapping[str, list[Future[bytes]]]
     videos: Mapping[str, Future[EncodedEpisode]]
     samplers: Mapping[str, FrameSampler]
+    # The unit of each depth camera's frames ("mm" or "m"), for info.json's `depth_unit`.
+    depth_units: Mapping[str, str] = attrs.field(factory=dict)
 
     def discard(self) -> None:
         """Drop the media of an episode that will not be committed."""
@@ -136,6 +139,8 @@ class DatasetFiles:
         encoded = {key: future.result() for key, future in job.videos.items()}
         ep_stats = episode_stats(job, self.stats_shapes, encoded)
         placements = {}
+        for key, unit in job.depth_units.items():
+            self._record_depth_unit(key, unit)
         for key, episode in encoded.items():
             self._record_video_info(key, episode)
             placements[key] = self.videos[key].append(episode)
@@ -184,12 +189,24 @@ class DatasetFiles:
         )
 
     def _record_video_info(self, key: str, encoded: EncodedEpisode) -> None:
-        # LeRobot fills a video feature's `info` block from its first encoded file.
+        # LeRobot fills a video feature's `info` block from its first encoded file; a depth
+        # camera's starts with `is_depth_map` and `depth_unit`, which keep their places.
         feature = self.info["features"][key]
-        if feature.get("info"):
+        info = feature.get("info") or {}
+        depth = is_depth_map(info)
+        if (info and not depth) or "video.codec" in info:
             return
+        encoding = VideoEncoding.from_info(info) if depth else self.video_encoding
+        self._set_info(key, {**info, **video_feature_info(encoded.stream, encoding)})
+
+    def _record_depth_unit(self, key: str, unit: str) -> None:
+        info = self.info["features"][key].get("info") or {}
+        if info.get("depth_unit") is None:
+            self._set_info(key, {**info, "depth_unit": unit})
+
+    def _set_info(self, key: str, info: dict[str, Any]) -> None:
         features = dict(self.info["features"])
-        features[key] = {**feature, "info": video_feature_info(encoded.stream, self.video_encoding)}
+        features[key] = {**features[key], "info": info}
         self.info = {**self.info, "features": features}
 
 

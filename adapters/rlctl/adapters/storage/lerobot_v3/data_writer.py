@@ -119,7 +119,8 @@ class DataTableBuilder:
     def _column(self, key: str, spec: FeatureSpec, values: Any) -> pa.Array:
         kind = self.schema.field(key).type
         if spec.is_image:
-            paths = [f"frame-{i:06d}.png" for i in range(len(values))]
+            suffix = "tiff" if spec.is_depth_map else "png"  # LeRobot's names
+            paths = [f"frame-{i:06d}.{suffix}" for i in range(len(values))]
             return pa.StructArray.from_arrays(
                 [pa.array(values, pa.binary()), pa.array(paths, pa.string())],
                 fields=list(IMAGE_STRUCT),

@@ -3,6 +3,7 @@
 Numeric and string values are kept per key until the episode is saved. Video frames go straight
 to the camera's encoder and image frames to a PNG thread pool, so saving an episode has no media
 left to process; image features also keep a few shrunk frames for the episode's statistics.
+Depth cameras get LeRobot's depth encoding (from their `info`) and, stored as images, raw TIFFs.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import numpy as np
 from rlctl.adapters.storage.lerobot_v3.commit import CommitJob
 from rlctl.adapters.storage.lerobot_v3.frame_validation import ValidFrame
 from rlctl.adapters.storage.lerobot_v3.image_sampling import FrameSampler
-from rlctl.adapters.storage.lerobot_v3.png import encode_png
+from rlctl.adapters.storage.lerobot_v3.png import encode_depth_tiff, encode_png
 from rlctl.adapters.storage.lerobot_v3.video_worker import EncodedEpisode, EpisodeEncoder
+from rlctl.domain.depth import infer_depth_unit
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
 from rlctl.domain.video import VideoEncoding
 
@@ -42,7 +44,12 @@ class EpisodeBuffer:
         self.length = 0
         self._fps = fps
         self._encoders = encoders
-        self._encoding = encoding
+        self._encodings = {
+            key: VideoEncoding.from_info(features[key].info)
+            if features[key].is_depth_map
+            else encoding
+            for key in encoders
+        }
         self._staging = staging
         self._png_pool = png_pool
         self._png_level = png_compress_level
@@ -50,6 +57,11 @@ class EpisodeBuffer:
         self._shapes = {k: f.shape for k, f in user.items() if not f.is_visual}
         self._values: dict[str, list[Any]] = {k: [] for k in self._shapes}
         self._image_keys = [k for k, f in user.items() if f.is_image]
+        self._image_encoders = {
+            k: encode_depth_tiff if user[k].is_depth_map else encode_png for k in self._image_keys
+        }
+        self._depth_keys = [k for k, f in user.items() if f.is_depth_map]
+        self._depth_units: dict[str, str] = {}
         self._pngs: dict[str, list[Future[bytes]]] = {k: [] for k in self._image_keys}
         # Video statistics come from the encoders, which see every frame anyway.
         self._samplers = {k: FrameSampler() for k in self._image_keys}
@@ -62,14 +74,18 @@ class EpisodeBuffer:
         if self.length == 0:
             for key, encoder in self._encoders.items():
                 self.video_path(key).parent.mkdir(parents=True, exist_ok=True)
-                encoder.begin(self.video_path(key), self._fps, self._encoding)
+                encoder.begin(self.video_path(key), self._fps, self._encodings[key])
+            for key in self._depth_keys:
+                self._depth_units[key] = infer_depth_unit(frame.values[key].dtype)
         values = frame.values
         for key, column in self._values.items():
             column.append(values[key])
         for key, encoder in self._encoders.items():
             encoder.add_frame(values[key])
         for key, pngs in self._pngs.items():
-            pngs.append(self._png_pool.submit(encode_png, values[key], self._png_level))
+            pngs.append(
+                self._png_pool.submit(self._image_encoders[key], values[key], self._png_level)
+            )
         for key, sampler in self._samplers.items():
             sampler.add(values[key])
         self._tasks.append(frame.task)
@@ -114,6 +130,7 @@ class EpisodeBuffer:
             images=self._pngs,
             videos=videos,
             samplers=self._samplers,
+            depth_units=dict(self._depth_units),
         )
 
     def discard(self) -> None:

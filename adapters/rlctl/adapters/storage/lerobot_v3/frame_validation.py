@@ -1,9 +1,11 @@
 """Checking one frame against the dataset's features before it enters an episode buffer.
 
 Every value is turned into what the writer stores: numeric features into arrays of the feature's
-dtype and shape, cameras into uint8 (height, width, channels). A value that does not fit raises
-`FeatureMismatch` naming the key, what was expected and what came, so a recording script fails at
-the first bad frame rather than with a pyarrow error at the end of an episode.
+dtype and shape, cameras into uint8 (height, width, channels), depth cameras into uint16
+millimetres or float32 metres (height, width, 1), one of the two for the whole dataset. A value
+that does not fit raises `FeatureMismatch` naming the key, what was expected and what came, so a
+recording script fails at the first bad frame rather than with a pyarrow error at the end of an
+episode.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from rlctl.domain.depth import depth_frame, infer_depth_unit
 from rlctl.domain.errors import FeatureMismatch, InvalidInput
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
 from rlctl.domain.frames import Frame
@@ -120,7 +123,33 @@ def _image(key: str, spec: FeatureSpec, value: Any) -> np.ndarray:
     raise _mismatch(key, expected, array, hint="pass uint8 pixels, or floats in [0, 1]")
 
 
+class _DepthCheck:
+    """A depth map, in the unit the dataset records it in (`depth_unit`, else the first frame's:
+    LeRobot records the first frame's unit and quantizes every frame in it)."""
+
+    def __init__(self, spec: FeatureSpec) -> None:
+        self.unit = (spec.info or {}).get("depth_unit")
+
+    def __call__(self, key: str, spec: FeatureSpec, value: Any) -> np.ndarray:
+        height, width, _ = spec.hwc
+        array = depth_frame(key, value, height, width)
+        unit = infer_depth_unit(array.dtype)
+        if self.unit is None:
+            self.unit = unit
+        elif unit != self.unit:
+            wanted = "uint16 millimetres" if self.unit == "mm" else "float32 metres"
+            raise FeatureMismatch(
+                f"expected a depth map in {wanted}, as the dataset records it "
+                f"(depth_unit {self.unit!r}), got {array.dtype} values",
+                where=f"frame[{key!r}]",
+                hint=f"convert every frame to {wanted}",
+            )
+        return array
+
+
 def _validator(spec: FeatureSpec):
+    if spec.is_depth_map:
+        return _DepthCheck(spec)
     if spec.is_visual:
         return _image
     if spec.is_string:
@@ -211,6 +240,12 @@ def dataset_features(
             continue
         if spec.is_visual:
             spec.hwc  # noqa: B018 - raises for a camera whose shape is not (H, W, C) or (C, H, W)
+        if spec.is_depth_map and spec.hwc[2] != 1:
+            raise InvalidInput(
+                f"a depth map has one channel; {key} declares shape {list(spec.shape)}",
+                where=f"features.{key}.shape",
+                hint="declare depth cameras as [height, width, 1]",
+            )
         specs[key] = spec
     if not specs:
         raise InvalidInput("a dataset needs at least one feature", where="features")

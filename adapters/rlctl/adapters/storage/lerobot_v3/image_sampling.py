@@ -5,13 +5,15 @@ at most 10,000) spread evenly over the episode, each shrunk to roughly 150 pixel
 side. The final length is only known when the episode ends, so `FrameSampler` keeps a shrunk copy
 of every frame while the episode is short and thins its copies (every other one) whenever it
 holds `capacity` of them: exact LeRobot sampling up to `capacity` frames, memory bounded after.
+Depth maps (uint16 millimetres, float32 metres) are sampled alike; their statistics stay in their
+own unit, not scaled by 1/255, as LeRobot keeps them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlctl.domain.statistics import DEFAULT_QUANTILES, FeatureStats, quantile_key
+from rlctl.domain.statistics import DEFAULT_QUANTILES, FeatureStats, RunningStats, quantile_key
 
 _MIN_SAMPLES = 100
 _MAX_SAMPLES = 10_000
@@ -40,7 +42,7 @@ def downsample_step(height: int, width: int) -> int:
 
 
 class FrameSampler:
-    """Collects shrunk frames (H, W, C uint8) of one camera for one episode's statistics."""
+    """Collects shrunk frames (H, W, C) of one camera for one episode's statistics."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._capacity = max(2, capacity)
@@ -69,8 +71,14 @@ class FrameSampler:
         return np.stack([self._kept[int(i)] for i in nearest])
 
     def stats(self) -> FeatureStats:
-        """Per-channel statistics in [0, 1], shaped (C, 1, 1), `count` the sampled frames."""
-        return uint8_channel_stats(self.sampled())
+        """Per-channel statistics shaped (C, 1, 1), `count` the sampled frames: in [0, 1] for
+        uint8 pictures, in the frames' own unit for depth maps."""
+        sampled = self.sampled()
+        if sampled.dtype == np.uint8:
+            return uint8_channel_stats(sampled)
+        running = RunningStats.per_channel(channel_axis=-1)
+        running.update(sampled)
+        return running.result()
 
 
 def uint8_channel_stats(frames: np.ndarray) -> FeatureStats:

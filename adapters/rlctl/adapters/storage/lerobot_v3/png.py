@@ -1,4 +1,5 @@
-"""A small PNG encoder for uint8 images, for image features stored inside the data parquet.
+"""A small PNG encoder for uint8 images, for image features stored inside the data parquet;
+depth maps go into raw TIFFs instead, as LeRobot stores them.
 
 LeRobot stores such images as PNG bytes (written by PIL). Encoding here needs only numpy and zlib:
 no extra dependency, and zlib releases the GIL, so a thread pool encodes cameras in parallel.
@@ -8,6 +9,7 @@ about as well as PIL's adaptive choice at a fraction of the cost.
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 
@@ -47,3 +49,14 @@ def encode_png(image: np.ndarray, compress_level: int = 6) -> bytes:
             _chunk(b"IEND", b""),
         )
     )
+
+
+def encode_depth_tiff(depth: np.ndarray, _compress_level: int = 0) -> bytes:
+    """An uncompressed TIFF of a depth map (H, W[, 1]), uint16 ("I;16") or float32 ("F"),
+    as LeRobot's image writer saves one (`compression="raw"`)."""
+    from PIL import Image
+
+    plane = depth[..., 0] if depth.ndim == 3 else depth
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(plane)).save(buffer, format="TIFF", compression="raw")
+    return buffer.getvalue()

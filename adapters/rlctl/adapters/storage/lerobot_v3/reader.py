@@ -18,10 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 
 from rlctl.adapters.storage.lerobot_v3.decoders import backend_name, decoder_factory
+from rlctl.adapters.storage.lerobot_v3.depth_frames import DepthCameras
 from rlctl.adapters.storage.lerobot_v3.errors import INCOMPLETE_HINT, check_hint
 from rlctl.adapters.storage.lerobot_v3.images import ImageColumn
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
@@ -32,12 +34,13 @@ from rlctl.adapters.storage.lerobot_v3.paths import (
 )
 from rlctl.adapters.storage.lerobot_v3.table import FrameTable, load_frame_table
 from rlctl.adapters.storage.lerobot_v3.video_frames import FrameRequest, VideoFrameFetcher
+from rlctl.adapters.video.pyav_depth import decode_depth_codes
 from rlctl.application.ports.video import VideoDecoder
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.depth import DEFAULT_OUTPUT_UNIT
 from rlctl.domain.errors import (
     CorruptDataset,
     InvalidInput,
-    NotSupported,
 )
 from rlctl.domain.video import default_tolerance_s
 from rlctl.domain.windows import (
@@ -78,6 +81,8 @@ class LeRobotDatasetReader:
     `episodes` selects a subset (rows re-indexed from 0 in file order, as LeRobot does);
     `delta_timestamps` maps feature keys to offsets in seconds (multiples of 1/fps);
     `video_backend` is 'torchcodec', 'pyav' or None (auto: torchcodec when it works here).
+    Depth cameras come as float32 `(1, H, W)` in `depth_output_unit` ('mm' or 'm'), and
+    `meta.stats` gives their statistics in that unit, as LeRobot's `depth_output_unit`.
     """
 
     def __init__(
@@ -91,10 +96,14 @@ class LeRobotDatasetReader:
         tolerance_s: float = DEFAULT_TOLERANCE_S,
         video_decoder_factory: Callable[[], VideoDecoder] | None = None,
         meta: DatasetMeta | None = None,
+        depth_output_unit: str = DEFAULT_OUTPUT_UNIT,
     ) -> None:
         check_transform(image_transforms)
         self.root = dataset_root(root)
         self.meta = meta if meta is not None else LeRobotMetaReader().read_meta(self.root)
+        self._depth = DepthCameras(self.meta, depth_output_unit)
+        if self._depth.keys:
+            self.meta = attrs.evolve(self.meta, stats=self._depth.stats(self.meta.stats))
         self.video_backend = backend_name(video_backend)
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps is not None else None
         self.tolerance_s = tolerance_s
@@ -104,7 +113,6 @@ class LeRobotDatasetReader:
         self._image_transforms = image_transforms
         self.episodes = _selected_episodes(episodes, self.meta)
         selected = self._selected_records()
-        self._refuse_depth_videos()
         check_files_present(self.root, self.meta, selected)
         self._deltas = self._delta_indices()
         self._table: FrameTable = load_frame_table(self.root, self.meta, selected)
@@ -117,7 +125,15 @@ class LeRobotDatasetReader:
         self._other = {
             key: column for key, column in self._table.arrow.items() if key not in self._images
         }
-        self._videos = {key: _VideoIndex(self.root, self.meta, key) for key in self.meta.video_keys}
+        # Depth videos hold 12-bit codes, decoded apart (`_decode_depth`).
+        self._videos = {
+            key: _VideoIndex(self.root, self.meta, key)
+            for key in self.meta.video_keys
+            if key not in self._depth.video_keys
+        }
+        self._depth_videos = {
+            key: _VideoIndex(self.root, self.meta, key) for key in self._depth.video_keys
+        }
         self._frames = VideoFrameFetcher(
             video_decoder_factory or decoder_factory(video_backend),
             fps=self.meta.fps,
@@ -186,6 +202,7 @@ class LeRobotDatasetReader:
         """Items for several positions; video frames decoded with one call per file."""
         queries = [self._query(self._position(i)) for i in indices]
         frames = self._decode_videos(queries)
+        frames.update(self._decode_depth(queries))
         return [self._item(query, frames) for query in queries]
 
     def _position(self, idx: int) -> int:
@@ -213,7 +230,7 @@ class LeRobotDatasetReader:
 
     def _item(self, query: _Query, frames: dict[tuple[int, str], torch.Tensor]) -> dict[str, Any]:
         position = query.position
-        item: dict[str, Any] = {key: frames[(id(query), key)] for key in self._videos}
+        item: dict[str, Any] = {key: frames[(id(query), key)] for key in self.meta.video_keys}
         for key, column in self._table.numeric.items():
             rows = query.rows.get(key)
             value = column[position] if rows is None else column[rows]
@@ -234,7 +251,10 @@ class LeRobotDatasetReader:
         transform = self._image_transforms
         if transform is not None:
             for key in self.camera_keys:
-                item[key] = transform(item[key])
+                if key not in self._depth.keys:  # LeRobot leaves depth maps untransformed
+                    item[key] = transform(item[key])
+        for key in self._depth.image_keys:
+            item[key] = self._depth.image(key, item[key])
         item["task"] = self.meta.tasks[int(self._table.task_index[position])]
         return item
 
@@ -258,22 +278,27 @@ class LeRobotDatasetReader:
         # LeRobot squeezes the frame axis when a single frame was asked.
         return {slot: torch.from_numpy(f).squeeze(0) for slot, f in zip(slots, frames)}
 
+    def _decode_depth(self, queries: list[_Query]) -> dict[tuple[int, str], torch.Tensor]:
+        """Depth frames of every (item, depth camera), dequantized as LeRobot does."""
+        found: dict[tuple[int, str], torch.Tensor] = {}
+        timestamps = self._table.timestamp
+        for query in queries:
+            for key, video in self._depth_videos.items():
+                rows = query.rows.get(key)
+                times = timestamps[[query.position] if rows is None else rows]
+                path, start = video.file_and_start(query.episode)
+                codes = decode_depth_codes(
+                    path, start + times.astype(np.float64), self.video_tolerance_s
+                )
+                found[(id(query), key)] = self._depth.video_frames(key, codes).squeeze(0)
+        return found
+
     # ── Opening checks ───────────────────────────────────────────────
 
     def _selected_records(self) -> list[EpisodeRecord]:
         if self.episodes is None:
             return list(self.meta.episodes)
         return [self.meta.episodes[i] for i in self.episodes]
-
-    def _refuse_depth_videos(self) -> None:
-        for key in self.meta.video_keys:
-            info = self.meta.features[key].info or {}
-            if info.get("is_depth_map") or info.get("video.is_depth_map"):
-                raise NotSupported(
-                    f"depth-map video {key!r} cannot be read yet",
-                    where=f"meta/info.json: features.{key}",
-                    hint="read the dataset with LeRobot, or drop the depth camera",
-                )
 
     def _delta_indices(self) -> dict[str, np.ndarray]:
         if not self.delta_timestamps:

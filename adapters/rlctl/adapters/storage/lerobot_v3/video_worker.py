@@ -208,7 +208,8 @@ def worker_main(stdin: BinaryIO, stdout: BinaryIO, threads: int | None, niceness
             failure, sampler = None, FrameSampler()
         elif op == "frame" and writer is not None and failure is None:
             try:
-                frame = np.frombuffer(payload, dtype=np.uint8).reshape(tuple(header["shape"]))
+                dtype = np.dtype(header.get("dtype", "|u1"))  # depth maps: uint16 or float32
+                frame = np.frombuffer(payload, dtype=dtype).reshape(tuple(header["shape"]))
                 writer.add_frame(frame)
                 if sampler.frame_count == 0:  # the codec has just started its threads
                     leave_realtime_scheduling()
@@ -290,7 +291,10 @@ class SubprocessEncoder:
     def add_frame(self, frame: np.ndarray) -> None:
         frame = np.ascontiguousarray(frame)
         self._backlog.reserve(frame.nbytes)
-        self._send({"op": "frame", "shape": list(frame.shape), "nbytes": frame.nbytes}, frame)
+        header = {"op": "frame", "shape": list(frame.shape), "nbytes": frame.nbytes}
+        if frame.dtype != np.uint8:
+            header["dtype"] = frame.dtype.str
+        self._send(header, frame)
 
     def end(self) -> Future[EncodedEpisode]:
         future: Future[EncodedEpisode] = Future()

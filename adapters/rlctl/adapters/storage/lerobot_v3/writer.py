@@ -187,7 +187,7 @@ def _positive(value: int | None, default: int, name: str) -> int:
 
 def _recorded_encoding(features: Mapping[str, FeatureSpec]) -> VideoEncoding:
     for spec in features.values():
-        if spec.is_video and spec.info:
+        if spec.is_video and spec.info and not spec.is_depth_map:  # depth cameras: their own
             return VideoEncoding.from_info(spec.info)
     return VideoEncoding()
 

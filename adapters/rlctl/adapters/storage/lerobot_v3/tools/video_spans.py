@@ -22,7 +22,7 @@ from rlctl.adapters.storage.lerobot_v3.tools.sources import VideoSpan
 from rlctl.adapters.video.errors import ensure_file, translated
 from rlctl.adapters.video.pyav_encoder import encode_frames
 from rlctl.adapters.video.pyav_probe import stream_duration
-from rlctl.domain.errors import CorruptDataset, VideoError
+from rlctl.domain.errors import CorruptDataset, NotSupported, VideoError
 from rlctl.domain.video import VideoEncoding
 
 
@@ -220,6 +220,14 @@ def decode_span(span: VideoSpan, fps: int) -> np.ndarray:
 
 def reencode_span(span: VideoSpan, fps: int, encoding: VideoEncoding, output: Path) -> VideoSpan:
     """The span's frames encoded on their own into `output`, which then holds the whole span."""
+    if encoding.depth is not None:
+        raise NotSupported(
+            f"the depth video span [{span.from_timestamp:.4f}, {span.to_timestamp:.4f}) s does "
+            "not start on a keyframe, and rlctl re-encodes only RGB spans",
+            where=str(span.path),
+            hint="copy whole episodes of this dataset with LeRobot's tools, or re-record the "
+            "depth camera so each episode starts on a keyframe (as LeRobot and rlctl write them)",
+        )
     frames = decode_span(span, fps)
     info = encode_frames(output, frames, fps, encoding)
     return VideoSpan(output, 0.0, info.duration_s)
