@@ -3,6 +3,7 @@ Ctrl-C, what is stored, and the timing it keeps."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from rlctl.adapters.memory.dataset_writer import InMemoryDatasetWriter
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.teleoperator import ScriptedTeleoperator
+from rlctl.application.control_loop import LOOP_SWITCH_INTERVAL_S
 from rlctl.application.ports.control import Control
 from rlctl.application.use_cases.record_episodes import (
     DatasetTarget,
@@ -166,6 +168,27 @@ def test_a_resumed_run_that_fails_keeps_the_dataset():
     with pytest.raises(HardwareError):
         record(use_case, resume=True, num_episodes=1)
     assert len(writer.datasets[ROOT].episodes) == 1
+
+
+class SwitchIntervalTeleop(ScriptedTeleoperator):
+    """Notes the interpreter's switch interval while the loop runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[float] = set()
+
+    def get_action(self, observation):
+        self.seen.add(sys.getswitchinterval())
+        return super().get_action(observation)
+
+
+def test_other_threads_yield_the_interpreter_quickly_while_recording():
+    before = sys.getswitchinterval()
+    teleop = SwitchIntervalTeleop()
+    use_case, *_ = recorder(teleop=teleop)
+    record(use_case, num_episodes=1)
+    assert teleop.seen == {min(before, LOOP_SWITCH_INTERVAL_S)}
+    assert sys.getswitchinterval() == before
 
 
 def test_resume_appends_and_refuses_another_robot_or_rate():

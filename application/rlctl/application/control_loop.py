@@ -8,7 +8,9 @@ restarts the schedule from now, rather than rushing through the missed ticks bac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
 
 import attrs
 import numpy as np
@@ -104,6 +106,28 @@ class Ticker:
         return LoopStats.of(
             self.periods, self.period_s, ticks=self.count, late_ticks=self.late_ticks
         )
+
+
+# How soon a thread holding the interpreter lock must hand it to a loop that asks for it.
+LOOP_SWITCH_INTERVAL_S = 0.001
+
+
+@contextlib.contextmanager
+def responsive_interpreter(switch_interval_s: float = LOOP_SWITCH_INTERVAL_S) -> Iterator[None]:
+    """While a real-time loop runs, other Python threads give up the interpreter lock within
+    `switch_interval_s` of the loop asking for it, not Python's default 5 ms.
+
+    The loop takes the lock back after every sleep and every serial or camera read; a commit or
+    a capture thread running Python meanwhile made each of those wait up to 5 ms, several times
+    per tick (on a loaded 2-core machine the p95 period measured 38-90 ms with 5 ms, 34-39 ms
+    with 1 ms).
+    """
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, switch_interval_s))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def ticks_for(seconds: float, fps: float, *, what: str) -> int:

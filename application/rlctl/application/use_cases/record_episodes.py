@@ -32,7 +32,13 @@ import attrs
 import structlog
 
 from rlctl.application.action_sources import ActionSource, PolicySource, TeleopSource
-from rlctl.application.control_loop import LoopStats, Ticker, progress_task, ticks_for
+from rlctl.application.control_loop import (
+    LoopStats,
+    Ticker,
+    progress_task,
+    responsive_interpreter,
+    ticks_for,
+)
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import Control, RecordControls
@@ -144,6 +150,12 @@ class RecordEpisodes:
 
     def __call__(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         _check(settings)
+        if not self._robot.realtime:
+            return self._record(target, settings)
+        with responsive_interpreter():  # the writer's and the cameras' threads share the lock
+            return self._record(target, settings)
+
+    def _record(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         session = self._open(target, settings)
         self._session = session
         self._ticker = Ticker(self._clock, settings.fps, realtime=self._robot.realtime)
