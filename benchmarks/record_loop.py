@@ -10,7 +10,10 @@ Printed, one JSON line: the loop period (p50, p95, max; goal: p95 within 1 ms of
 more than half a period late, dropped frames (frames the episodes should hold but do not) and
 camera frames skipped or repeated between consecutive stored frames, the longest
 `save_episode`, the first ticks of each later episode against the rest (did the next episode
-wait on encoding?), and how long the encoders still ran after the last episode.
+wait on encoding?), how long the encoders still ran after the last episode, and where the time
+of a tick goes: p50/p95/max of each call the loop makes (bus reads and writes, camera reads,
+`add_frame`, `save_episode`, how late each sleep woke up, and the commits on the writer's
+thread), with the five slowest ticks broken down the same way.
 
 With `--lerobot-python PATH` (an interpreter with lerobot==0.6.1), LeRobot's own `record_loop`
 then records the same episodes on the same virtual buses, with the same synthetic cameras and
@@ -21,7 +24,8 @@ environment lacks them.
 
 Usage:
     python benchmarks/record_loop.py [--episodes 3 --episode-s 20 --fps 30 --cams 2 --hw 480x640]
-        [--lerobot-python /tmp/lerobot-anchor/bin/python [--lerobot-streaming]]
+        [--encoder-niceness 10] [--lerobot-python /tmp/lerobot-anchor/bin/python
+        [--lerobot-streaming]]
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.config import SO101FollowerConfig
 from rlctl.adapters.robots.so_follower import SO_JOINTS, so_follower
-from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer
+from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
 from rlctl.adapters.teleop.config import SO101LeaderConfig
 from rlctl.adapters.teleop.so_leader import so_leader
 from rlctl.application.ports.robot import CalibrationKey
@@ -107,6 +111,97 @@ class AuditedRobot:
         }
         self.ticks.append((asked, self.episode, numbers))
         return observation
+
+
+class PhaseTimes:
+    """When each call a tick makes began and how long it took; how late each sleep woke up."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[tuple[float, float]]] = {}
+
+    def wrap(self, name: str, call: Any) -> Any:
+        samples = self.samples.setdefault(name, [])
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                samples.append((started, time.perf_counter() - started))
+
+        return timed
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """p50 / p95 / max in ms per phase (the sleep: its overshoot past the deadline)."""
+        summary = {}
+        for name, samples in self.samples.items():
+            if samples:
+                array = np.asarray([duration for _, duration in samples]) * 1e3
+                summary[name] = {
+                    "p50": round(float(np.percentile(array, 50)), 3),
+                    "p95": round(float(np.percentile(array, 95)), 3),
+                    "max": round(float(array.max()), 3),
+                }
+        return summary
+
+    def slowest_ticks(self, ticks: list[tuple[float, int, dict[str, int]]], n: int) -> list[dict]:
+        """The `n` longest periods, each with the time its phases took within it (ms)."""
+        periods = [
+            (b[0] - a[0], a[0], b[0], a[1]) for a, b in itertools.pairwise(ticks) if a[1] == b[1]
+        ]
+        first = ticks[0][0] if ticks else 0.0
+        slowest = []
+        for period, begin, end, episode in sorted(periods, reverse=True)[:n]:
+            within: dict[str, float] = {}
+            for name, samples in self.samples.items():
+                spent = sum(d for t, d in samples if begin <= t < end)
+                if spent:
+                    within[name] = round(spent * 1e3, 2)
+            slowest.append(
+                {
+                    "period_ms": round(period * 1e3, 2),
+                    "episode": episode,
+                    "at_s": round(begin - first, 2),
+                    "phases_ms": within,
+                }
+            )
+        return slowest
+
+
+class ProfiledClock(SystemClock):
+    def __init__(self, phases: PhaseTimes) -> None:
+        super().__init__()
+        self._woke_late = phases.samples.setdefault("sleep_overshoot", [])
+
+    def sleep_until(self, deadline: float) -> None:
+        super().sleep_until(deadline)
+        self._woke_late.append((deadline, time.perf_counter() - deadline))
+
+
+class _TimedCommits:
+    def __init__(self, files: Any, phases: PhaseTimes) -> None:
+        self._files = files
+        self.commit = phases.wrap("commit (thread)", files.commit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._files, name)
+
+
+class ProfiledWriter:
+    """The writer, with its sessions' `add_frame` and `save_episode` timed."""
+
+    def __init__(self, writer: Any, phases: PhaseTimes) -> None:
+        self._writer = writer
+        self._phases = phases
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        session = self._writer.create(*args, **kwargs)
+        session.add_frame = self._phases.wrap("add_frame", session.add_frame)
+        session.save_episode = self._phases.wrap("save_episode", session.save_episode)
+        # The committer's thread shares the interpreter lock with the loop.
+        committer = session._committer
+        committer._files = _TimedCommits(committer.files, self._phases)
+        return session
 
 
 def camera_gaps(ticks: list[tuple[float, int, dict[str, int]]]) -> dict[str, int]:
@@ -325,6 +420,12 @@ def main() -> None:
         default=-10,
         help="niceness of the virtual bus servers (negative: ahead of the encoders; 0: as is)",
     )
+    parser.add_argument(
+        "--encoder-niceness",
+        type=int,
+        default=WriterOptions().encoder_niceness,
+        help="how far below the recording the encoder processes run (0: the same priority)",
+    )
     parser.add_argument("--lerobot-python", default=None, help="also run LeRobot's record loop")
     parser.add_argument("--lerobot-streaming", action="store_true")
     args = parser.parse_args()
@@ -357,11 +458,22 @@ def main() -> None:
         leader = so_leader(
             SO101LeaderConfig(port=servers[1][1], id="bench"), calibration_store=store
         )
+        phases = PhaseTimes()
+        arm = robot._robot.arm
+        arm.positions = phases.wrap("follower_read", arm.positions)
+        arm.write_goals = phases.wrap("follower_write", arm.write_goals)
+        for name, camera in cameras.items():
+            camera.read_latest = phases.wrap(f"{name}_read", camera.read_latest)
+        robot.get_observation = phases.wrap("observe", robot.get_observation)
+        leader.get_action = phases.wrap("leader_read", leader.get_action)
         root = args.keep or work / "dataset"
         use_case = RecordEpisodes(
-            LeRobotV3Writer(),
+            ProfiledWriter(
+                LeRobotV3Writer(options=WriterOptions(encoder_niceness=args.encoder_niceness)),
+                phases,
+            ),  # type: ignore[arg-type]
             robot,
-            SystemClock(),
+            ProfiledClock(phases),
             NoControls(),
             teleop=leader,  # type: ignore[arg-type]
         )
@@ -409,6 +521,9 @@ def main() -> None:
             for k, v in episode_starts(robot.ticks, timing.target_s).items()
         },
         "encoding_after_last_episode_s": round(report.finalize_s, 2),
+        "encoder_niceness": args.encoder_niceness,
+        "phases_ms": phases.summary(),
+        "slowest_ticks": phases.slowest_ticks(robot.ticks, 5),
         "bus_niceness": bus_niceness,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "wall_s": round(wall_s, 1),
