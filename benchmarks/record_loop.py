@@ -237,7 +237,7 @@ def episode_starts(ticks: list[tuple[float, int, dict[str, int]]], period: float
 
 
 LEROBOT_CHILD = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 from pathlib import Path
 import numpy as np
 from lerobot.datasets import LeRobotDataset
@@ -333,8 +333,10 @@ finalize_s = time.perf_counter() - t
 wall_s = time.perf_counter() - started
 robot.disconnect()
 leader.disconnect()
+# SVT-AV1, encoding on this thread at save_episode, switches it to SCHED_FIFO where it may (root).
+policy = {0: "normal", 1: "fifo", 2: "rr"}.get(os.sched_getscheduler(0), "other")
 print(json.dumps({"ticks": ticks, "saves": saves, "finalize_s": finalize_s, "wall_s": wall_s,
-                  "frames": dataset.meta.total_frames}))
+                  "frames": dataset.meta.total_frames, "loop_thread_policy": policy}))
 """
 
 
@@ -381,6 +383,7 @@ def run_lerobot(python: str, work: Path, ports: list[str], args: argparse.Namesp
     return {
         "system": "lerobot " + ("streaming encoding" if args.lerobot_streaming else "defaults"),
         "frames": data["frames"],
+        "loop_thread_policy_at_end": data["loop_thread_policy"],
         "period_p50_ms": round(float(np.percentile(values, 50)) * 1e3, 3),
         "period_p95_ms": round(float(np.percentile(values, 95)) * 1e3, 3),
         "period_max_ms": round(float(values.max()) * 1e3, 3),
