@@ -27,10 +27,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
-from torchvision.ops import FrozenBatchNorm2d
 
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
+from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
 
@@ -245,7 +245,7 @@ class ACT(nn.Module):
 
 
 class ResNetTrunk(nn.Module):
-    """A torchvision ResNet up to `layer4` (no pooling, no classifier): a feature map."""
+    """A ResNet up to `layer4` (no pooling, no classifier): a feature map."""
 
     def __init__(self, net: nn.Module) -> None:
         super().__init__()

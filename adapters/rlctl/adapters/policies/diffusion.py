@@ -27,7 +27,6 @@ from functools import partial
 import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
-import torchvision.transforms.functional as TF  # noqa: N812
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -286,7 +285,7 @@ class RgbEncoder(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.resize_shape is not None:
-            x = TF.resize(x, list(self.resize_shape), antialias=True)
+            x = _resize(x, self.resize_shape)
         if self.crop_shape is not None:
             x = self._crop(x)
         x = torch.flatten(self.pool(self.backbone(x)), start_dim=1)
@@ -300,10 +299,23 @@ class RgbEncoder(nn.Module):
             top = int(torch.randint(0, height - crop_h + 1, (1,)))
             left = int(torch.randint(0, width - crop_w + 1, (1,)))
         else:
-            # torchvision's CenterCrop rounding.
+            # torchvision's CenterCrop offsets: int(round(...)), ties to even.
             top = round((height - crop_h) / 2.0)
             left = round((width - crop_w) / 2.0)
         return x[..., top : top + crop_h, left : left + crop_w]
+
+
+def _resize(x: Tensor, size: tuple[int, int]) -> Tensor:
+    """torchvision's `resize(x, size, antialias=True)` on a `(B, C, H, W)` tensor: bilinear with
+    antialiasing, computed in float32 (or float64), and a no-op at the size already."""
+    if tuple(x.shape[-2:]) == tuple(size):
+        return x
+    dtype = x.dtype
+    y = x if dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+    y = F.interpolate(y, size=list(size), mode="bilinear", align_corners=False, antialias=True)
+    if dtype == y.dtype:
+        return y
+    return (y if dtype.is_floating_point else y.round()).to(dtype)
 
 
 def _group_norm(channels: int) -> nn.Module:
