@@ -3,6 +3,7 @@ Ctrl-C, what is stored, and the timing it keeps."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -170,25 +171,29 @@ def test_a_resumed_run_that_fails_keeps_the_dataset():
     assert len(writer.datasets[ROOT].episodes) == 1
 
 
-class SwitchIntervalTeleop(ScriptedTeleoperator):
-    """Notes the interpreter's switch interval while the loop runs."""
+class InterpreterWatch(ScriptedTeleoperator):
+    """Notes the interpreter's switch interval and frozen objects while the loop runs."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: set[float] = set()
+        self.switch_intervals: set[float] = set()
+        self.frozen: set[int] = set()
 
     def get_action(self, observation):
-        self.seen.add(sys.getswitchinterval())
+        self.switch_intervals.add(sys.getswitchinterval())
+        self.frozen.add(gc.get_freeze_count())
         return super().get_action(observation)
 
 
-def test_other_threads_yield_the_interpreter_quickly_while_recording():
+def test_the_interpreter_keeps_its_pauses_out_of_the_loop_while_recording():
     before = sys.getswitchinterval()
-    teleop = SwitchIntervalTeleop()
+    teleop = InterpreterWatch()
     use_case, *_ = recorder(teleop=teleop)
     record(use_case, num_episodes=1)
-    assert teleop.seen == {min(before, LOOP_SWITCH_INTERVAL_S)}
-    assert sys.getswitchinterval() == before
+    # Other threads yield the lock within 1 ms; what existed before is out of the collector's way.
+    assert teleop.switch_intervals == {min(before, LOOP_SWITCH_INTERVAL_S)}
+    assert len(teleop.frozen) == 1 and teleop.frozen.pop() > 1000
+    assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
 
 
 def test_resume_appends_and_refuses_another_robot_or_rate():
