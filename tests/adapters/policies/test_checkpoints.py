@@ -82,6 +82,20 @@ def test_select_action_follows_the_chunk(saved: Path) -> None:
     assert torch.allclose(first, chunk[:, 0]) and torch.allclose(second, chunk[:, 1])
 
 
+def test_observations_between_chunks_are_not_preprocessed(saved: Path) -> None:
+    policy = load_policy(saved)
+    calls = []
+    process_batch = policy.preprocessor.process_batch
+    policy.preprocessor.process_batch = lambda batch: calls.append(1) or process_batch(batch)
+    chunk = policy.predict_chunk(OBSERVATION).actions
+    policy.reset()
+    calls.clear()
+    # n_action_steps=2: the observation is read at ticks 0 and 2 only; ticks 1 and 3 pop.
+    actions = [policy.select_action(OBSERVATION) for _ in range(4)]
+    assert len(calls) == 2
+    assert torch.allclose(actions[1], chunk[:, 1]) and torch.allclose(actions[2], chunk[:, 0])
+
+
 def test_a_training_run_folder_is_found_by_its_pretrained_model(tmp_path: Path) -> None:
     mlp_policy().save(tmp_path / "checkpoints" / "last" / "pretrained_model")
     assert load_policy(tmp_path / "checkpoints" / "last").config.type_name == "mlp"

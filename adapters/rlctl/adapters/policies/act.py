@@ -79,6 +79,9 @@ class ACTPolicy(PolicyModel):
         # earlier chunks' predictions for the same tick.
         return self.ensembler.update(self.predict_chunk(batch))
 
+    def reads_observation(self) -> bool:
+        return self.ensembler is not None or super().reads_observation()
+
     def reset(self) -> None:
         super().reset()
         if self.ensembler is not None:

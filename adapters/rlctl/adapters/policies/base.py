@@ -57,6 +57,15 @@ class PolicyModel(nn.Module):
             self._action_queue.push(ActionChunk(self.predict_chunk(batch)))
         return self._action_queue.pop()
 
+    def reads_observation(self) -> bool:
+        """Whether the next `select_action` looks at its observation: only when a new chunk is
+        due. Policies that keep an observation history, or ensemble every tick, say always."""
+        return self._action_queue.needs_chunk()
+
+    def next_queued_action(self) -> Tensor:
+        """The next action of the current chunk, when `reads_observation()` is false."""
+        return self._action_queue.pop()
+
     def reset(self) -> None:
         """Forget the actions and observations kept between ticks (a new episode starts)."""
         self._action_queue.reset()

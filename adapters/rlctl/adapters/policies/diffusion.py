@@ -93,6 +93,9 @@ class DiffusionPolicy(PolicyModel):
             self._action_queue.push(ActionChunk(self.predict_chunk(history)))
         return self._action_queue.pop()
 
+    def reads_observation(self) -> bool:
+        return True  # every observation joins the history
+
     def reset(self) -> None:
         super().reset()
         self.history.reset()

@@ -71,7 +71,12 @@ class LoadedPolicy:
     @torch.no_grad()
     def select_action(self, observation: Mapping[str, Any]) -> Tensor:
         raw = _as_tensors(observation)
-        action = self.model.select_action(self._preprocess(raw))
+        if self.model.reads_observation():
+            action = self.model.select_action(self._preprocess(raw))
+        else:
+            # Between chunks the observation is not read: normalising images every tick for
+            # nothing cost as much as the env step.
+            action = self.model.next_queued_action()
         return self._postprocess(action, raw)
 
     def reset(self) -> None:
