@@ -397,6 +397,7 @@ def run_lerobot(python: str, work: Path, ports: list[str], args: argparse.Namesp
             for k, v in episode_starts(ticks, target).items()
         },
         "encoding_after_last_episode_s": round(data["finalize_s"], 2),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
         "wall_s": round(data["wall_s"], 1),
     }
 
@@ -492,6 +493,7 @@ def main() -> None:
             ),
         )
         wall_s = time.perf_counter() - started
+        load_avg_1m = os.getloadavg()[0]  # this run's, before LeRobot's
         lerobot = (
             run_lerobot(args.lerobot_python, work, [port for _, port in servers], args)
             if args.lerobot_python
@@ -528,7 +530,7 @@ def main() -> None:
         "phases_ms": phases.summary(),
         "slowest_ticks": phases.slowest_ticks(robot.ticks, 5),
         "bus_niceness": bus_niceness,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "load_avg_1m": round(load_avg_1m, 2),
         "wall_s": round(wall_s, 1),
     }
     print(json.dumps(result))
