@@ -101,7 +101,7 @@ def test_a_broken_plugin_is_named_when_its_type_is_asked_for(toy_package):
 
 
 def test_aloha_refuses_an_image_size_gym_aloha_does_not_render():
-    with pytest.raises(ConfigError, match="480x640, not 96x96.*480 and 640"):
+    with pytest.raises(ConfigError, match=r"480x640, not 96x96.*480 and 640"):
         make_env_config("aloha", observation_height=96, observation_width=96)
 
 
