@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
+from rlctl.adapters.policies.dropout import Dropout
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
@@ -300,12 +301,12 @@ class EncoderLayer(nn.Module):
             dim, config.n_heads, dropout=config.dropout, batch_first=True
         )
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim)
-        self.dropout1 = nn.Dropout(config.dropout)
-        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout1 = Dropout(config.dropout)
+        self.dropout2 = Dropout(config.dropout)
         self.activation = _activation(config.feedforward_activation)
         self.pre_norm = config.pre_norm
 
@@ -355,14 +356,14 @@ class DecoderLayer(nn.Module):
             dim, config.n_heads, dropout=config.dropout, batch_first=True
         )
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim)
         self.norm3 = nn.LayerNorm(dim)
-        self.dropout1 = nn.Dropout(config.dropout)
-        self.dropout2 = nn.Dropout(config.dropout)
-        self.dropout3 = nn.Dropout(config.dropout)
+        self.dropout1 = Dropout(config.dropout)
+        self.dropout2 = Dropout(config.dropout)
+        self.dropout3 = Dropout(config.dropout)
         self.activation = _activation(config.feedforward_activation)
         self.pre_norm = config.pre_norm
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel, register_policy
+from rlctl.adapters.policies.dropout import Dropout
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, MLPConfig
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError
@@ -46,7 +47,7 @@ class MLPPolicy(PolicyModel):
         for hidden in config.hidden_dims:
             layers += [nn.Linear(width, hidden), _ACTIVATIONS[config.activation]()]
             if config.dropout > 0:
-                layers.append(nn.Dropout(config.dropout))
+                layers.append(Dropout(config.dropout))
             width = hidden
         layers.append(nn.Linear(width, config.chunk_size * config.action_dim))
         self.network = nn.Sequential(*layers)
