@@ -162,18 +162,22 @@ class VideoEncoding:
         if is_depth_map(info):
             return _depth_encoding_from_info(info)
         kwargs: dict[str, Any] = {}
-        for key, name in (
-            ("video.codec", "codec"),
-            ("video.pix_fmt", "pix_fmt"),
-            ("video.g", "g"),
-            ("video.crf", "crf"),
-            ("video.preset", "preset"),
-            ("video.fast_decode", "fast_decode"),
-            ("video.extra_options", "extra_options"),
-        ):
+        for key, name in _INFO_FIELDS:
             if info.get(key) is not None:
                 kwargs[name] = info[key]
         return cls(**kwargs)
+
+
+# `info` keys of a video feature and the `VideoEncoding` fields they hold.
+_INFO_FIELDS = (
+    ("video.codec", "codec"),
+    ("video.pix_fmt", "pix_fmt"),
+    ("video.g", "g"),
+    ("video.crf", "crf"),
+    ("video.preset", "preset"),
+    ("video.fast_decode", "fast_decode"),
+    ("video.extra_options", "extra_options"),
+)
 
 
 @attrs.frozen
@@ -220,15 +224,7 @@ def depth_video_encoding(quantization: DepthQuantization | None = None) -> Video
 def _depth_encoding_from_info(info: Mapping[str, Any]) -> VideoEncoding:
     default = depth_video_encoding(DepthQuantization.from_info(info))
     changes: dict[str, Any] = {}
-    for key, name in (
-        ("video.codec", "codec"),
-        ("video.pix_fmt", "pix_fmt"),
-        ("video.g", "g"),
-        ("video.crf", "crf"),
-        ("video.preset", "preset"),
-        ("video.fast_decode", "fast_decode"),
-        ("video.extra_options", "extra_options"),
-    ):
+    for key, name in _INFO_FIELDS:
         # LeRobot reads an empty `extra_options` (what a merge of disagreeing files leaves) as
         # the default.
         if info.get(key) is not None and info.get(key) != {}:
