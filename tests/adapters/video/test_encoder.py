@@ -17,6 +17,7 @@ from rlctl.domain.video import (
     VideoEncoding,
     VideoSegment,
     default_tolerance_s,
+    depth_video_encoding,
     video_feature_info,
 )
 
@@ -164,3 +165,17 @@ def test_probe_matches_what_lerobot_wrote_in_info_json(sim_video: Path, front_mp
 def test_probe_of_a_missing_file_is_a_video_error(tmp_path: Path) -> None:
     with pytest.raises(VideoError, match="not found"):
         PyAVVideoEncoder().probe(tmp_path / "file-000.mp4")
+
+
+def test_one_frame_hevc_videos_get_a_valid_decode_time(tmp_path: Path) -> None:
+    # libx265 leaves a one-frame video's decode time uninitialised; mp4 then refuses about a
+    # third of them ("not yet implemented") and stores an absurd edit list in the rest.
+    depth = np.full((16, 32), 1500, np.uint16)
+    for attempt in range(10):
+        path = tmp_path / f"one-{attempt}.mp4"
+        writer = PyAVVideoEncoder().begin(path, fps=FPS, encoding=depth_video_encoding())
+        writer.add_frame(depth)
+        writer.finish()
+        with av.open(str(path)) as container:
+            packets = [p for p in container.demux(video=0) if p.size]
+        assert [(p.pts, p.dts) for p in packets] == [(0, 0)]

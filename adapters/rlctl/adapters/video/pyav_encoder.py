@@ -28,6 +28,9 @@ from rlctl.domain.video import VideoEncoding, VideoSegment, VideoStreamInfo
 _ENCODER_HINT = "check the codec settings; h264 and hevc need an even width and height"
 # Encoder libraries that print their banners straight to stderr, and how to quiet them.
 _QUIET_OPTIONS = {"hevc": {"x265-params": "log-level=error"}}
+# Deepest frame reordering an encoder may use (x264/x265 allow 16 B-frames): the first packet's
+# decode time is never further than this before its presentation time.
+_MAX_REORDER = 16
 
 
 class PyAVVideoWriter:
@@ -47,6 +50,7 @@ class PyAVVideoWriter:
         self._stream: av.VideoStream | None = None
         self._shape: tuple[int, ...] | None = None
         self._frames = 0
+        self._last_dts: int | None = None
         self._segment_start = 0
         self.segments: list[VideoSegment] = []
         self.stream_info: VideoStreamInfo | None = None
@@ -181,7 +185,21 @@ class PyAVVideoWriter:
     def _mux(self, packets: Sequence[av.Packet]) -> None:
         assert self._container is not None
         for packet in packets:
+            self._repair_dts(packet)
             self._container.mux(packet)
+
+    def _repair_dts(self, packet: av.Packet) -> None:
+        """Give a packet a decode time the muxer accepts when the encoder left it unset.
+
+        libx265 computes decode times from the first two frames' gap, so a one-frame video gets
+        an uninitialised one (-1.3e16, or a value mp4 refuses as "not yet implemented").
+        """
+        if packet.pts is None:
+            return
+        lowest = packet.pts - _MAX_REORDER if self._last_dts is None else self._last_dts + 1
+        if packet.dts is None or not lowest <= packet.dts <= packet.pts:
+            packet.dts = packet.pts if self._last_dts is None else lowest
+        self._last_dts = packet.dts
 
 
 class PyAVVideoEncoder:
