@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
 FeatureType = Literal["STATE", "VISUAL", "ENV", "ACTION"]
 ACTION = "action"
+# Field metadata of settings LeRobot's env configs do not have (left out of its config files).
+RLCTL_ONLY = "rlctl_only"
+
+
+def lerobot_fields(config: EnvConfig) -> set[str]:
+    """The fields of an env config that LeRobot's own config of that type also has."""
+    return {f.name for f in attrs.fields(type(config)) if not f.metadata.get(RLCTL_ONLY)}
 
 
 @attrs.frozen
@@ -92,6 +99,10 @@ class EnvConfig:
     def gym_kwargs(self) -> dict[str, Any]:
         return {}
 
+    def entry_point(self) -> str | None:
+        """A drop-in `module:Class` built instead of the gym id's registered one (None: as is)."""
+        return None
+
     def install_hint(self) -> str:
         """What to run when the simulator package is missing."""
         extra = type(self).extra or self.type
@@ -138,6 +149,7 @@ class EnvConfig:
             self.disable_env_checker,
             self.episode_length,
             self.gym_kwargs(),
+            self.entry_point(),
         )
 
     def create_envs(
@@ -192,14 +204,21 @@ def make_gym_env(
     disable_env_checker: bool,
     max_episode_steps: int | None,
     kwargs: Mapping[str, Any],
+    entry_point: str | None = None,
 ) -> gym.Env:
+    import dataclasses
+
     import gymnasium as gym
 
     ensure_gym_id(gym_id, package, install_hint)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
         options["max_episode_steps"] = max_episode_steps
-    return gym.make(gym_id, disable_env_checker=disable_env_checker, **options)
+    spec: Any = gym_id
+    if entry_point is not None:
+        # The registered spec (step limit, kwargs, wrappers) with another class behind it.
+        spec = dataclasses.replace(gym.spec(gym_id), entry_point=entry_point)
+    return gym.make(spec, disable_env_checker=disable_env_checker, **options)
 
 
 def timed_build(factory: Callable[[], gym.Env]) -> tuple[gym.Env, float]:

@@ -45,7 +45,10 @@ def _env(env: Any | None) -> dict[str, Any] | None:
     the env produces (LeRobot's env configs add the derived ones in `__post_init__`)."""
     if env is None:
         return None
-    data = unstructure(env)
+    from rlctl.adapters.sim.config import lerobot_fields
+
+    kept = lerobot_fields(env) | {"type"}
+    data = {key: value for key, value in unstructure(env).items() if key in kept}
     data["features"] = {
         key: {"type": feature.type, "shape": list(feature.shape)}
         for key, feature in env.env_features().items()

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.adapters.sim.config import EnvConfig, EnvFeature
+from rlctl.adapters.sim.config import RLCTL_ONLY, EnvConfig, EnvFeature
 
 
 def _pusht_map() -> dict[str, str]:
@@ -37,10 +37,15 @@ class PushtEnv(EnvConfig):
     # so the default is the size the env really produces.
     observation_height: int = 96
     observation_width: int = 96
+    # gym-pusht's env drawing each state once (`pusht_render`): the same pixels, far less work.
+    fast_render: bool = attrs.field(default=True, metadata={RLCTL_ONLY: True})
     features_map: dict[str, str] = attrs.field(factory=_pusht_map)
 
     def worker_preload(self) -> tuple[str, ...]:
         return ("gym_pusht",)
+
+    def entry_point(self) -> str | None:
+        return "rlctl.adapters.sim.envs.pusht_render:PushTDrawnOnce" if self.fast_render else None
 
     def default_features(self) -> dict[str, EnvFeature]:
         features = {
