@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlctl.adapters.policies.dropout import Dropout
+from rlctl.adapters.policies.dropout import PARALLEL_MIN_ELEMENTS, Dropout, dropout
 
 
 def test_keeps_one_minus_p_and_scales_the_kept_ones() -> None:
@@ -47,3 +47,28 @@ def test_same_seed_same_mask() -> None:
 def test_a_probability_outside_zero_one_is_refused() -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         Dropout(1.5)
+
+
+def test_large_masks_drawn_on_every_core_follow_torchs_generator() -> None:
+    x = torch.ones(PARALLEL_MIN_ELEMENTS * 3 + 5)
+    layer = Dropout(0.1).train()
+    torch.manual_seed(4)
+    first = layer(x)
+    state = torch.get_rng_state()
+    second = layer(x)
+    torch.set_rng_state(state)  # as a resumed run restores it
+    assert torch.equal(layer(x), second)
+    assert not torch.equal(first, second)
+    torch.manual_seed(4)
+    assert torch.equal(layer(x), first)
+    kept = first != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.003
+    assert torch.allclose(first[kept], torch.full_like(first[kept], 1 / 0.9))
+    # Every slice of the mask is random on its own (no slice repeats another).
+    half = x.numel() // 2
+    assert not torch.equal(first[:1000], first[half : half + 1000])
+
+
+def test_functional_dropout_refuses_a_bad_probability() -> None:
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        dropout(torch.ones(3), -0.1)

@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
+from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
 from rlctl.adapters.policies.dropout import Dropout
-from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
+from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, conv_norm
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
 
@@ -243,7 +244,9 @@ class ACT(nn.Module):
             is_pad = torch.zeros(actions.shape[:2], dtype=torch.bool, device=actions.device)
         leading = torch.zeros(batch_size, n_leading, dtype=torch.bool, device=actions.device)
         key_padding_mask = torch.cat([leading, is_pad.bool()], dim=1)
-        out = self.vae_encoder(tokens, self.vae_encoder_pos_enc, key_padding_mask)[:, 0]
+        out = self.vae_encoder(tokens, self.vae_encoder_pos_enc, key_padding_mask, first_only=True)[
+            :, 0
+        ]
         params = self.vae_encoder_latent_output_proj(out)
         return params[:, : self.config.latent_dim], params[:, self.config.latent_dim :]
 
@@ -262,7 +265,7 @@ class ResNetTrunk(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.maxpool(self.relu(conv_norm(self.conv1, self.bn1, x)))
         return self.layer4(self.layer3(self.layer2(self.layer1(x))))
 
 
@@ -281,10 +284,19 @@ class TransformerEncoder(nn.Module):
         self.norm = nn.LayerNorm(config.dim_model) if config.pre_norm else nn.Identity()
 
     def forward(
-        self, x: Tensor, positions: Tensor | None = None, key_padding_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        positions: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        first_only: bool = False,
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, positions, key_padding_mask)
+        """Every token's output, or with `first_only` the first token's alone, `(B, 1, D)`:
+        the last layer then attends from that token only (the CVAE reads just its cls token)."""
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x, positions, key_padding_mask, n_queries=1 if first_only and i == last else None
+            )
         return self.norm(x)
 
 
@@ -297,9 +309,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ACTConfig) -> None:
         super().__init__()
         dim = config.dim_model
-        self.self_attn = nn.MultiheadAttention(
-            dim, config.n_heads, dropout=config.dropout, batch_first=True
-        )
+        self.self_attn = Attention(dim, config.n_heads, dropout=config.dropout)
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
         self.dropout = Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)
@@ -311,13 +321,19 @@ class EncoderLayer(nn.Module):
         self.pre_norm = config.pre_norm
 
     def forward(
-        self, x: Tensor, positions: Tensor | None, key_padding_mask: Tensor | None
+        self,
+        x: Tensor,
+        positions: Tensor | None,
+        key_padding_mask: Tensor | None,
+        n_queries: int | None = None,
     ) -> Tensor:
-        skip = x
+        """With `n_queries`, only the first tokens' outputs (the others still serve as keys)."""
+        skip = x if n_queries is None else x[:, :n_queries]
         if self.pre_norm:
             x = self.norm1(x)
         qk = _with_positions(x, positions)
-        x = self.self_attn(qk, qk, x, key_padding_mask=key_padding_mask, need_weights=False)[0]
+        q = qk if n_queries is None else qk[:, :n_queries]
+        x = self.self_attn(q, qk, x, key_padding_mask=key_padding_mask, need_weights=False)[0]
         x = skip + self.dropout1(x)
         if self.pre_norm:
             skip, x = x, self.norm2(x)
@@ -349,12 +365,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ACTConfig) -> None:
         super().__init__()
         dim = config.dim_model
-        self.self_attn = nn.MultiheadAttention(
-            dim, config.n_heads, dropout=config.dropout, batch_first=True
-        )
-        self.multihead_attn = nn.MultiheadAttention(
-            dim, config.n_heads, dropout=config.dropout, batch_first=True
-        )
+        self.self_attn = Attention(dim, config.n_heads, dropout=config.dropout)
+        self.multihead_attn = Attention(dim, config.n_heads, dropout=config.dropout)
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
         self.dropout = Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)

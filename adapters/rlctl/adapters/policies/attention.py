@@ -1,0 +1,65 @@
+"""Multi-head attention with `nn.MultiheadAttention`'s parameters and a quicker training pass.
+
+The parameters, their names (`in_proj_weight`, `in_proj_bias`, `out_proj.*`) and their
+initialisation are `nn.MultiheadAttention`'s, so LeRobot's checkpoints load unchanged and a
+seed draws the same weights. At inference the forward pass is torch's own. In training it
+computes the same function, batch first, with less work on a CPU:
+
+- queries and keys read the same tensor in self-attention, so they come from one matrix
+  product of twice the width (torch makes two);
+- the attention weights' dropout takes its mask from `dropout.keep_mask` (drawn on every core)
+  instead of torch's single-threaded `bernoulli_`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor, nn
+
+from rlctl.adapters.policies.dropout import dropout
+
+
+class Attention(nn.MultiheadAttention):
+    """`nn.MultiheadAttention(dim, heads, dropout, batch_first=True)`, returning `(out, None)`."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__(embed_dim, num_heads, dropout=dropout, batch_first=True)
+
+    def forward(  # type: ignore[override]
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, None]:
+        if not self.training or need_weights:
+            out, _ = super().forward(
+                query, key, value, key_padding_mask=key_padding_mask, need_weights=False
+            )
+            return out, None
+        dim, heads = self.embed_dim, self.num_heads
+        weight, bias = self.in_proj_weight, self.in_proj_bias
+        if query is key:
+            q, k = F.linear(query, weight[: 2 * dim], bias[: 2 * dim]).chunk(2, dim=-1)
+        else:
+            q = F.linear(query, weight[:dim], bias[:dim])
+            k = F.linear(key, weight[dim : 2 * dim], bias[dim : 2 * dim])
+        v = F.linear(value, weight[2 * dim :], bias[2 * dim :])
+        batch, n_queries, _ = q.shape
+        n_keys = k.shape[1]
+        head_dim = dim // heads
+        # (batch * heads, tokens, head_dim), as torch lays the heads out.
+        q = q.reshape(batch, n_queries, heads, head_dim).transpose(1, 2)
+        k = k.reshape(batch, n_keys, heads, head_dim).transpose(1, 2)
+        v = v.reshape(batch, n_keys, heads, head_dim).transpose(1, 2)
+        scores = torch.matmul(q * (1.0 / math.sqrt(head_dim)), k.transpose(-2, -1))
+        if key_padding_mask is not None:
+            ignored = key_padding_mask.bool().reshape(batch, 1, 1, n_keys)
+            scores = scores.masked_fill(ignored, float("-inf"))
+        weights = dropout(torch.softmax(scores, dim=-1), self.dropout, True)
+        out = torch.matmul(weights, v).transpose(1, 2).reshape(batch, n_queries, dim)
+        return self.out_proj(out), None

@@ -1,0 +1,139 @@
+"""The training-only shortcuts compute what the plain modules compute: attention's fused
+projections, the frozen norms folded into convolutions, the CVAE reading its cls token alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from rlctl.adapters.policies import backbones
+from rlctl.adapters.policies.act import ACTPolicy, TransformerEncoder
+from rlctl.adapters.policies.attention import Attention
+from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
+from rlctl.application.policy_configs import ACTConfig, PolicyFeature
+
+DIM, HEADS = 32, 4
+
+
+def _pair(dropout: float = 0.0) -> tuple[Attention, nn.MultiheadAttention]:
+    torch.manual_seed(0)
+    ours = Attention(DIM, HEADS, dropout=dropout)
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(DIM, HEADS, dropout=dropout, batch_first=True)
+    return ours, theirs
+
+
+def test_attention_has_torchs_parameters_names_and_initial_values() -> None:
+    ours, theirs = _pair()
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    for key, value in theirs.state_dict().items():
+        assert torch.equal(ours.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("kind", ["self", "cross", "first query", "padded"])
+def test_attention_in_training_matches_torchs_values_and_gradients(kind: str) -> None:
+    ours, theirs = _pair()
+    ours.train(), theirs.train()
+    x = torch.randn(3, 7, DIM)
+    memory = torch.randn(3, 11, DIM)
+    mask = None
+    if kind == "self":
+        q = k = x
+        v = x
+    elif kind == "cross":
+        q, k, v = x, memory + 1, memory
+    elif kind == "first query":
+        q, k, v = x[:, :1], x, x
+    else:
+        q = k = v = x
+        mask = torch.zeros(3, 7, dtype=torch.bool)
+        mask[:, 5:] = True
+    got = ours(q, k, v, key_padding_mask=mask)[0]
+    expected = theirs(q, k, v, key_padding_mask=mask, need_weights=False)[0]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    got.square().sum().backward()
+    expected.square().sum().backward()
+    for (name, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_attention_dropout_in_training_keeps_the_expected_share_and_scale() -> None:
+    ours, _ = _pair(dropout=0.5)
+    ours.train()
+    # Values of one everywhere: each output is the sum of its kept, rescaled weights.
+    with torch.no_grad():
+        ours.in_proj_weight.zero_()
+        ours.in_proj_bias.fill_(1.0)
+        ours.out_proj.weight.copy_(torch.eye(DIM))
+        ours.out_proj.bias.zero_()
+    torch.manual_seed(1)
+    out = ours(*(torch.randn(64, 600, DIM),) * 3)[0]
+    assert out.mean().item() == pytest.approx(1.0, abs=0.01)  # unbiased
+    assert out.std().item() > 0.02  # some weights were dropped
+    ours.eval()
+    torch.testing.assert_close(
+        ours(*(torch.randn(2, 5, DIM),) * 3)[0], torch.ones(2, 5, DIM), rtol=0, atol=1e-6
+    )
+
+
+def test_frozen_norms_folded_in_training_give_the_inference_outputs() -> None:
+    torch.manual_seed(0)
+    net = backbones.resnet("resnet18", None, load_weights=False, norm_layer=FrozenBatchNorm2d)
+    for module in net.modules():
+        if isinstance(module, FrozenBatchNorm2d):  # statistics that are not the identity
+            module.weight.uniform_(0.5, 1.5), module.bias.normal_()
+            module.running_mean.normal_(), module.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(2, 3, 64, 64)
+    expected = net.eval()(x)
+    got = net.train()(x)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    got.sum().backward()
+    folded = net.conv1.weight.grad.clone()
+    net.zero_grad()
+    net.eval()(x).sum().backward()
+    torch.testing.assert_close(folded, net.conv1.weight.grad, rtol=1e-3, atol=1e-3)
+
+
+def test_the_cvae_reads_the_same_cls_output_from_its_first_token_alone() -> None:
+    config = ACTConfig(
+        input_features={"observation.state": PolicyFeature("STATE", (4,))},
+        output_features={"action": PolicyFeature("ACTION", (2,))},
+        dim_model=16, n_heads=2, dim_feedforward=32, n_vae_encoder_layers=3, dropout=0.0,
+        pre_norm=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    encoder = TransformerEncoder(config, 3).train()
+    x, positions = torch.randn(2, 9, 16), torch.randn(1, 9, 16)
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    full = encoder(x, positions, mask)[:, :1]
+    first = encoder(x, positions, mask, first_only=True)
+    assert first.shape == (2, 1, 16)
+    torch.testing.assert_close(first, full, rtol=1e-5, atol=1e-6)
+
+
+def test_act_trains_through_the_fast_paths() -> None:
+    config = ACTConfig(
+        input_features={
+            "observation.state": PolicyFeature("STATE", (4,)),
+            "observation.images.top": PolicyFeature("VISUAL", (3, 32, 32)),
+        },
+        output_features={"action": PolicyFeature("ACTION", (2,))},
+        chunk_size=4, n_action_steps=4, dim_model=16, n_heads=2, dim_feedforward=32,
+        n_encoder_layers=1, n_vae_encoder_layers=2, latent_dim=4,
+        pretrained_backbone_weights=None,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    policy = ACTPolicy(config, load_backbone_weights=False).train()
+    batch = {
+        "observation.state": torch.randn(3, 4),
+        "observation.images.top": torch.rand(3, 3, 32, 32),
+        "action": torch.randn(3, 4, 2),
+        "action_is_pad": torch.zeros(3, 4, dtype=torch.bool),
+    }
+    loss, parts = policy(batch)
+    loss.backward()
+    grads = [p.grad for p in policy.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert set(parts) == {"l1_loss", "kld_loss"}
