@@ -32,7 +32,7 @@ from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
 from rlctl.adapters.policies.dropout import Dropout
-from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, conv_norm
+from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
 
@@ -265,7 +265,7 @@ class ResNetTrunk(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.maxpool(self.relu(conv_norm(self.conv1, self.bn1, x)))
+        x = stem(self.conv1, self.bn1, self.relu, self.maxpool, x)
         return self.layer4(self.layer3(self.layer2(self.layer1(x))))
 
 

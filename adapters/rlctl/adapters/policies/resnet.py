@@ -82,6 +82,19 @@ def conv_norm(conv: nn.Conv2d, norm: nn.Module, x: Tensor) -> Tensor:
     return conv._conv_forward(x, weight, shift)
 
 
+def stem(conv: nn.Conv2d, norm: nn.Module, relu: nn.Module, pool: nn.Module, x: Tensor) -> Tensor:
+    """`pool(relu(norm(conv(x))))`, with the ReLU after a max-pool.
+
+    Max and ReLU commute (both keep order), so the values are the same to the bit and every
+    gradient goes to the same pixel; the ReLU then works on a quarter of the pixels, where
+    before the pool it was the costliest elementwise step of a ResNet's training pass.
+    """
+    x = conv_norm(conv, norm, x)
+    if isinstance(pool, nn.MaxPool2d) and isinstance(relu, nn.ReLU):
+        return relu(pool(x))
+    return pool(relu(x))
+
+
 def _downsampled(downsample: nn.Module | None, x: Tensor) -> Tensor:
     if downsample is None:
         return x
@@ -287,7 +300,7 @@ class ResNet(nn.Module):
         return nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.maxpool(self.relu(conv_norm(self.conv1, self.bn1, x)))
+        x = stem(self.conv1, self.bn1, self.relu, self.maxpool, x)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
