@@ -23,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rlctl.adapters.policies.base import PolicyModel
 from rlctl.adapters.policies.checkpoint import load_weights
 from rlctl.adapters.training import state_files
+from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.checkpoints import TRAINING_STATE_DIR, find_checkpoint
 from rlctl.adapters.training.data import make_loader, sample_positions
@@ -61,15 +62,26 @@ class Optimisation:
 
 
 class TorchTrainingBackend:
-    def __init__(self, *, video_backend: str | None = None, fused_optimizer: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        video_backend: str | None = None,
+        fused_optimizer: bool = True,
+        keep_freed_memory: bool = True,
+    ) -> None:
         self.video_backend = None if video_backend in (None, "auto") else video_backend
         self.fused_optimizer = fused_optimizer
+        # CPU runs keep freed memory for the next step (`allocator`); a process-wide setting,
+        # so a service embedding training may turn it off.
+        self.keep_freed_memory = keep_freed_memory
 
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
         return find_checkpoint(location)
 
     def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TorchTrainingSession:
         world = start_world(settings.policy.device)
+        if self.keep_freed_memory and world.device.type == "cpu":
+            keep_freed_memory()
         try:
             return self._start(settings, Path(resume.location) if resume else None, world)
         except BaseException:
