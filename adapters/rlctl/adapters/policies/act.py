@@ -244,10 +244,10 @@ class ACT(nn.Module):
             is_pad = torch.zeros(actions.shape[:2], dtype=torch.bool, device=actions.device)
         leading = torch.zeros(batch_size, n_leading, dtype=torch.bool, device=actions.device)
         key_padding_mask = torch.cat([leading, is_pad.bool()], dim=1)
-        out = self.vae_encoder(tokens, self.vae_encoder_pos_enc, key_padding_mask, first_only=True)[
-            :, 0
-        ]
-        params = self.vae_encoder_latent_output_proj(out)
+        cls_out = self.vae_encoder(
+            tokens, self.vae_encoder_pos_enc, key_padding_mask, first_only=True
+        )
+        params = self.vae_encoder_latent_output_proj(cls_out[:, 0])
         return params[:, : self.config.latent_dim], params[:, self.config.latent_dim :]
 
 

@@ -52,13 +52,8 @@ class FrozenBatchNorm2d(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         # torchvision's formula, step for step, so that outputs match it to the bit.
-        w = self.weight.reshape(1, -1, 1, 1)
-        b = self.bias.reshape(1, -1, 1, 1)
-        rv = self.running_var.reshape(1, -1, 1, 1)
-        rm = self.running_mean.reshape(1, -1, 1, 1)
-        scale = w * (rv + self.eps).rsqrt()
-        bias = b - rm * scale
-        return x * scale + bias
+        scale, shift = self.scale_and_shift()
+        return x * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.weight.shape[0]}, eps={self.eps})"

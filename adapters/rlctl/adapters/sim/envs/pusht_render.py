@@ -22,8 +22,6 @@ import cv2
 import numpy as np
 from gym_pusht.envs.pusht import PushTEnv
 
-ENTRY_POINT = f"{__name__}:PushTDrawnOnce"
-
 
 class PushTDrawnOnce(PushTEnv):
     _scene: tuple[tuple[float, ...], Any] | None = None
