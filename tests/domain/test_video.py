@@ -12,6 +12,7 @@ from rlctl.domain.video import (
     default_tolerance_s,
     pixel_channels,
     video_feature_info,
+    viewing_encoding,
 )
 
 
@@ -46,6 +47,17 @@ def test_x264_options() -> None:
         "tune": "fastdecode",
         "threads": "2",
         "bf": "0",
+    }
+
+
+def test_videos_to_watch_use_a_long_gop_and_a_fast_preset() -> None:
+    assert viewing_encoding("libx264").codec_options() == {"crf": "23", "preset": "veryfast"}
+    assert viewing_encoding("hevc").preset == "veryfast"
+    # AV1 keeps LeRobot's fastest preset; only the 2-frame GOP (for random access) goes.
+    assert viewing_encoding("av1").codec_options() == {
+        "crf": "30",
+        "preset": "12",
+        "svtav1-params": "fast-decode=0",
     }
 
 

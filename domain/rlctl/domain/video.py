@@ -249,3 +249,17 @@ class VideoSegment:
     @property
     def duration_s(self) -> float:
         return self.to_timestamp - self.from_timestamp
+
+
+# x264/x265's fast presets: eval videos are watched, not sampled at random, and encoding them at
+# the default preset with a 2-frame GOP took more CPU than the simulation itself.
+_VIEWING_PRESETS = {"h264": "veryfast", "hevc": "veryfast"}
+
+
+def viewing_encoding(codec: str) -> VideoEncoding:
+    """An encoding for videos people watch (eval rollouts): long GOP, fast preset, CRF 23."""
+    codec = canonical_codec(codec)
+    preset = _VIEWING_PRESETS.get(codec)
+    if preset is None:
+        return VideoEncoding(codec=codec, g=None)
+    return VideoEncoding(codec=codec, g=None, crf=23, preset=preset)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlctl.application.ports.video import VideoEncoder, VideoWriter
-from rlctl.domain.video import VideoEncoding
+from rlctl.domain.video import viewing_encoding
 
 _STOP = object()
 _ABORT = object()
@@ -31,7 +31,7 @@ class EpisodeVideos:
         self._encoder = encoder
         self._paths = [Path(p) for p in paths]
         self._fps = fps
-        self._encoding = VideoEncoding(codec=codec)
+        self._encoding = viewing_encoding(codec)
         self._writers: list[VideoWriter | None] = [None] * self.count
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_FRAMES)
         self._error: BaseException | None = None
