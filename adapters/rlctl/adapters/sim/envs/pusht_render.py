@@ -80,7 +80,15 @@ def resized_rgb(screen: Any, width: int, height: int) -> np.ndarray | None:
         return None
     w, h = screen.get_size()
     pixels = np.frombuffer(screen.get_buffer(), np.uint8).reshape(h, w, 4)
-    return np.ascontiguousarray(cv2.resize(pixels, (width, height))[..., channels])
+    resized = cv2.resize(pixels, (width, height))
+    # A plain channel shuffle; OpenCV's is a tight loop where numpy's fancy index is strided.
+    shuffle = _SHUFFLES.get(tuple(channels))
+    if shuffle is not None:
+        return cv2.cvtColor(resized, shuffle)
+    return np.ascontiguousarray(resized[..., channels])
+
+
+_SHUFFLES = {(2, 1, 0): cv2.COLOR_BGRA2RGB, (0, 1, 2): cv2.COLOR_RGBA2RGB}
 
 
 def _rgb_bytes(screen: Any) -> list[int] | None:
