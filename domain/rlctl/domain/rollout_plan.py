@@ -30,6 +30,12 @@ IPC_S_PER_STEP = 3e-4
 PROCESS_START_S = 0.3
 
 
+def worker_count(n_envs: int, cpu_count: int) -> int:
+    """Worker processes for `n_envs` envs: one per env, but never more than the cores (each
+    worker then steps a shard of the envs; forcing a large batch on few cores stays sane)."""
+    return max(1, min(n_envs, cpu_count))
+
+
 def auto_batch_size(n_episodes: int, cpu_count: int) -> int:
     """LeRobot's default: ~0.7 x cores, capped by n_episodes and 64, at least 1."""
     by_cpu = max(1, math.floor(max(1, cpu_count) * CORE_SHARE))

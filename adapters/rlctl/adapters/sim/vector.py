@@ -4,8 +4,9 @@
   first use, or in a background thread after `start()`. A suite of many tasks therefore has
   only the running task's workers alive, and the next task's workers start while the previous
   task's results are being written.
-- Worker processes come from a forkserver: they do not inherit the main process's torch, CUDA
-  or renderer state, and each simulator creates its renderer on the first reset inside its
+- Worker processes (`ShardedVectorEnv`: no more than the cores, each holding a shard of the
+  envs) come from a forkserver: they do not inherit the main process's torch, CUDA or renderer
+  state, and each simulator creates its renderer on the first reset inside its
   worker. The forkserver imports gymnasium and the simulator's package once (`preload`), so
   each worker is forked with them already imported instead of importing them itself: on two
   cores that turns seconds of start-up per worker into milliseconds.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import multiprocessing.forkserver
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +30,9 @@ import gymnasium as gym
 import numpy as np
 import structlog
 
+from rlctl.adapters.sim.sharded import ShardedVectorEnv
 from rlctl.application.ports.simulation import SimTask
+from rlctl.domain.rollout_plan import worker_count
 
 NEW_EPISODE_OPTION = "rlctl_new_episode"
 TASK_TEXT_ATTR = "rlctl_task_text"
@@ -38,6 +42,13 @@ log = structlog.get_logger(__name__)
 
 # Always worth importing once in the forkserver: what every worker needs before its env.
 BASE_PRELOAD = ("__main__", "numpy", "gymnasium", "rlctl.adapters.sim.vector")
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def preload_in_forkserver(modules: Sequence[str]) -> None:
@@ -145,6 +156,11 @@ class LazyVectorEnv:
         self.closed = False
 
     @property
+    def n_workers(self) -> int:
+        """Worker processes the env runs in; 0 in-process."""
+        return worker_count(self.num_envs, available_cores()) if self.use_async else 0
+
+    @property
     def env(self) -> gym.vector.VectorEnv | None:
         """The underlying vector env, None until started."""
         return self._env
@@ -186,8 +202,12 @@ class LazyVectorEnv:
         mode = gym.vector.AutoresetMode.NEXT_STEP
         if self.use_async:
             preload_in_forkserver(self.preload)
-            return gym.vector.AsyncVectorEnv(
-                self.env_fns, context="forkserver", shared_memory=True, autoreset_mode=mode
+            return ShardedVectorEnv(
+                self.env_fns,
+                self.n_workers,
+                observation_space=self.single_observation_space,
+                action_space=self.single_action_space,
+                metadata=self.metadata,
             )
         return gym.vector.SyncVectorEnv(self.env_fns, autoreset_mode=mode)
 
@@ -202,10 +222,9 @@ class LazyVectorEnv:
 
     def render_first(self, n: int) -> list[Any]:
         env = self.ensure()
-        if isinstance(env, gym.vector.SyncVectorEnv):
-            return [env.envs[i].render() for i in range(n)]
-        # Async workers are only reachable all together.
-        return list(env.call("render"))[:n]
+        if isinstance(env, ShardedVectorEnv):
+            return env.render_first(n)
+        return [env.envs[i].render() for i in range(n)]
 
     def close(self, terminate: bool = False) -> None:
         if self.closed:
