@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlctl.adapters.policies.dropout import PARALLEL_MIN_ELEMENTS, Dropout, dropout
+from rlctl.adapters.policies.dropout import PARALLEL_MIN_ELEMENTS, Dropout, dropout, relu_dropout
 
 
 def test_keeps_one_minus_p_and_scales_the_kept_ones() -> None:
@@ -72,3 +72,21 @@ def test_large_masks_drawn_on_every_core_follow_torchs_generator() -> None:
 def test_functional_dropout_refuses_a_bad_probability() -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         dropout(torch.ones(3), -0.1)
+
+
+@pytest.mark.parametrize("n", [1000, PARALLEL_MIN_ELEMENTS * 2 + 3])
+def test_relu_dropout_is_dropout_of_relu_with_the_same_draws(n) -> None:
+    base = torch.randn(n)
+    base[:10] = 0.0  # ReLU's gradient at 0 is 0, as in torch
+    grads, outputs = [], []
+    for fused in (False, True):
+        x = base.clone().requires_grad_(True)
+        torch.manual_seed(5)
+        y = relu_dropout(x, 0.1) if fused else dropout(torch.relu(x), 0.1)
+        (y * torch.linspace(-1, 1, n)).sum().backward()
+        outputs.append(y.detach())
+        grads.append(x.grad)
+    # Equal values (a dropped negative input may give -0.0 instead of 0.0).
+    assert torch.equal(outputs[0], outputs[1])
+    assert torch.equal(grads[0], grads[1])
+    assert torch.equal(relu_dropout(base, 0.1, training=False), torch.relu(base))

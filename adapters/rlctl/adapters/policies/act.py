@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
-from rlctl.adapters.policies.dropout import Dropout
+from rlctl.adapters.policies.dropout import Dropout, relu_dropout
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
 from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
@@ -300,6 +300,16 @@ class TransformerEncoder(nn.Module):
         return self.norm(x)
 
 
+def feed_forward(layer: EncoderLayer | DecoderLayer, x: Tensor) -> Tensor:
+    """linear1 → activation → dropout → linear2; a ReLU folds into the dropout's mask."""
+    hidden = layer.linear1(x)
+    if layer.activation is F.relu:
+        hidden = relu_dropout(hidden, layer.dropout.p, layer.training)
+    else:
+        hidden = layer.dropout(layer.activation(hidden))
+    return layer.linear2(hidden)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each with a residual; post-norm unless `pre_norm`.
 
@@ -340,7 +350,7 @@ class EncoderLayer(nn.Module):
         else:
             x = self.norm1(x)
             skip = x
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        x = feed_forward(self, x)
         x = skip + self.dropout2(x)
         return x if self.pre_norm else self.norm2(x)
 
@@ -405,7 +415,7 @@ class DecoderLayer(nn.Module):
         else:
             x = self.norm2(x)
             skip = x
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        x = feed_forward(self, x)
         x = skip + self.dropout3(x)
         return x if self.pre_norm else self.norm3(x)
 

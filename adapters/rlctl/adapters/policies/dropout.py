@@ -37,21 +37,35 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def keep_mask(x: Tensor, p: float) -> Tensor:
-    """`1 / (1 - p)` where an element of `x` is kept, 0 where dropped (float32 on the CPU)."""
+def _parallel(x: Tensor) -> bool:
+    return x.device.type == "cpu" and x.numel() >= PARALLEL_MIN_ELEMENTS and _workers() > 1
+
+
+def keep_mask(x: Tensor, p: float, only_positive: bool = False) -> Tensor:
+    """`1 / (1 - p)` where an element of `x` is kept, 0 where dropped (float32 on the CPU).
+
+    `only_positive` also drops where `x <= 0`: the mask of `dropout(relu(x))` (same draws).
+    """
     scale = 1.0 / (1.0 - p)
     n = x.numel()
     workers = _workers()
-    if x.device.type != "cpu" or n < PARALLEL_MIN_ELEMENTS or workers == 1:
-        return torch.rand_like(x).ge_(p).mul_(scale)
+    if not _parallel(x):
+        mask = torch.rand_like(x).ge_(p)
+        if only_positive:
+            mask.mul_(x > 0)
+        return mask.mul_(scale)
     seed = int(torch.randint(_SEED_BOUND, (1,), dtype=torch.int64).item())
     out = np.empty(n, dtype=np.float32)
     bounds = np.linspace(0, n, workers + 1).astype(np.int64)
+    values = x.detach().contiguous().numpy().reshape(-1) if only_positive else None
 
     def fill(i: int) -> None:
         part = out[bounds[i] : bounds[i + 1]]
         np.random.Generator(np.random.SFC64([seed, i])).random(out=part, dtype=np.float32)
-        np.multiply(part >= p, np.float32(scale), out=part)
+        keep = part >= p
+        if values is not None:
+            keep &= values[bounds[i] : bounds[i + 1]] > 0
+        np.multiply(keep, np.float32(scale), out=part)
 
     # numpy lets go of the GIL while it draws and compares, so the slices are made side by side.
     list(_executor().map(fill, range(workers)))
@@ -67,6 +81,17 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if p == 1.0:
         return torch.zeros_like(x)
     return x * keep_mask(x, p).to(dtype=x.dtype)
+
+
+def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """`dropout(relu(x), p, training)` as one product with one mask.
+
+    The mask is zero where `x <= 0` too, so the ReLU and its backward pass (a full pass over
+    ACT's largest activations, the feed-forward layers') fold into the dropout's product.
+    """
+    if not training or p in (0.0, 1.0) or not _parallel(x) or x.dtype != torch.float32:
+        return dropout(torch.relu(x), p, training)
+    return x * keep_mask(x, p, only_positive=True)
 
 
 class Dropout(nn.Module):
