@@ -6,10 +6,10 @@
   task's results are being written.
 - Worker processes (`ShardedVectorEnv`: no more than the cores, each holding a shard of the
   envs) come from a forkserver: they do not inherit the main process's torch, CUDA or renderer
-  state, and each simulator creates its renderer on the first reset inside its
-  worker. The forkserver imports gymnasium and the simulator's package once (`preload`), so
-  each worker is forked with them already imported instead of importing them itself: on two
-  cores that turns seconds of start-up per worker into milliseconds.
+  state, and each simulator creates its renderer on the first reset inside its worker. The
+  forkserver imports gymnasium and the simulator's package once (`preload`), so each worker
+  is forked with them already imported instead of importing them itself: on two cores that
+  turns seconds of start-up per worker into milliseconds.
 - `EvalEnvWrapper` wraps every sub-env: once its episode has ended it replays the terminal step
   instead of simulating (a finished env costs nothing while the batch's slowest env runs on),
   and it answers `rlctl_task_text`, so asking for task text never reaches a sub-env that has no
