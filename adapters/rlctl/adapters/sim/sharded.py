@@ -102,7 +102,6 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
         self.metadata = dict(metadata or {})
         self.metadata["autoreset_mode"] = gym.vector.AutoresetMode.NEXT_STEP
         self.shards = split_evenly(self.num_envs, n_workers)
-        self._observations = create_empty_array(observation_space, self.num_envs)
         self.closed = False
         ctx = multiprocessing.get_context(context)
         self.processes: list[Any] = []
@@ -214,11 +213,9 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
     # --- plumbing ---------------------------------------------------------------------------
 
     def _batched(self, observations: list[Any]) -> Any:
-        self._observations = concatenate(
-            self.single_observation_space, observations, self._observations
-        )
-        # The buffer is reused; callers may keep what a step returned.
-        return _copy(self._observations)
+        # A fresh buffer each time: callers may keep what a step returned.
+        out = create_empty_array(self.single_observation_space, self.num_envs)
+        return concatenate(self.single_observation_space, observations, out)
 
     def _ask_all(self, command: str, payload: Callable[[range], Any]) -> list[Any]:
         return self._ask([(k, command, payload(s)) for k, s in enumerate(self.shards)])
@@ -239,14 +236,6 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
         if failure is not None:
             raise _as_exception(failure)
         return replies
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    return np.array(value, copy=True)
 
 
 def _as_exception(failure: tuple[bytes | None, str, str]) -> BaseException:
