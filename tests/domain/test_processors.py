@@ -33,6 +33,7 @@ from rlctl.domain.processors import (
     StepRegistry,
     Unnormalizer,
     from_transition,
+    pair_absolute_with_relative,
     register_step,
     state_key,
     to_transition,
@@ -123,12 +124,43 @@ def assert_same_batches(a: dict, b: dict) -> None:
 
 @given(batch=raw_batches())
 def test_a_rebuilt_pipeline_gives_identical_outputs(batch):
-    for original in (preprocessor(), postprocessor()):
-        rebuilt = through_json(original)
+    pre, post = preprocessor(), postprocessor()
+    rebuilt_pre = through_json(pre)
+    # A saved absolute step records only `enabled`; loaders pair it with the relative step.
+    rebuilt_post = pair_absolute_with_relative(rebuilt_pre, through_json(post))
+    for original, rebuilt in ((pre, rebuilt_pre), (post, rebuilt_post)):
         assert rebuilt.to_data() == original.to_data()
         assert rebuilt.name == original.name
         assert [type(s) for s in rebuilt] == [type(s) for s in original]
         assert_same_batches(rebuilt.process_batch(batch), original.process_batch(batch))
+
+
+def test_relative_action_steps_write_the_settings_lerobots_steps_take():
+    relative = RelativeActionsConfig(exclude_joints=("gripper",), action_names=NAMES)
+    pipeline = ProcessorPipeline([RelativeActions(relative), AbsoluteActions(relative)])
+    written = [step["config"] for step in pipeline.to_data()["steps"]]
+    assert written == [
+        {"enabled": True, "exclude_joints": ["gripper"], "action_names": list(NAMES)},
+        {"enabled": True},
+    ]
+    # LeRobot's steps always read observation.state; another state key is kept for rlctl.
+    other = attrs.evolve(relative, state_key="observation.joints")
+    pipeline = ProcessorPipeline([RelativeActions(other), AbsoluteActions(other)])
+    assert [step["config"]["state_key"] for step in pipeline.to_data()["steps"]] == [
+        "observation.joints",
+        "observation.joints",
+    ]
+
+
+def test_a_loaded_absolute_step_measures_the_relative_steps_joints():
+    relative = RelativeActionsConfig(exclude_joints=("wrist",), action_names=("arm", "wrist"))
+    pre = ProcessorPipeline([RelativeActions(relative)])
+    post = ProcessorPipeline([AbsoluteActions(RelativeActionsConfig(enabled=False))], name="post")
+    paired = pair_absolute_with_relative(pre, post)
+    assert paired.name == "post"
+    assert paired[0].config == attrs.evolve(relative, enabled=False)
+    # Without a relative step in the pre-processor the post-processor is left as it is.
+    assert pair_absolute_with_relative(ProcessorPipeline([]), post) is post
 
 
 def test_to_data_is_plain_json_and_state_is_keyed_by_step():

@@ -40,7 +40,7 @@ from rlctl.adapters.policies.processors import (
 from rlctl.application.policy_configs import PolicyConfig, lerobot_config_data
 from rlctl.domain.config import fields_of, registered_types, structure
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.processors import ProcessorPipeline
+from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
 
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.safetensors"
@@ -171,10 +171,9 @@ def read_processors(
     folder: Path, *, device: str | None = None
 ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
     """The (pre, post) pipelines; `device` replaces the pre-processor's device."""
-    return (
-        read_pipeline(folder, PREPROCESSOR_NAME, device=device),
-        read_pipeline(folder, POSTPROCESSOR_NAME),
-    )
+    preprocessor = read_pipeline(folder, PREPROCESSOR_NAME, device=device)
+    postprocessor = read_pipeline(folder, POSTPROCESSOR_NAME)
+    return preprocessor, pair_absolute_with_relative(preprocessor, postprocessor)
 
 
 def save_pretrained(

@@ -29,6 +29,7 @@ from rlctl.domain.processors.steps import (
     RenameObservations,
     Unnormalizer,
     joint_mask,
+    pair_absolute_with_relative,
     to_absolute_actions,
     to_relative_actions,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "converter",
     "from_transition",
     "joint_mask",
+    "pair_absolute_with_relative",
     "register_step",
     "state_key",
     "step_class",

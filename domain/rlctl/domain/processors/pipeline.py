@@ -52,7 +52,7 @@ class ProcessorPipeline:
         return {
             "name": self.name,
             "steps": [
-                {"registry_name": _registry_name(step), "config": unstructure_config(step.config)}
+                {"registry_name": _registry_name(step), "config": _config_data(step)}
                 for step in self.steps
             ],
         }
@@ -107,6 +107,12 @@ class ProcessorPipeline:
     def __repr__(self) -> str:
         inner = ", ".join(type(step).__name__ for step in self.steps)
         return f"ProcessorPipeline({self.name!r}, [{inner}])"
+
+
+def _config_data(step: ProcessorStep) -> dict[str, Any]:
+    # A step whose LeRobot counterpart takes fewer settings writes only those (`config_data`).
+    written = getattr(step, "config_data", None)
+    return written() if callable(written) else unstructure_config(step.config)
 
 
 def _registry_name(step: ProcessorStep) -> str:

@@ -15,6 +15,7 @@ from rlctl.domain.processors.steps.relative_actions import (
     RelativeActions,
     RelativeActionsConfig,
     joint_mask,
+    pair_absolute_with_relative,
     to_absolute_actions,
     to_relative_actions,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Unnormalizer",
     "joint_mask",
     "normalize_array",
+    "pair_absolute_with_relative",
     "to_absolute_actions",
     "to_relative_actions",
     "unnormalize_array",

@@ -23,8 +23,12 @@ import numpy as np
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.frames import Transition
 from rlctl.domain.processors.arrays import cast_like, constant_like, require_array
+from rlctl.domain.processors.pipeline import ProcessorPipeline
 from rlctl.domain.processors.registry import register_step
+from rlctl.domain.processors.serialization import unstructure_config
 from rlctl.domain.processors.step import Step
+
+_DEFAULT_STATE_KEY = "observation.state"
 
 
 def _names(value: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -40,7 +44,7 @@ class RelativeActionsConfig:
     # The action's dimension names (the dataset's `action` feature names); without them every
     # dimension is converted.
     action_names: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
-    state_key: str = "observation.state"
+    state_key: str = _DEFAULT_STATE_KEY
 
 
 def joint_mask(
@@ -118,10 +122,21 @@ class _ActionFrame(Step[RelativeActionsConfig]):
             require_array(action, "action")
         return action, transition.observation.get(self.config.state_key)
 
+    def _written(self, data: dict[str, Any]) -> dict[str, Any]:
+        # LeRobot's steps always read `observation.state` and reject a `state_key` setting.
+        if self.config.state_key != _DEFAULT_STATE_KEY:
+            data["state_key"] = self.config.state_key
+        return data
+
 
 @register_step("relative_actions_processor")
 class RelativeActions(_ActionFrame):
     """Absolute -> relative. Without an action or a state the transition passes unchanged."""
+
+    def config_data(self) -> dict[str, Any]:
+        data = unstructure_config(self.config)
+        del data["state_key"]
+        return self._written(data)
 
     def __call__(self, transition: Transition) -> Transition:
         if not self.config.enabled:
@@ -136,6 +151,9 @@ class RelativeActions(_ActionFrame):
 class AbsoluteActions(_ActionFrame):
     """Relative -> absolute; needs the state the relative actions were taken against."""
 
+    def config_data(self) -> dict[str, Any]:
+        return self._written({"enabled": self.config.enabled})
+
     def __call__(self, transition: Transition) -> Transition:
         if not self.config.enabled:
             return transition
@@ -149,3 +167,20 @@ class AbsoluteActions(_ActionFrame):
                 hint="pass the raw observation with the action to the post-processor",
             )
         return transition.evolve(action=to_absolute_actions(action, state, self.mask_for(action)))
+
+
+def pair_absolute_with_relative(
+    preprocessor: ProcessorPipeline, postprocessor: ProcessorPipeline
+) -> ProcessorPipeline:
+    """`postprocessor` with each absolute step measuring the joints of the pre-processor's
+    relative step (a saved absolute step records only whether it is enabled)."""
+    relative = next((s for s in preprocessor if isinstance(s, RelativeActions)), None)
+    if relative is None:
+        return postprocessor
+    steps = [
+        AbsoluteActions(attrs.evolve(relative.config, enabled=step.config.enabled))
+        if isinstance(step, AbsoluteActions)
+        else step
+        for step in postprocessor
+    ]
+    return ProcessorPipeline(steps, name=postprocessor.name)
