@@ -194,7 +194,8 @@ def _require(condition: bool, message: str, where: str, hint: str | None = None)
 def _check_resnet(name: str) -> None:
     _require(
         name.startswith("resnet"),
-        f"vision_backbone must be a torchvision ResNet (resnet18, resnet34, …), got {name!r}",
+        f"vision_backbone must be a ResNet (resnet18, resnet34, resnet50, resnet101, resnet152), "
+        f"got {name!r}",
         "vision_backbone",
     )
 
