@@ -3,6 +3,8 @@ scripted people and a manual clock, through the real SO-101 and Koch arm adapter
 
 from __future__ import annotations
 
+import gc
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from rlctl.adapters.robots.config import SO101FollowerConfig
 from rlctl.adapters.robots.so_follower import SO_JOINTS, so_follower, so_motors
 from rlctl.adapters.teleop.config import KochLeaderConfig
 from rlctl.adapters.teleop.koch_leader import koch_leader, koch_leader_motors
+from rlctl.application.control_loop import LOOP_SWITCH_INTERVAL_S
 from rlctl.application.devices import connect_devices
 from rlctl.application.ports.control import Control
 from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
@@ -198,6 +201,36 @@ def test_replay_sends_the_recorded_actions_at_the_dataset_rate():
     other = ScriptedRobot(joints=("a", "b", "c", "d"))
     with pytest.raises(FeatureMismatch, match="episode 1 names its actions"):
         ReplayEpisode(other, InMemoryEpisodeActions(writer=writer), clock)("/memory/ds", 1)
+
+
+class WatchedRobot(ScriptedRobot):
+    """Notes the interpreter's switch interval and frozen objects as actions arrive."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.interpreter: set[tuple[float, bool]] = set()
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        self.interpreter.add((sys.getswitchinterval(), gc.get_freeze_count() > 1000))
+        return super().send_action(action)
+
+
+@pytest.mark.parametrize("realtime", [True, False])
+def test_teleoperation_and_replay_keep_the_interpreters_pauses_out_of_a_real_time_loop(realtime):
+    before = sys.getswitchinterval()
+    during = {(min(before, LOOP_SWITCH_INTERVAL_S), True)} if realtime else {(before, False)}
+    robot = WatchedRobot(realtime=realtime)
+    TeleoperateRobot(robot, ScriptedTeleoperator(), ManualClock())(fps=50, duration_s=0.2)
+    assert robot.interpreter == during
+    writer = InMemoryDatasetWriter()
+    RecordEpisodes(writer, ScriptedRobot(), ManualClock(), teleop=ScriptedTeleoperator())(
+        DatasetTarget(root=Path("/memory/ds")),
+        RecordSettings(fps=20, num_episodes=1, episode_time_s=0.2, reset_time_s=0),
+    )
+    robot = WatchedRobot(realtime=realtime)
+    ReplayEpisode(robot, InMemoryEpisodeActions(writer=writer), ManualClock())("/memory/ds", 0)
+    assert robot.interpreter == during
+    assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
 
 
 def test_find_port_names_the_port_that_disappeared():

@@ -136,6 +136,11 @@ def responsive_interpreter(switch_interval_s: float = LOOP_SWITCH_INTERVAL_S) ->
         sys.setswitchinterval(previous)
 
 
+def loop_interpreter(realtime: bool) -> contextlib.AbstractContextManager[None]:
+    """`responsive_interpreter()` around a loop paced by real time (robots, not simulators)."""
+    return responsive_interpreter() if realtime else contextlib.nullcontext()
+
+
 def ticks_for(seconds: float, fps: float, *, what: str) -> int:
     """How many ticks a phase of `seconds` lasts at `fps` (its frames, when recorded)."""
     if seconds < 0:

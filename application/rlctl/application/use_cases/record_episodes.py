@@ -35,8 +35,8 @@ from rlctl.application.action_sources import ActionSource, PolicySource, TeleopS
 from rlctl.application.control_loop import (
     LoopStats,
     Ticker,
+    loop_interpreter,
     progress_task,
-    responsive_interpreter,
     ticks_for,
 )
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
@@ -150,9 +150,8 @@ class RecordEpisodes:
 
     def __call__(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         _check(settings)
-        if not self._robot.realtime:
-            return self._record(target, settings)
-        with responsive_interpreter():  # the writer's and the cameras' threads share the lock
+        # The writer's and the cameras' threads share the interpreter lock with the loop.
+        with loop_interpreter(self._robot.realtime):
             return self._record(target, settings)
 
     def _record(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:

@@ -10,12 +10,12 @@ import attrs
 import numpy as np
 import structlog
 
-from rlctl.application.control_loop import LoopStats, Ticker, progress_task
+from rlctl.application.control_loop import LoopStats, Ticker, loop_interpreter, progress_task
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.progress import Progress
 from rlctl.application.ports.robot import ACTION_KEY, Robot
-from rlctl.application.ports.teleoperator import EpisodeActions
+from rlctl.application.ports.teleoperator import EpisodeActions, RecordedEpisode
 from rlctl.application.robot_features import check_action_match
 from rlctl.domain.features import FeatureSpec
 
@@ -63,6 +63,10 @@ class ReplayEpisode:
                 recorded=episode.robot_type,
                 replaying_on=self._robot.robot_type,
             )
+        with loop_interpreter(self._robot.realtime):
+            return self._replay(episode, episode_index)
+
+    def _replay(self, episode: RecordedEpisode, episode_index: int) -> ReplayReport:
         ticker = Ticker(self._clock, episode.fps, realtime=self._robot.realtime)
         sent = 0
         interrupted = False

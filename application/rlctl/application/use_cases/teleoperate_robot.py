@@ -9,7 +9,13 @@ from __future__ import annotations
 import attrs
 import structlog
 
-from rlctl.application.control_loop import LoopStats, Ticker, progress_task, ticks_for
+from rlctl.application.control_loop import (
+    LoopStats,
+    Ticker,
+    loop_interpreter,
+    progress_task,
+    ticks_for,
+)
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import RecordControls
@@ -51,6 +57,10 @@ class TeleoperateRobot:
         self._calibrate = calibrate
 
     def __call__(self, *, fps: int = 60, duration_s: float | None = None) -> TeleopReport:
+        with loop_interpreter(self._robot.realtime):
+            return self._teleoperate(fps, duration_s)
+
+    def _teleoperate(self, fps: int, duration_s: float | None) -> TeleopReport:
         ticker = Ticker(self._clock, fps, realtime=self._robot.realtime)
         limit = None if duration_s is None else ticks_for(duration_s, fps, what="duration_s")
         interrupted = False
