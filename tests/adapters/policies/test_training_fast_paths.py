@@ -77,6 +77,28 @@ def test_attention_dropout_in_training_keeps_the_expected_share_and_scale() -> N
     )
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_self_attention_of_zero_tokens_from_their_positions_alone(dropout: float) -> None:
+    ours, _ = _pair(dropout=dropout)
+    ours.train()
+    with torch.no_grad():
+        ours.in_proj_bias.normal_(), ours.out_proj.bias.normal_()  # biases carry the values
+    positions = torch.randn(1, 6, DIM, requires_grad=True)
+    queries = positions.expand(5, 6, DIM)  # zeros + positions, as ACT's first decoder layer
+    torch.manual_seed(3)
+    expected = ours(queries, queries, torch.zeros(5, 6, DIM))[0]
+    expected.square().sum().backward()
+    grads = [p.grad.clone() for p in (positions, *ours.parameters())]
+    positions.grad = None
+    ours.zero_grad()
+    torch.manual_seed(3)  # the same dropout draws
+    got = ours.attend_from_positions(positions, batch=5)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    got.square().sum().backward()
+    for expected_grad, param in zip(grads, (positions, *ours.parameters())):
+        torch.testing.assert_close(param.grad, expected_grad, rtol=1e-4, atol=1e-5)
+
+
 def test_frozen_norms_folded_in_training_give_the_inference_outputs() -> None:
     torch.manual_seed(0)
     net = backbones.resnet("resnet18", None, load_weights=False, norm_layer=FrozenBatchNorm2d)

@@ -364,8 +364,9 @@ class TransformerDecoder(nn.Module):
     def forward(
         self, x: Tensor, memory: Tensor, query_positions: Tensor, memory_positions: Tensor
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, query_positions, memory_positions)
+        """`x` is ACT's decoder input: zeros, which only their positions tell apart."""
+        for index, layer in enumerate(self.layers):
+            x = layer(x, memory, query_positions, memory_positions, zero_input=index == 0)
         return self.norm(x)
 
 
@@ -390,13 +391,24 @@ class DecoderLayer(nn.Module):
         self.pre_norm = config.pre_norm
 
     def forward(
-        self, x: Tensor, memory: Tensor, query_positions: Tensor, memory_positions: Tensor
+        self,
+        x: Tensor,
+        memory: Tensor,
+        query_positions: Tensor,
+        memory_positions: Tensor,
+        *,
+        zero_input: bool = False,
     ) -> Tensor:
+        """`zero_input`: `x` is all zeros (the first layer's input), so in training the
+        self-attention works from the positions alone (`Attention.attend_from_positions`)."""
         skip = x
         if self.pre_norm:
             x = self.norm1(x)
-        qk = _with_positions(x, query_positions)
-        x = self.self_attn(qk, qk, x, need_weights=False)[0]
+        if zero_input and self.training and not self.pre_norm:
+            x = self.self_attn.attend_from_positions(query_positions, batch=x.shape[0])
+        else:
+            qk = _with_positions(x, query_positions)
+            x = self.self_attn(qk, qk, x, need_weights=False)[0]
         x = skip + self.dropout1(x)
         if self.pre_norm:
             skip, x = x, self.norm2(x)

@@ -8,7 +8,9 @@ computes the same function, batch first, with less work on a CPU:
 - queries and keys read the same tensor in self-attention, so they come from one matrix
   product of twice the width (torch makes two);
 - the attention weights' dropout takes its mask from `dropout.keep_mask` (drawn on every core)
-  instead of torch's single-threaded `bernoulli_`.
+  instead of torch's single-threaded `bernoulli_`;
+- self-attention over zero tokens that carry only positions (ACT's first decoder layer) is
+  `attend_from_positions`: see there.
 """
 
 from __future__ import annotations
@@ -63,3 +65,28 @@ class Attention(nn.MultiheadAttention):
         weights = dropout(torch.softmax(scores, dim=-1), self.dropout, True)
         out = torch.matmul(weights, v).transpose(1, 2).reshape(batch, n_queries, dim)
         return self.out_proj(out), None
+
+    def attend_from_positions(self, positions: Tensor, batch: int) -> Tensor:
+        """In training, `self(q, q, zeros)` with `q = positions (1, T, D)` for each of `batch`.
+
+        Queries and keys are the same for every sample, so they are projected once; the values
+        are all the value bias, so each output row is that bias weighted by the row's sum of
+        (dropped-out) attention weights, and the output projection of it is a `(heads, D)`
+        table. Same function and the same dropout draws as the general pass, without its
+        `batch`-fold projections of queries, keys and values.
+        """
+        dim, heads = self.embed_dim, self.num_heads
+        head_dim = dim // heads
+        weight, bias = self.in_proj_weight, self.in_proj_bias
+        q, k = F.linear(positions, weight[: 2 * dim], bias[: 2 * dim]).chunk(2, dim=-1)
+        n = q.shape[1]
+        q = q.reshape(1, n, heads, head_dim).transpose(1, 2)
+        k = k.reshape(1, n, heads, head_dim).transpose(1, 2)
+        scores = torch.matmul(q * (1.0 / math.sqrt(head_dim)), k.transpose(-2, -1))
+        weights = torch.softmax(scores, dim=-1).expand(batch, heads, n, n)
+        totals = dropout(weights, self.dropout, True).sum(dim=-1)  # (batch, heads, T)
+        value_bias = bias[2 * dim :].reshape(heads, head_dim)
+        per_head = torch.einsum(
+            "dhe,he->hd", self.out_proj.weight.reshape(dim, heads, head_dim), value_bias
+        )
+        return torch.matmul(totals.transpose(1, 2), per_head) + self.out_proj.bias
