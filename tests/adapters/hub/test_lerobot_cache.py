@@ -5,9 +5,7 @@ Runs LeRobot in its own Python (RLCTL_LEROBOT_PYTHON) against the same fake Hub 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,23 +26,13 @@ def pull(request: PullDatasetRequest):
     return PullDataset(HuggingFaceHub(), LeRobotMetaReader(), LeRobotLayout())(request)
 
 
-def lerobot_opens(repo_id: str) -> dict:
-    python = os.environ.get("RLCTL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RLCTL_LEROBOT_PYTHON to a Python with lerobot==0.6.1")
-    result = subprocess.run(
-        [python, str(CLIENT), repo_id],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        env=os.environ.copy(),
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def test_lerobot_and_rlctl_reuse_each_others_pulls(
+    lerobot, fake_hub, hub_env, sim_video_copy, monkeypatch
+):
+    def lerobot_opens(repo_id: str) -> dict:
+        # The Hub settings this test gave the process (offline mode, cache folders) go along.
+        return lerobot(CLIENT, repo_id, timeout=240, env=os.environ.copy())
 
-
-def test_lerobot_and_rlctl_reuse_each_others_pulls(fake_hub, hub_env, sim_video_copy, monkeypatch):
     for repo_id in ("alice/first", "alice/second"):
         PushDataset(HuggingFaceHub(), LeRobotMetaReader(), LeRobotLayout())(
             PushDatasetRequest(str(sim_video_copy), repo_id)

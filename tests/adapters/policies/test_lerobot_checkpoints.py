@@ -4,8 +4,6 @@ in the same layout (and, when a LeRobot environment is at hand, LeRobot loads wh
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -120,20 +118,11 @@ def test_select_action_pops_the_chunk_in_order(loaded, fixtures_dir: Path) -> No
 @pytest.mark.slow
 @pytest.mark.lerobot
 @pytest.mark.parametrize("name", CHECKPOINTS)
-def test_lerobot_loads_what_rlctl_saved(name: str, fixtures_dir: Path, tmp_path: Path) -> None:
-    python = os.environ.get("RLCTL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RLCTL_LEROBOT_PYTHON to a Python with lerobot==0.6.1")
+def test_lerobot_loads_what_rlctl_saved(
+    lerobot, name: str, fixtures_dir: Path, tmp_path: Path
+) -> None:
     saved = load_policy(fixtures_dir / name, device="cpu").save(tmp_path / name)
     reference = fixtures_dir / f"{name}.reference.npz"
-    result = subprocess.run(
-        [python, str(LEROBOT_SCRIPT), str(saved), str(reference)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = lerobot(LEROBOT_SCRIPT, saved, reference, timeout=900)
     assert report["frames"] > 0
     assert report["max_abs_error"] <= TOLERANCE

@@ -4,8 +4,6 @@ same values from them (run when RLCTL_LEROBOT_PYTHON names a Python with lerobot
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +21,7 @@ NAMES = ("shoulder.pos", "elbow.pos", "wrist.pos", "gripper.pos")
 
 
 @pytest.mark.lerobot
-def test_lerobot_runs_rlctls_relative_action_processors(tmp_path: Path) -> None:
-    python = os.environ.get("RLCTL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RLCTL_LEROBOT_PYTHON to a Python with lerobot==0.6.1")
+def test_lerobot_runs_rlctls_relative_action_processors(lerobot, tmp_path: Path) -> None:
     config = MLPConfig(
         input_features={"observation.state": PolicyFeature("STATE", (4,))},
         output_features={"action": PolicyFeature("ACTION", (4,))},
@@ -41,16 +36,7 @@ def test_lerobot_runs_rlctls_relative_action_processors(tmp_path: Path) -> None:
         write_pipeline(pipeline, tmp_path)
     state = [[1.0, -2.0, 3.0, 0.25], [0.5, 0.5, -1.0, 0.75]]
     action = [[2.0, -1.0, 2.5, 0.9], [0.0, 1.0, 1.0, 0.1]]
-
-    result = subprocess.run(
-        [python, str(LEROBOT_SCRIPT), str(tmp_path), json.dumps(state), json.dumps(action)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    theirs = lerobot(LEROBOT_SCRIPT, tmp_path, json.dumps(state), json.dumps(action))
 
     pre, post = read_processors(tmp_path)
     observation = {"observation.state": torch.tensor(state)}

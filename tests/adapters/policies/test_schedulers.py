@@ -3,10 +3,7 @@ when a LeRobot environment is at hand)."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
 
 import pytest
 import torch
@@ -118,19 +115,8 @@ def rlctl_loop(name: str, schedule: str, steps: int) -> dict:
     ("name", "schedule", "steps"),
     [("DDIM", "squaredcos_cap_v2", 10), ("DDPM", "squaredcos_cap_v2", 100), ("DDPM", "linear", 7)],
 )
-def test_matches_diffusers(name: str, schedule: str, steps: int) -> None:
-    python = os.environ.get("RLCTL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RLCTL_LEROBOT_PYTHON to a Python with lerobot==0.6.1 (and diffusers)")
-    result = subprocess.run(
-        [python, "-c", DIFFUSERS_LOOP, name, schedule, str(steps)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+def test_matches_diffusers(lerobot, name: str, schedule: str, steps: int) -> None:
+    theirs = lerobot("-c", DIFFUSERS_LOOP, name, schedule, steps)
     ours = rlctl_loop(name, schedule, steps)
     assert ours["timesteps"] == theirs["timesteps"]
     assert torch.allclose(torch.tensor(ours["sample"]), torch.tensor(theirs["sample"]), atol=1e-5)

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,20 +13,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.lerobot]
 
 
 @pytest.mark.parametrize("kind", ["act", "diffusion"])
-def test_lerobot_resumes_an_rlctl_checkpoint(kind, make_settings, train, tiny):
-    python = os.environ.get("RLCTL_LEROBOT_PYTHON")
-    if not python:
-        pytest.skip("set RLCTL_LEROBOT_PYTHON to a Python with lerobot==0.6.1")
+def test_lerobot_resumes_an_rlctl_checkpoint(lerobot, kind, make_settings, train, tiny):
     report, _ = train(make_settings(policy=getattr(tiny, kind)(), steps=2, save_freq=2))
-    done = subprocess.run(
-        [python, str(SCRIPT), report.last_checkpoint.location],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    restored = json.loads(done.stdout.strip().splitlines()[-1])
+    restored = lerobot(SCRIPT, report.last_checkpoint.location)
     assert restored["step"] == 2 and restored["policy"] == kind and restored["states"] > 0
     if kind == "act":
         assert restored["optimizer"] == "adamw" and restored["lrs"] == [1e-5, 1e-5]
