@@ -103,6 +103,18 @@ def test_print_config_shows_the_policy_and_schedule(runner):
     assert config["dataset"]["image_transforms"]["tfs"]["affine"]["type"] == "RandomAffine"
 
 
+def test_print_config_shows_a_fine_tuned_policys_config_under_the_command_line(
+    runner, fixtures_dir
+):
+    pretrained = fixtures_dir / "act_tiny"
+    args = [f"--policy.pretrained_path={pretrained}", "--policy.dropout=0.25", "--print-config"]
+    result = runner.invoke(cli, ["train", *args])
+    assert result.exit_code == 0, result.output
+    policy = json.loads(result.output)["policy"]
+    assert policy["type"] == "act" and policy["dim_model"] == 32 and policy["chunk_size"] == 5
+    assert policy["dropout"] == 0.25 and policy["pretrained_path"] == str(pretrained)
+
+
 def test_settings_structure_env_and_overrides():
     from rlctl.domain.config import parse_overrides, resolve, unstructure
 

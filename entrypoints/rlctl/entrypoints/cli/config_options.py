@@ -29,8 +29,16 @@ def start_command(ctx: click.Context) -> None:
     obj["logging_configured"] = True
 
 
-def config_options(config_cls: type, section: str | None = None) -> Callable[[F], F]:
-    """Give the command a resolved `config` argument of `config_cls`."""
+def config_options(
+    config_cls: type,
+    section: str | None = None,
+    complete: Callable[[Any, click.Context], Any] | None = None,
+) -> Callable[[F], F]:
+    """Give the command a resolved `config` argument of `config_cls`.
+
+    `complete(config, ctx)` adds what the settings point at (a resumed run's saved settings, a
+    pretrained policy's config) before the command runs and before `--print-config` shows them.
+    """
 
     def decorate(func: F) -> F:
         @click.option(
@@ -57,6 +65,8 @@ def config_options(config_cls: type, section: str | None = None) -> Callable[[F]
                 overrides=parse_overrides(ctx.args),
                 section=section,
             )
+            if complete is not None:
+                config = complete(config, ctx)
             if print_config:
                 click.echo(json.dumps(unstructure(config), indent=2, default=str))
                 ctx.exit(0)

@@ -168,8 +168,19 @@ Common settings (all: --print-config):
 """
 
 
+def completed_settings(config: TrainCommandSettings, ctx: click.Context) -> TrainCommandSettings:
+    """A resumed run's saved settings, or a fine-tuned policy's config, under this command's."""
+    from rlctl.entrypoints.container import build_container
+
+    if config.resume:
+        return resumed_settings(config, ctx)
+    if config.policy.pretrained_path:
+        return pretrained_settings(config, ctx, build_container(config))  # type: ignore[arg-type]
+    return config
+
+
 @click.command(name="train", context_settings=OVERRIDE_CONTEXT, epilog=EPILOG)
-@config_options(TrainCommandSettings)
+@config_options(TrainCommandSettings, complete=completed_settings)
 @click.pass_context
 def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     """Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset
@@ -178,10 +189,6 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     from rlctl.entrypoints.container import build_container
     from rlctl.entrypoints.settings import write_resolved_config
 
-    if config.resume:
-        config = resumed_settings(config, ctx)
-    elif config.policy.pretrained_path:
-        config = pretrained_settings(config, ctx, build_container(config))  # type: ignore[arg-type]
     if config.output_dir is None:
         config = attrs.evolve(config, output_dir=str(default_output_dir(config)))
     config = attrs.evolve(config, job_name=job_name(config))
