@@ -335,12 +335,8 @@ class DiffusionConfig(PolicyConfig):
             "because the U-Net halves the sequence at each level",
             "horizon",
         )
-        _require(
-            self.n_action_steps <= self.horizon - self.n_obs_steps + 1,
-            f"n_action_steps ({self.n_action_steps}) cannot exceed "
-            f"horizon - n_obs_steps + 1 ({self.horizon - self.n_obs_steps + 1})",
-            "n_action_steps",
-        )
+        # n_action_steps beyond horizon - n_obs_steps + 1 is not refused: LeRobot trains and
+        # runs such configs, executing the (shorter) chunk the horizon leaves.
         steps = self.num_inference_steps
         _require(
             steps is None or 0 < steps <= self.num_train_timesteps,

@@ -126,12 +126,20 @@ def _describe(err: BaseException, path: str = "") -> list[str]:
             lines.extend(_describe(sub, child))
         return lines
     if isinstance(err, ConfigError):
-        prefix = f"{path}: " if path else ""
+        # A config's own check knows the setting it is about; cattrs only knows the section.
+        where = err.where or path
+        prefix = f"{where}: " if where else ""
         return [prefix + err.message + (f" ({err.hint})" if err.hint else "")]
     if isinstance(err, KeyError):
         key = f"{path}.{err.args[0]}" if path else str(err.args[0])
         return [f"{key}: required but missing"]
     return [f"{path or '<root>'}: {err}"]
+
+
+def _leaves(err: BaseException) -> list[BaseException]:
+    if isinstance(err, BaseValidationError):
+        return [leaf for sub in err.exceptions for leaf in _leaves(sub)]
+    return [err]
 
 
 def structure[T](data: Mapping[str, Any], cls: type[T]) -> T:
@@ -142,9 +150,13 @@ def structure[T](data: Mapping[str, Any], cls: type[T]) -> T:
         raise
     except (BaseValidationError, ClassValidationError) as err:
         lines = _describe(err)
+        # The configs' own checks carry their hints in their lines.
+        checks_only = all(isinstance(leaf, ConfigError) for leaf in _leaves(err))
         raise ConfigError(
             "; ".join(lines) if lines else str(err),
-            hint="check the key names and value types; --print-config shows the defaults",
+            hint=None
+            if checks_only
+            else "check the key names and value types; --print-config shows the defaults",
         ) from err
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err

@@ -13,8 +13,10 @@ from rlctl.application.policy_configs import (
     ACTConfig,
     DiffusionConfig,
     MLPConfig,
+    PolicyConfig,
     PolicyFeature,
 )
+from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError, InvalidInput
 
 STATE, ENV, ACTION_DIM, BATCH = 4, 3, 2, 3
@@ -193,6 +195,23 @@ def test_diffusion_select_action_keeps_a_history() -> None:
     actions = [model.select_action(obs) for _ in range(5)]  # 4 from one chunk, then a new chunk
     assert all(a.shape == (BATCH, ACTION_DIM) for a in actions)
     assert len(model.history._queues["observation.state"]) == 2
+
+
+def test_diffusion_runs_a_chunk_the_horizon_cuts_short_as_lerobot_does() -> None:
+    # horizon 8 - n_obs_steps 2 + 1 leaves 7 actions for n_action_steps 8 (LeRobot accepts it).
+    model = build_policy(tiny_diffusion(n_action_steps=8))
+    obs = observation(steps=2)
+    assert model.predict_chunk(obs).shape == (BATCH, 7, ACTION_DIM)
+    model.reset()
+    actions = [model.select_action(observation()) for _ in range(8)]  # 7, then a new chunk
+    assert all(a.shape == (BATCH, ACTION_DIM) for a in actions)
+
+
+def test_a_config_check_names_its_setting() -> None:
+    with pytest.raises(ConfigError) as caught:
+        structure({"type": "diffusion", "horizon": 10}, PolicyConfig)
+    assert caught.value.message.startswith("policy.horizon: horizon (10) must be a multiple")
+    assert caught.value.hint is None  # not the generic one about key names and types
 
 
 def test_configs_check_what_the_models_need() -> None:
