@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +30,9 @@ from rlctl.application.use_cases.recompute_stats import RecomputeRequest, Recomp
 from rlctl.application.use_cases.split_dataset import SplitDataset
 from rlctl.domain.statistics import stats_from_json
 
-LEROBOT_PYTHON = os.environ.get("RLCTL_LEROBOT_PYTHON")
-SCRIPT = Path(__file__).with_name("lerobot_datasets.py")
-
 pytestmark = [
     pytest.mark.lerobot,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not LEROBOT_PYTHON,
-        reason="set RLCTL_LEROBOT_PYTHON to a Python with lerobot 0.6.1 installed "
-        "(e.g. /tmp/lerobot-anchor/bin/python) to compare rank-2+ features with LeRobot's",
-    ),
 ]
 
 
@@ -61,16 +51,6 @@ EPISODES = (("pick",) * 4, ("place",) * 3, ("pick",) * 5)
 
 def deltas(fps: int) -> dict[str, list[float]]:
     return {GRID: [-1 / fps, 0.0, 1 / fps], ws.ACTION: [0.0, 1 / fps]}
-
-
-def lerobot(jobs: list[dict[str, Any]], tmp_path: Path) -> list[Any]:
-    path = tmp_path / "jobs.json"
-    path.write_text(json.dumps(jobs))
-    result = subprocess.run(
-        [LEROBOT_PYTHON, str(SCRIPT), str(path)], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def dump_job(root: Path, out: Path, fps: int) -> dict[str, Any]:
@@ -117,12 +97,12 @@ def expected_window(plan, ep: int, t: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("shape", "dtype"), [((2, 3), "float32"), ((2, 1, 2, 2), "float64")])
-def test_lerobot_reads_rlctls_rank_2_plus_features(tmp_path, shape, dtype) -> None:
+def test_lerobot_reads_rlctls_rank_2_plus_features(lerobot_jobs, tmp_path, shape, dtype) -> None:
     plan = ws.DatasetPlan(fps=10, state_dim=3, episodes=EPISODES, grid=shape, grid_dtype=dtype)
     root = tmp_path / "ds"
     ws.write(root, plan)
     out = tmp_path / "items.npz"
-    (summary,) = lerobot([dump_job(root, out, plan.fps)], tmp_path)
+    (summary,) = lerobot_jobs([dump_job(root, out, plan.fps)])
     assert_same_items(root, summary, out, plan.fps)
     with np.load(out) as arrays:
         position = 0
@@ -138,7 +118,9 @@ def test_lerobot_reads_rlctls_rank_2_plus_features(tmp_path, shape, dtype) -> No
         assert_stats_match(ours[key], summary["stats"][key])
 
 
-def test_rlctl_reads_lerobots_rank_3_features_and_its_tools_keep_them(tmp_path) -> None:
+def test_rlctl_reads_lerobots_rank_3_features_and_its_tools_keep_them(
+    lerobot_jobs, tmp_path
+) -> None:
     plan = ws.DatasetPlan(
         fps=10, state_dim=3, episodes=EPISODES, grid=(4, 4, 3), grid_dtype="int16"
     )
@@ -160,7 +142,7 @@ def test_rlctl_reads_lerobots_rank_3_features_and_its_tools_keep_them(tmp_path) 
         "episodes": [list(tasks) for tasks in plan.episodes],
         "frames": str(tmp_path / "frames.npz"),
     }
-    _, summary = lerobot([write, dump_job(theirs, tmp_path / "theirs.npz", plan.fps)], tmp_path)
+    _, summary = lerobot_jobs([write, dump_job(theirs, tmp_path / "theirs.npz", plan.fps)])
     assert_same_items(theirs, summary, tmp_path / "theirs.npz", plan.fps)
 
     # rlctl writes the same content to a data file of the same schema.
@@ -187,7 +169,7 @@ def test_rlctl_reads_lerobots_rank_3_features_and_its_tools_keep_them(tmp_path) 
     SplitDataset(*tools)(str(merged), str(part), episodes="1,3,5")
     DeleteEpisodes(*tools)(str(merged), "0,4")
     jobs = [dump_job(root, tmp_path / f"{root.name}.npz", plan.fps) for root in (merged, part)]
-    for root, result in zip((merged, part), lerobot(jobs, tmp_path)):
+    for root, result in zip((merged, part), lerobot_jobs(jobs)):
         assert_same_items(root, result, tmp_path / f"{root.name}.npz", plan.fps)
         written = json.loads((root / "meta/stats.json").read_text())[GRID]
         assert_stats_match(written, result["computed"][GRID])

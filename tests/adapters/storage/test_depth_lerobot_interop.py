@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +29,9 @@ from rlctl.application.use_cases.delete_episodes import DeleteEpisodes
 from rlctl.application.use_cases.merge_datasets import MergeDatasets
 from rlctl.application.use_cases.split_dataset import SplitDataset
 
-LEROBOT_PYTHON = os.environ.get("RLCTL_LEROBOT_PYTHON")
-SCRIPT = Path(__file__).with_name("lerobot_datasets.py")
-
 pytestmark = [
     pytest.mark.lerobot,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not LEROBOT_PYTHON,
-        reason="set RLCTL_LEROBOT_PYTHON to a Python with lerobot 0.6.1 installed "
-        "(e.g. /tmp/lerobot-anchor/bin/python) to compare depth cameras with LeRobot's",
-    ),
 ]
 
 
@@ -56,16 +46,6 @@ def load_support():
 ds = load_support()
 DELTAS = {ds.DEPTH_VIDEO: [-1 / ds.FPS, 0.0], ds.DEPTH_IMAGE: [0.0, 1 / ds.FPS]}
 CAMERAS = [ds.DEPTH_VIDEO, ds.DEPTH_IMAGE]
-
-
-def lerobot(jobs: list[dict[str, Any]], tmp_path: Path) -> list[Any]:
-    path = tmp_path / "jobs.json"
-    path.write_text(json.dumps(jobs))
-    result = subprocess.run(
-        [LEROBOT_PYTHON, str(SCRIPT), str(path)], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def write_job(root: Path, unit: str, tmp_path: Path) -> dict[str, Any]:
@@ -123,12 +103,11 @@ def assert_same_items(ours: list[dict[str, Any]], summary: dict, arrays: Path) -
 
 
 @pytest.mark.parametrize("unit", ["mm", "m"])
-def test_depth_cameras_are_lerobots_both_ways(tmp_path: Path, unit: str) -> None:
+def test_depth_cameras_are_lerobots_both_ways(lerobot_jobs, tmp_path: Path, unit: str) -> None:
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     ds.write(ours, unit)
-    dumps = lerobot(
-        [write_job(theirs, unit, tmp_path), dump_job(theirs, tmp_path), dump_job(ours, tmp_path)],
-        tmp_path,
+    dumps = lerobot_jobs(
+        [write_job(theirs, unit, tmp_path), dump_job(theirs, tmp_path), dump_job(ours, tmp_path)]
     )
     _, their_summary, our_summary = dumps
     # rlctl reads LeRobot's dataset as LeRobot does, and LeRobot reads rlctl's the same way.
@@ -165,17 +144,17 @@ def test_depth_cameras_are_lerobots_both_ways(tmp_path: Path, unit: str) -> None
             )
 
 
-def test_tools_keep_depth_cameras_readable_by_lerobot(tmp_path: Path) -> None:
+def test_tools_keep_depth_cameras_readable_by_lerobot(lerobot_jobs, tmp_path: Path) -> None:
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     ds.write(ours, "mm")
-    lerobot([write_job(theirs, "mm", tmp_path)], tmp_path)
+    lerobot_jobs([write_job(theirs, "mm", tmp_path)])
     tools = (LeRobotMetaReader(), LeRobotRebuilder(), LocalDatasetFolders(), SilentProgress())
     merged, part = tmp_path / "merged", tmp_path / "part"
     MergeDatasets(*tools)([str(theirs), str(ours)], str(merged))
     SplitDataset(*tools)(str(merged), str(part), episodes="1,3,5")
     DeleteEpisodes(*tools)(str(merged), "0,4")
     roots = (merged, part)
-    for root, summary in zip(roots, lerobot([dump_job(r, tmp_path) for r in roots], tmp_path)):
+    for root, summary in zip(roots, lerobot_jobs([dump_job(r, tmp_path) for r in roots])):
         report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
         assert report.ok and not report.warnings, report.problems
         assert_same_items(items(root), summary, tmp_path / f"{root.name}.npz")

@@ -8,9 +8,6 @@ Runs when RLCTL_LEROBOT_PYTHON names a Python with lerobot installed (e.g.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -27,17 +24,7 @@ from rlctl.application.use_cases.merge_datasets import MergeDatasets
 from rlctl.application.use_cases.recompute_stats import RecomputeRequest, RecomputeStats
 from rlctl.domain.statistics import stats_from_json
 
-LEROBOT_PYTHON = os.environ.get("RLCTL_LEROBOT_PYTHON")
-
-pytestmark = [
-    pytest.mark.lerobot,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not LEROBOT_PYTHON,
-        reason="set RLCTL_LEROBOT_PYTHON to a Python with lerobot 0.6.1 installed "
-        "(e.g. /tmp/lerobot-anchor/bin/python) to check that LeRobot reads the tools' output",
-    ),
-]
+pytestmark = [pytest.mark.lerobot, pytest.mark.slow]
 
 
 def load_support():
@@ -78,17 +65,9 @@ print(json.dumps({k: v.tolist() for k, v in ds.meta.stats["action"].items()}))
 """
 
 
-def lerobot(script: str, *args: str) -> str:
-    result = subprocess.run(
-        [LEROBOT_PYTHON, "-c", script, *args], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.strip().splitlines()[-1]
-
-
-def assert_lerobot_sees(root: Path, tmp_path: Path) -> None:
+def assert_lerobot_sees(lerobot, root: Path, tmp_path: Path) -> None:
     out = tmp_path / f"{root.name}.npz"
-    summary = json.loads(lerobot(DUMP, str(root), str(out)))
+    summary = lerobot("-c", DUMP, root, out)
     ours = support.items(root)
     assert summary["len"] == len(ours)
     assert summary["episodes"] == LeRobotMetaReader().read_meta(root).total_episodes
@@ -100,7 +79,7 @@ def assert_lerobot_sees(root: Path, tmp_path: Path) -> None:
                     np.testing.assert_allclose(arrays[f"{i}/{key}"], value.numpy(), atol=1e-6)
 
 
-def test_lerobot_opens_merged_and_edited_datasets(tmp_path, fixtures_dir):
+def test_lerobot_opens_merged_and_edited_datasets(lerobot, tmp_path, fixtures_dir):
     plan = ws.DatasetPlan(
         fps=10,
         state_dim=6,
@@ -114,16 +93,16 @@ def test_lerobot_opens_merged_and_edited_datasets(tmp_path, fixtures_dir):
     MergeDatasets(*tools)(
         [str(theirs), str(support.copy_dataset(theirs, tmp_path / "b"))], str(merged)
     )
-    assert_lerobot_sees(merged, tmp_path)
+    assert_lerobot_sees(lerobot, merged, tmp_path)
     DeleteEpisodes(*tools)(str(merged), "1,3")
-    assert_lerobot_sees(merged, tmp_path)
+    assert_lerobot_sees(lerobot, merged, tmp_path)
     merged_ours = tmp_path / "merged_ours"
     copy = support.copy_dataset(tmp_path / "ours", tmp_path / "ours2")
     MergeDatasets(*tools)([str(tmp_path / "ours"), str(copy)], str(merged_ours))
-    assert_lerobot_sees(merged_ours, tmp_path)
+    assert_lerobot_sees(lerobot, merged_ours, tmp_path)
 
 
-def test_relative_action_stats_match_lerobots(tmp_path, fixtures_dir):
+def test_relative_action_stats_match_lerobots(lerobot, tmp_path, fixtures_dir):
     root = support.copy_dataset(fixtures_dir / "sim_video", tmp_path / "ds")
     copy = support.copy_dataset(root, tmp_path / "lerobot")
     RecomputeStats(LeRobotMetaReader(), LeRobotStatsAccess(), SilentProgress())(
@@ -131,7 +110,7 @@ def test_relative_action_stats_match_lerobots(tmp_path, fixtures_dir):
             str(root), relative_actions=True, chunk_size=3, exclude_joints=("joint_1",)
         )
     )
-    theirs = json.loads(lerobot(RELATIVE, str(copy)))
+    theirs = lerobot("-c", RELATIVE, copy)
     ours = stats_from_json(LeRobotMetaReader().read_meta(root).stats)["action"]
     np.testing.assert_allclose(ours.mean, theirs["mean"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ours.std, theirs["std"], rtol=1e-4, atol=1e-6)
