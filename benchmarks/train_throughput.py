@@ -8,7 +8,8 @@ The dataset is the one `../shared/bench/lerobot_anchor.py /tmp/anchor_train --ep
 same policy (ACT defaults; the ResNet-18 starts from random weights because this machine is
 offline) for the same steps; the first `--warmup` steps are left out. The tools alternate for
 `--rounds` rounds. Prints one JSON line per run, then the ratios of rlctl's throughput to
-LeRobot's (from the mean, the median and the fastest step):
+LeRobot's (from the mean, the median and the fastest step), and each round's ratio with their
+median (the two runs of a round are minutes apart, so the machine's slow spells touch them alike):
 
     samples_per_s   batch / (data wait + update), averaged over the measured steps (LeRobot's
                     own definition of its `smp/s`)
@@ -189,6 +190,19 @@ def main() -> None:
                     "rlctl_over_lerobot_best": round(
                         min(r["best_s_per_step"] for r in results["lerobot"])
                         / min(r["best_s_per_step"] for r in results["rlctl"]),
+                        3,
+                    ),
+                    # Each round's two runs are minutes apart: their ratio is the least
+                    # touched by the machine's slower and faster spells.
+                    "paired_ratio_per_round": [
+                        round(theirs["s_per_step"] / ours["s_per_step"], 3)
+                        for ours, theirs in zip(results["rlctl"], results["lerobot"])
+                    ],
+                    "paired_ratio_median": round(
+                        statistics.median(
+                            theirs["s_per_step"] / ours["s_per_step"]
+                            for ours, theirs in zip(results["rlctl"], results["lerobot"])
+                        ),
                         3,
                     ),
                 }
