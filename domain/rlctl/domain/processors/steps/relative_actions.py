@@ -15,7 +15,7 @@ the raw observation beside the action, and its unnormaliser must declare only th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -106,6 +106,7 @@ def to_absolute_actions(actions: Any, state: Any, mask: np.ndarray) -> Any:
 
 class _ActionFrame(Step[RelativeActionsConfig]):
     config_class = RelativeActionsConfig
+    lerobot_settings: ClassVar[tuple[str, ...]]
 
     def mask_for(self, actions: Any) -> np.ndarray:
         config = self.config
@@ -122,21 +123,20 @@ class _ActionFrame(Step[RelativeActionsConfig]):
             require_array(action, "action")
         return action, transition.observation.get(self.config.state_key)
 
-    def _written(self, data: dict[str, Any]) -> dict[str, Any]:
-        # LeRobot's steps always read `observation.state` and reject a `state_key` setting.
+    def config_data(self) -> dict[str, Any]:
+        # LeRobot's step takes only its own settings and always reads `observation.state`;
+        # another state key is kept for rlctl.
+        kept = set(self.lerobot_settings)
         if self.config.state_key != _DEFAULT_STATE_KEY:
-            data["state_key"] = self.config.state_key
-        return data
+            kept.add("state_key")
+        return {k: v for k, v in unstructure_config(self.config).items() if k in kept}
 
 
 @register_step("relative_actions_processor")
 class RelativeActions(_ActionFrame):
     """Absolute -> relative. Without an action or a state the transition passes unchanged."""
 
-    def config_data(self) -> dict[str, Any]:
-        data = unstructure_config(self.config)
-        del data["state_key"]
-        return self._written(data)
+    lerobot_settings = ("enabled", "exclude_joints", "action_names")
 
     def __call__(self, transition: Transition) -> Transition:
         if not self.config.enabled:
@@ -151,8 +151,7 @@ class RelativeActions(_ActionFrame):
 class AbsoluteActions(_ActionFrame):
     """Relative -> absolute; needs the state the relative actions were taken against."""
 
-    def config_data(self) -> dict[str, Any]:
-        return self._written({"enabled": self.config.enabled})
+    lerobot_settings = ("enabled",)
 
     def __call__(self, transition: Transition) -> Transition:
         if not self.config.enabled:
