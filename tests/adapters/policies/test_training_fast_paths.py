@@ -1,5 +1,6 @@
 """The training-only shortcuts compute what the plain modules compute: attention's fused
-projections, the frozen norms folded into convolutions, the CVAE reading its cls token alone."""
+projections, the frozen norms folded into convolutions, the CVAE reading its cls token alone,
+3x3 convolutions' weight gradients as matrix products."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlctl.adapters.policies import backbones
+from rlctl.adapters.policies import backbones, conv_training
 from rlctl.adapters.policies.act import ACTPolicy, TransformerEncoder
 from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
@@ -159,3 +160,63 @@ def test_act_trains_through_the_fast_paths() -> None:
     grads = [p.grad for p in policy.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert set(parts) == {"l1_loss", "kld_loss"}
+
+
+@pytest.mark.parametrize(
+    ("batch", "channels", "out_channels", "size", "stride", "padding", "slab_bytes", "bias"),
+    [
+        (1, 3, 5, (7, 9), 1, 1, 6_000_000, False),
+        (5, 8, 4, (6, 11), 1, 1, 4 * 6 * 11 * 9 * 8 * 2, True),  # two images a slab, one last
+        (4, 16, 16, (5, 5), 1, 1, 1, False),  # one image a slab even past the budget
+        (3, 6, 10, (9, 8), 2, 1, 6_000_000, False),  # a stride leaves the last row over
+        (2, 4, 4, (7, 10), (2, 1), (0, 2), 6_000_000, True),
+    ],
+)
+def test_conv3x3_weight_gradient_as_a_matrix_product_matches_torchs(
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int,
+    channels: int,
+    out_channels: int,
+    size: tuple[int, int],
+    stride: int | tuple[int, int],
+    padding: int | tuple[int, int],
+    slab_bytes: int,
+    bias: bool,
+) -> None:
+    monkeypatch.setattr(conv_training, "_PATCH_SLAB_BYTES", slab_bytes)
+    torch.manual_seed(0)
+    conv = nn.Conv2d(channels, out_channels, 3, stride=stride, padding=padding, bias=bias)
+    conv = conv.train().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, channels, *size).contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    got = conv_training.conv2d(conv, x, conv.weight, conv.bias)
+    assert type(got.grad_fn).__name__ == "_Conv3x3Backward"
+    upstream = torch.randn_like(got)
+    got_grads = torch.autograd.grad(got, [x, *conv.parameters()], upstream)
+    expected = conv(x)
+    expected_grads = torch.autograd.grad(expected, [x, *conv.parameters()], upstream)
+    torch.testing.assert_close(got, expected)
+    for a, b in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert got_grads[1].is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize(
+    "case", ["inference", "dilated", "contiguous input", "frozen weights", "double precision"]
+)
+def test_conv_training_keeps_torchs_path_where_the_matrix_product_does_not_apply(
+    case: str,
+) -> None:
+    dilation = 2 if case == "dilated" else 1
+    conv = nn.Conv2d(4, 4, 3, padding=dilation, dilation=dilation)
+    conv = conv.to(memory_format=torch.channels_last)
+    conv.train(case != "inference")
+    conv.weight.requires_grad_(case != "frozen weights")
+    x = torch.randn(2, 4, 6, 6)
+    if case != "contiguous input":
+        x = x.contiguous(memory_format=torch.channels_last)
+    if case == "double precision":
+        conv, x = conv.double(), x.double()
+    out = conv_training.conv2d(conv, x, conv.weight, conv.bias)
+    assert out.grad_fn is None or type(out.grad_fn).__name__ != "_Conv3x3Backward"
+    torch.testing.assert_close(out, conv(x))
