@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,30 +47,74 @@ def keep_mask(x: Tensor, p: float, only_positive: bool = False) -> Tensor:
 
     `only_positive` also drops where `x <= 0`: the mask of `dropout(relu(x))` (same draws).
     """
-    scale = 1.0 / (1.0 - p)
-    n = x.numel()
-    workers = _workers()
     if not _parallel(x):
         mask = torch.rand_like(x).ge_(p)
         if only_positive:
             mask.mul_(x > 0)
-        return mask.mul_(scale)
+        return mask.mul_(1.0 / (1.0 - p))
+    mask, _ = _draw(x, p, only_positive=only_positive, product=False)
+    return torch.from_numpy(mask).view(x.shape)
+
+
+# Elements a thread draws, compares and scales at a time: a block stays in the cache from the
+# draw to the product, so each tensor is read and written once rather than once per step.
+# Much smaller blocks lose more to taking the GIL back after each numpy call.
+_BLOCK = 1 << 17
+
+
+def _draw(
+    x: Tensor, p: float, *, only_positive: bool, product: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The flat mask, and with `product` also `x * mask`, made one slice per core."""
+    scale = np.float32(1.0 / (1.0 - p))
+    n = x.numel()
+    workers = _workers()
     seed = int(torch.randint(_SEED_BOUND, (1,), dtype=torch.int64).item())
-    out = np.empty(n, dtype=np.float32)
+    mask = np.empty(n, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32) if product else None
     bounds = np.linspace(0, n, workers + 1).astype(np.int64)
-    values = x.detach().contiguous().numpy().reshape(-1) if only_positive else None
+    values = x.detach().contiguous().numpy().reshape(-1) if only_positive or product else None
 
     def fill(i: int) -> None:
-        part = out[bounds[i] : bounds[i + 1]]
-        np.random.Generator(np.random.SFC64([seed, i])).random(out=part, dtype=np.float32)
-        keep = part >= p
-        if values is not None:
-            keep &= values[bounds[i] : bounds[i + 1]] > 0
-        np.multiply(keep, np.float32(scale), out=part)
+        # One generator per slice, drawing its slice in order: the same numbers whatever
+        # the block size.
+        generator = np.random.Generator(np.random.SFC64([seed, i]))
+        keep = np.empty(_BLOCK, dtype=bool)
+        positive = np.empty(_BLOCK, dtype=bool)
+        for start in range(int(bounds[i]), int(bounds[i + 1]), _BLOCK):
+            stop = min(start + _BLOCK, int(bounds[i + 1]))
+            part, kept = mask[start:stop], keep[: stop - start]
+            generator.random(out=part, dtype=np.float32)
+            np.greater_equal(part, p, out=kept)
+            if only_positive:
+                assert values is not None
+                is_positive = positive[: stop - start]
+                np.greater(values[start:stop], 0, out=is_positive)
+                np.logical_and(kept, is_positive, out=kept)
+            np.multiply(kept, scale, out=part)
+            if out is not None:
+                assert values is not None
+                np.multiply(values[start:stop], part, out=out[start:stop])
 
     # numpy lets go of the GIL while it draws and compares, so the slices are made side by side.
     list(_executor().map(fill, range(workers)))
-    return torch.from_numpy(out).view(x.shape)
+    return mask, out
+
+
+class _ReluDropout(torch.autograd.Function):
+    """`x * mask` with the product made alongside the mask, in the same pass over `x`."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, p: float) -> Tensor:
+        mask, out = _draw(x, p, only_positive=True, product=True)
+        assert out is not None
+        ctx.save_for_backward(torch.from_numpy(mask).view(x.shape))
+        return torch.from_numpy(out).view(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
@@ -91,7 +136,7 @@ def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """
     if not training or p in (0.0, 1.0) or not _parallel(x) or x.dtype != torch.float32:
         return dropout(torch.relu(x), p, training)
-    return x * keep_mask(x, p, only_positive=True)
+    return _ReluDropout.apply(x, p)
 
 
 class Dropout(nn.Module):
