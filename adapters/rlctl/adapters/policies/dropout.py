@@ -74,6 +74,8 @@ def _draw(
     out = np.empty(n, dtype=np.float32) if product else None
     bounds = np.linspace(0, n, workers + 1).astype(np.int64)
     values = x.detach().contiguous().numpy().reshape(-1) if only_positive or product else None
+    signs = values if only_positive else None
+    factors = values if product else None
 
     def fill(i: int) -> None:
         # One generator per slice, drawing its slice in order: the same numbers whatever
@@ -86,15 +88,13 @@ def _draw(
             part, kept = mask[start:stop], keep[: stop - start]
             generator.random(out=part, dtype=np.float32)
             np.greater_equal(part, p, out=kept)
-            if only_positive:
-                assert values is not None
+            if signs is not None:
                 is_positive = positive[: stop - start]
-                np.greater(values[start:stop], 0, out=is_positive)
+                np.greater(signs[start:stop], 0, out=is_positive)
                 np.logical_and(kept, is_positive, out=kept)
             np.multiply(kept, scale, out=part)
-            if out is not None:
-                assert values is not None
-                np.multiply(values[start:stop], part, out=out[start:stop])
+            if out is not None and factors is not None:
+                np.multiply(factors[start:stop], part, out=out[start:stop])
 
     # numpy lets go of the GIL while it draws and compares, so the slices are made side by side.
     list(_executor().map(fill, range(workers)))
