@@ -70,9 +70,9 @@ class StepTimes:
 def run_rlctl(args: argparse.Namespace, out: Path) -> dict:
     from rlctl.adapters.memory.progress import SilentProgress
     from rlctl.adapters.training.backend import TorchTrainingBackend
-    from rlctl.application.policy_configs import ACTConfig
     from rlctl.application.use_cases.train_policy import TrainPolicy
     from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+    from rlctl.domain.policies import ACTConfig
 
     settings = TrainSettings(
         dataset=DatasetSource(root=str(args.root)),

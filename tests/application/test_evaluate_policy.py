@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.simulator import FakeEpisode, FakeSimulation
 from rlctl.adapters.sim.random_policy import RandomPolicy
-from rlctl.application.policy_configs import PolicyFeature
 from rlctl.application.ports.simulation import SimTask, SimulationError
 from rlctl.application.use_cases.evaluate_policy import EvalSettings, EvaluatePolicy
 from rlctl.domain.errors import FeatureMismatch
+from rlctl.domain.features import typed_feature
 
 
 def evaluate(sim: FakeSimulation, progress=None, encoder=None, policy=None, **settings):
@@ -288,7 +288,7 @@ class RecordingPolicy(RandomPolicy):
             [-1] * action_dim,
             [1] * action_dim,
             seed=0,
-            input_features={k: PolicyFeature(type=t, shape=s) for k, (t, s) in inputs.items()},
+            input_features={k: typed_feature(t, shape=s) for k, (t, s) in inputs.items()},
         )
         self.batches = []
 

@@ -9,14 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlctl.application.fine_tuning import check_pretrained, fine_tuned_config
-from rlctl.application.policy_configs import (
-    RELATIVE_ACTION_FIELDS,
-    ACTConfig,
-    MLPConfig,
-    PolicyConfig,
-    PolicyFeature,
-    lerobot_config_data,
-)
 from rlctl.application.relative_actions import (
     relative_action_statistics,
     relative_actions_config,
@@ -24,7 +16,14 @@ from rlctl.application.relative_actions import (
 )
 from rlctl.domain.config import resolve, structure, unstructure
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.features import FeatureSpec, typed_feature
+from rlctl.domain.policies import (
+    RELATIVE_ACTION_FIELDS,
+    ACTConfig,
+    MLPConfig,
+    PolicyConfig,
+    lerobot_config_data,
+)
 
 NAMES = ["shoulder_pan.pos", "elbow_flex.pos", "gripper.pos"]
 
@@ -162,8 +161,8 @@ def test_relative_statistics_cover_every_chunk_of_the_policy_window():
 
 def pretrained_mlp(state_dim: int = 3) -> MLPConfig:
     return MLPConfig(
-        input_features={"observation.state": PolicyFeature("STATE", (state_dim,))},
-        output_features={"action": PolicyFeature("ACTION", (3,))},
+        input_features={"observation.state": typed_feature("STATE", (state_dim,))},
+        output_features={"action": typed_feature("ACTION", (3,))},
         hidden_dims=(8,),
     )
 
@@ -174,7 +173,7 @@ def test_a_config_built_in_code_takes_the_pretrained_features():
     assert tuned.input_features == pretrained.input_features
     assert tuned.output_features == pretrained.output_features
     # A config with features of its own (from the checkpoint's config.json) keeps them.
-    own = MLPConfig(output_features={"action": PolicyFeature("ACTION", (3,))})
+    own = MLPConfig(output_features={"action": typed_feature("ACTION", (3,))})
     assert fine_tuned_config(pretrained, own) is own
 
 
@@ -190,7 +189,7 @@ def test_the_dataset_must_provide_the_pretrained_features():
     assert "observation.state is [4] in the policy, [3] here" in info.value.message
     assert info.value.where == "c" and "same state, action and camera" in info.value.hint
     with_camera = with_inputs(
-        pretrained_mlp(), {"observation.images.top": PolicyFeature("VISUAL", (3, 96, 96))}
+        pretrained_mlp(), {"observation.images.top": typed_feature("VISUAL", (3, 96, 96))}
     )
     # Another image size is fine (encoders take any size); a missing camera is not.
     check_pretrained(with_camera, MLPConfig(), features(camera=True), where="c")
@@ -198,5 +197,5 @@ def test_the_dataset_must_provide_the_pretrained_features():
         check_pretrained(with_camera, MLPConfig(), features(), where="c")
 
 
-def with_inputs(config: MLPConfig, extra: dict[str, PolicyFeature]) -> MLPConfig:
+def with_inputs(config: MLPConfig, extra: dict[str, FeatureSpec]) -> MLPConfig:
     return config.with_features({**config.input_features, **extra}, config.output_features)

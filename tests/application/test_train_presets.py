@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.application.policy_configs import ACTConfig, DiffusionConfig, MLPConfig
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.application.use_cases.train_settings import (
     OptimizerOverrides,
@@ -12,6 +11,7 @@ from rlctl.application.use_cases.train_settings import (
     TrainSettings,
 )
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
 
 
 def test_act_preset_is_adamw_without_schedule():

@@ -3,7 +3,7 @@ import pytest
 
 from rlctl.domain.env_observation import (
     flatten_observation,
-    policy_features,
+    env_policy_features,
     policy_key,
     to_policy_observation,
 )
@@ -46,7 +46,7 @@ def test_declared_env_features_as_the_policy_sees_them():
         "pixels/top": FeatureSpec("pixels/top", "video", (480, 640, 3)),
         "action": FeatureSpec("action", "float32", (14,)),
     }
-    out = policy_features(features, {"pixels/top": "observation.images.top"})
+    out = env_policy_features(features, {"pixels/top": "observation.images.top"})
     assert set(out) == {"observation.state", "observation.images.top"}
     assert out["observation.images.top"].shape == (3, 480, 640)
     assert out["observation.images.top"].is_visual

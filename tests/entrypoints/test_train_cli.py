@@ -238,8 +238,8 @@ def test_a_hub_repo_id_is_fine_tuned_from_with_the_command_line_on_top(tmp_path,
     from dependency_injector import providers
 
     from rlctl.adapters.memory.hub import InMemoryHub
-    from rlctl.application.policy_configs import ACTConfig, MLPConfig, lerobot_config_data
     from rlctl.application.use_cases.push_policy import PushPolicy, PushPolicyRequest
+    from rlctl.domain.policies import ACTConfig, MLPConfig, lerobot_config_data
     from rlctl.entrypoints.cli.train import pretrained_settings, train_command
     from rlctl.entrypoints.container import build_container
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rlctl.application.policy_configs import PolicyConfig, PolicyFeature, policy_features
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.features import FeatureKind, FeatureSpec
+from rlctl.domain.policies import PolicyConfig, dataset_policy_features
 
 _LISTED = 6
 
@@ -42,7 +42,7 @@ def check_pretrained(
             hint=f"drop --policy.type (the checkpoint's type is kept) or pass "
             f"--policy.type={pretrained.type_name}",
         )
-    inputs, outputs = policy_features(dataset_features)
+    inputs, outputs = dataset_policy_features(dataset_features)
     problems = _differences(pretrained.input_features, inputs, images_may_resize=True)
     problems += _differences(pretrained.output_features, outputs, images_may_resize=False)
     if problems:
@@ -57,8 +57,8 @@ def check_pretrained(
 
 
 def _differences(
-    wanted: Mapping[str, PolicyFeature],
-    found: Mapping[str, PolicyFeature],
+    wanted: Mapping[str, FeatureSpec],
+    found: Mapping[str, FeatureSpec],
     *,
     images_may_resize: bool,
 ) -> list[str]:
@@ -67,7 +67,7 @@ def _differences(
         have = found.get(key)
         if have is None:
             out.append(f"{key} is missing from the dataset")
-        elif feature.type == "VISUAL" and images_may_resize:
+        elif feature.kind is FeatureKind.VISUAL and images_may_resize:
             continue  # the image encoders take any size; the crop is checked by the config
         elif tuple(have.shape) != tuple(feature.shape):
             out.append(f"{key} is {list(feature.shape)} in the policy, {list(have.shape)} here")

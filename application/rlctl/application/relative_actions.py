@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import attrs
 import numpy as np
 
-from rlctl.application.policy_configs import ACTION, OBS_STATE, PolicyConfig
 from rlctl.application.relative_action_stats import action_names, relative_action_stats
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import ACTION, OBS_STATE, PolicyConfig
 from rlctl.domain.processors import RelativeActionsConfig
 from rlctl.domain.processors.steps.relative_actions import joint_mask
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import attrs
 
-from rlctl.application.policy_configs import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup")

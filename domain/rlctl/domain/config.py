@@ -20,6 +20,7 @@ import cattrs
 from cattrs.errors import BaseValidationError, ClassValidationError, ForbiddenExtraKeysError
 
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureSpec, typed_feature_data
 
 TYPE_FIELD = "type"
 
@@ -105,6 +106,10 @@ def _make_converter() -> cattrs.Converter:
         unstructure_union,
     )
     conv.register_structure_hook(tuple, lambda v, _: tuple(v))
+    # In configs a feature is `{"type": "STATE", "shape": [6]}`; the owning field's converter
+    # (`typed_features`) builds the spec, because only it knows the feature's key.
+    conv.register_structure_hook(FeatureSpec, lambda v, _: v)
+    conv.register_unstructure_hook(FeatureSpec, typed_feature_data)
     return conv
 
 

@@ -100,7 +100,7 @@ def to_policy_observation(
     return out
 
 
-def policy_features(
+def env_policy_features(
     features: Mapping[str, FeatureSpec], features_map: Mapping[str, str] | None = None
 ) -> dict[str, FeatureSpec]:
     """An env's declared raw features as a policy sees them: `to_policy_observation`'s keys, and

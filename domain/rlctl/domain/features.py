@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from rlctl.domain.depth import is_depth_map
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.errors import ConfigError, InvalidInput
 
 VISUAL_DTYPES = frozenset({"image", "video"})
 NUMERIC_DTYPES = frozenset(
@@ -93,10 +93,20 @@ class FeatureSpec:
     names: Any = None
     info: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
+    # The kind a policy or env config declares (LeRobot's `{"type": "STATE", "shape": [6]}`);
+    # None derives it from the key and dtype, as a dataset's features are read.
+    declared_kind: FeatureKind | None = attrs.field(default=None, kw_only=True)
 
     @property
     def kind(self) -> FeatureKind:
+        if self.declared_kind is not None:
+            return self.declared_kind
         return _kind_of(self.key, self.dtype)
+
+    @property
+    def policy_type(self) -> str:
+        """LeRobot's `FeatureType` name of this feature: STATE, VISUAL, ENV, ACTION …"""
+        return self.kind.value.upper()
 
     @property
     def is_visual(self) -> bool:
@@ -138,7 +148,11 @@ class FeatureSpec:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FeatureSpec):
             return NotImplemented
-        return self.to_info() == other.to_info() and self.key == other.key
+        return (
+            self.to_info() == other.to_info()
+            and self.key == other.key
+            and self.kind == other.kind
+        )
 
     def __hash__(self) -> int:
         return hash((self.key, self.dtype, self.shape))
@@ -205,3 +219,75 @@ def visual_keys(features: Mapping[str, FeatureSpec]) -> list[str]:
 
 def video_keys(features: Mapping[str, FeatureSpec]) -> list[str]:
     return [k for k, f in features.items() if f.is_video]
+
+
+# LeRobot's FeatureType names, as a policy's or an env's config.json holds them.
+TYPED_KINDS = {
+    "STATE": FeatureKind.STATE,
+    "VISUAL": FeatureKind.VISUAL,
+    "ENV": FeatureKind.ENV,
+    "ACTION": FeatureKind.ACTION,
+    "REWARD": FeatureKind.REWARD,
+    "LANGUAGE": FeatureKind.LANGUAGE,
+}
+_CHANNELS_FIRST = ("channels", "height", "width")
+_CHANNELS_LAST = ("height", "width", "channels")
+
+
+def typed_kind(value: str | FeatureKind) -> FeatureKind:
+    """`"STATE"` (LeRobot's spelling) or `FeatureKind.STATE` → `FeatureKind.STATE`."""
+    kind = TYPED_KINDS.get(str(value).upper())
+    if kind is None:
+        raise ConfigError(
+            f"unknown feature type {value!r}", hint=f"known types: {', '.join(TYPED_KINDS)}"
+        )
+    return kind
+
+
+def typed_feature(
+    type: str | FeatureKind,
+    shape: Any,
+    key: str = "",
+    *,
+    channels_last: bool = False,
+) -> FeatureSpec:
+    """A feature declared by its kind and shape, as policy and env configs write them.
+
+    Images are channels-first `(C, H, W)` in a policy's config and channels-last `(H, W, C)` in
+    an env's, as in LeRobot; `names` records which, so `hwc` reads either.
+    """
+    kind = typed_kind(type)
+    dims = _shape(shape, key or str(type))
+    if kind is FeatureKind.VISUAL:
+        names: Any = list(_CHANNELS_LAST if channels_last else _CHANNELS_FIRST)
+        return FeatureSpec(key, "video", dims, names=names, declared_kind=kind)
+    dtype = "string" if kind is FeatureKind.LANGUAGE else "float32"
+    return FeatureSpec(key, dtype, dims, declared_kind=kind)
+
+
+def typed_feature_data(spec: FeatureSpec) -> dict[str, Any]:
+    """`{"type": "STATE", "shape": [6]}`: a feature as a LeRobot config.json holds it."""
+    return {"type": spec.policy_type, "shape": list(spec.shape)}
+
+
+def typed_features(
+    value: Mapping[str, Any] | None, *, channels_last: bool = False
+) -> dict[str, FeatureSpec]:
+    """A config's `{key: {"type", "shape"}}` mapping (or features already built) as specs keyed
+    by their mapping key."""
+    if value is None:
+        return {}
+    out: dict[str, FeatureSpec] = {}
+    for key, feature in value.items():
+        if isinstance(feature, FeatureSpec):
+            out[key] = feature if feature.key == key else attrs.evolve(feature, key=key)
+            continue
+        if not isinstance(feature, Mapping) or set(feature) != {"type", "shape"}:
+            raise ConfigError(
+                f"a feature is written {{'type': ..., 'shape': [...]}}, got {feature!r}",
+                where=key,
+            )
+        out[key] = typed_feature(
+            feature["type"], feature["shape"], key, channels_last=channels_last
+        )
+    return out

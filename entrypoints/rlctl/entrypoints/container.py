@@ -61,6 +61,10 @@ class Container(containers.DeclarativeContainer):
     policy_loader = providers.Singleton(
         lazy("rlctl.adapters.policies.loaded_policy:LeRobotPolicyLoader")
     )
+    # `container.eval_policy(EvalPolicySettings, simulation, seed=...)`: saved, or built by type.
+    eval_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.eval_settings:choose_policy"), policy_loader
+    )
 
     # A simulation is built per env config: `container.simulation(env_config)`.
     simulation = providers.Factory(lazy("rlctl.adapters.sim.simulation:GymSimulation"))
@@ -103,6 +107,22 @@ class Container(containers.DeclarativeContainer):
     inspect_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.inspect_dataset:InspectDataset"),
         meta_reader=meta_reader,
+    )
+
+    # The dataset viewer: `container.view_dataset()(location)` → the page's data.
+    episode_data = providers.Selector(
+        config.dataset.store,
+        lerobot=providers.Singleton(
+            lazy("rlctl.adapters.storage.lerobot_v3.episode_data:LeRobotEpisodeData")
+        ),
+        memory=providers.Singleton(
+            lazy("rlctl.adapters.memory.episode_data:InMemoryEpisodeData"), writer=dataset_writer
+        ),
+    )
+    view_dataset = providers.Factory(
+        lazy("rlctl.application.use_cases.view_dataset:ViewDataset"),
+        meta_reader=meta_reader,
+        episode_data=episode_data,
     )
 
     # Robots, teleoperators and recording: devices are built per config,

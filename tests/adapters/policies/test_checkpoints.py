@@ -22,9 +22,10 @@ from rlctl.adapters.policies.loaded_policy import (
     create_policy,
     load_policy,
 )
-from rlctl.application.policy_configs import MLPConfig, PolicyFeature
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.domain.errors import RlctlError
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies import MLPConfig
 
 STATS = {
     "observation.state": {
@@ -38,8 +39,8 @@ STATS = {
 def mlp_policy() -> LoadedPolicy:
     torch.manual_seed(0)
     config = MLPConfig(
-        input_features={"observation.state": PolicyFeature("STATE", (3,))},
-        output_features={"action": PolicyFeature("ACTION", (2,))},
+        input_features={"observation.state": typed_feature("STATE", (3,))},
+        output_features={"action": typed_feature("ACTION", (2,))},
         chunk_size=4,
         n_action_steps=2,
         hidden_dims=(16,),

@@ -9,23 +9,25 @@ from rlctl.adapters.policies.act import ACTPolicy, TemporalEnsembler
 from rlctl.adapters.policies.base import build_policy, policy_class
 from rlctl.adapters.policies.diffusion import DiffusionPolicy
 from rlctl.adapters.policies.mlp import MLPPolicy
-from rlctl.application.policy_configs import (
+from rlctl.domain.config import structure
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies import (
     ACTConfig,
     DiffusionConfig,
     MLPConfig,
     PolicyConfig,
-    PolicyFeature,
+    RandomPolicyConfig,
+    policy_config_class,
 )
-from rlctl.domain.config import structure
-from rlctl.domain.errors import ConfigError, InvalidInput
 
 STATE, ENV, ACTION_DIM, BATCH = 4, 3, 2, 3
 INPUTS = {
-    "observation.state": PolicyFeature("STATE", (STATE,)),
-    "observation.environment_state": PolicyFeature("ENV", (ENV,)),
+    "observation.state": typed_feature("STATE", (STATE,)),
+    "observation.environment_state": typed_feature("ENV", (ENV,)),
 }
-OUTPUTS = {"action": PolicyFeature("ACTION", (ACTION_DIM,))}
-IMAGE = {"observation.images.top": PolicyFeature("VISUAL", (3, 32, 32))}
+OUTPUTS = {"action": typed_feature("ACTION", (ACTION_DIM,))}
+IMAGE = {"observation.images.top": typed_feature("VISUAL", (3, 32, 32))}
 
 
 def tiny_act(**overrides) -> ACTConfig:
@@ -83,12 +85,15 @@ def assert_trains(model: torch.nn.Module, batch: dict) -> None:
 
 
 def test_policy_types_resolve_to_their_models() -> None:
-    assert policy_class("act") is ACTPolicy
-    assert policy_class("diffusion") is DiffusionPolicy
-    assert policy_class("mlp") is MLPPolicy
-    with pytest.raises(ConfigError, match="no model implements") as caught:
-        policy_class("pi0-nonexistent")
+    assert policy_class(ACTConfig()) is ACTPolicy
+    assert policy_class(DiffusionConfig()) is DiffusionPolicy
+    assert policy_class(MLPConfig()) is MLPPolicy
+    with pytest.raises(ConfigError, match="unknown policy type") as caught:
+        policy_config_class("pi0-nonexistent")
     assert "act" in (caught.value.hint or "")
+    with pytest.raises(ConfigError, match="not a trainable model") as caught:
+        policy_class(RandomPolicyConfig())
+    assert "mlp" in (caught.value.hint or "")
 
 
 @pytest.mark.parametrize(

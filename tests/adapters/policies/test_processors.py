@@ -17,9 +17,10 @@ from rlctl.adapters.policies.processors import (
     make_pre_post_processors,
     write_pipeline,
 )
-from rlctl.application.policy_configs import MLPConfig, PolicyFeature
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import typed_feature
 from rlctl.domain.frames import Transition
+from rlctl.domain.policies import MLPConfig
 from rlctl.domain.processors import ProcessorPipeline, RelativeActionsConfig
 
 
@@ -81,8 +82,8 @@ def test_default_pair_is_what_lerobot_writes(name: str, fixtures_dir: Path, tmp_
 
 def test_relative_actions_wrap_the_normalisation() -> None:
     config = MLPConfig(
-        input_features={"observation.state": PolicyFeature("STATE", (2,))},
-        output_features={"action": PolicyFeature("ACTION", (2,))},
+        input_features={"observation.state": typed_feature("STATE", (2,))},
+        output_features={"action": typed_feature("ACTION", (2,))},
         normalization_mapping={"STATE": "IDENTITY", "ACTION": "MEAN_STD"},
     )
     stats = {"action": {"mean": np.zeros(2), "std": np.full(2, 2.0)}}

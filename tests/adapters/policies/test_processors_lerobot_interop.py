@@ -12,8 +12,9 @@ import torch
 
 from rlctl.adapters.policies.checkpoint import read_processors
 from rlctl.adapters.policies.processors import make_pre_post_processors, write_pipeline
-from rlctl.application.policy_configs import MLPConfig, PolicyFeature
+from rlctl.domain.features import typed_feature
 from rlctl.domain.frames import Transition
+from rlctl.domain.policies import MLPConfig
 from rlctl.domain.processors import RelativeActionsConfig
 
 LEROBOT_SCRIPT = Path(__file__).with_name("lerobot_processors.py")
@@ -23,8 +24,8 @@ NAMES = ("shoulder.pos", "elbow.pos", "wrist.pos", "gripper.pos")
 @pytest.mark.lerobot
 def test_lerobot_runs_rlctls_relative_action_processors(lerobot, tmp_path: Path) -> None:
     config = MLPConfig(
-        input_features={"observation.state": PolicyFeature("STATE", (4,))},
-        output_features={"action": PolicyFeature("ACTION", (4,))},
+        input_features={"observation.state": typed_feature("STATE", (4,))},
+        output_features={"action": typed_feature("ACTION", (4,))},
         normalization_mapping={"STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
     )
     stats = {

@@ -12,7 +12,8 @@ from rlctl.adapters.policies import backbones, conv_training
 from rlctl.adapters.policies.act import ACTPolicy, TransformerEncoder
 from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
-from rlctl.application.policy_configs import ACTConfig, PolicyFeature
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies import ACTConfig
 
 DIM, HEADS = 32, 4
 
@@ -120,8 +121,8 @@ def test_frozen_norms_folded_in_training_give_the_inference_outputs() -> None:
 
 def test_the_cvae_reads_the_same_cls_output_from_its_first_token_alone() -> None:
     config = ACTConfig(
-        input_features={"observation.state": PolicyFeature("STATE", (4,))},
-        output_features={"action": PolicyFeature("ACTION", (2,))},
+        input_features={"observation.state": typed_feature("STATE", (4,))},
+        output_features={"action": typed_feature("ACTION", (2,))},
         dim_model=16, n_heads=2, dim_feedforward=32, n_vae_encoder_layers=3, dropout=0.0,
         pre_norm=True,
     )  # fmt: skip
@@ -139,10 +140,10 @@ def test_the_cvae_reads_the_same_cls_output_from_its_first_token_alone() -> None
 def test_act_trains_through_the_fast_paths() -> None:
     config = ACTConfig(
         input_features={
-            "observation.state": PolicyFeature("STATE", (4,)),
-            "observation.images.top": PolicyFeature("VISUAL", (3, 32, 32)),
+            "observation.state": typed_feature("STATE", (4,)),
+            "observation.images.top": typed_feature("VISUAL", (3, 32, 32)),
         },
-        output_features={"action": PolicyFeature("ACTION", (2,))},
+        output_features={"action": typed_feature("ACTION", (2,))},
         chunk_size=4, n_action_steps=4, dim_model=16, n_heads=2, dim_feedforward=32,
         n_encoder_layers=1, n_vae_encoder_layers=2, latent_dim=4,
         pretrained_backbone_weights=None,

@@ -51,11 +51,11 @@ def test_metaworld_suites_expand_difficulties_and_keep_single_tasks():
 
 def test_pusht_declares_lerobots_features_and_map():
     env = PushtEnv()
-    specs = env.feature_specs()
+    specs = env.env_features()
     assert specs["pixels"].shape == (96, 96, 3) and specs["pixels"].is_visual
     assert specs["agent_pos"].shape == (2,)
     assert env.features_map["agent_pos"] == "observation.state"
-    state_only = PushtEnv(obs_type="environment_state_agent_pos").feature_specs()
+    state_only = PushtEnv(obs_type="environment_state_agent_pos").env_features()
     assert "pixels" not in state_only and state_only["environment_state"].shape == (16,)
 
 

@@ -199,7 +199,7 @@ class KeepingPolicy(RandomPolicy):
 def test_aloha_steps_with_the_observations_it_declares():
     pytest.importorskip("gym_aloha")
     from rlctl.adapters.sim.mujoco_gl import is_rendering_error
-    from rlctl.domain.env_observation import policy_features
+    from rlctl.domain.env_observation import env_policy_features
 
     # Each step renders a 480x640 camera three times: two steps are enough.
     sim = GymSimulation(make_env_config("aloha", task="AlohaInsertion-v0", episode_length=2))
@@ -214,7 +214,7 @@ def test_aloha_steps_with_the_observations_it_declares():
         raise
     [episode] = report.episodes
     assert episode.length == 2 and episode.seed == 3 and np.isfinite(episode.sum_reward)
-    declared = policy_features(spec.features, spec.feature_map)
+    declared = env_policy_features(spec.features, spec.feature_map)
     assert set(declared) == {"observation.state", "observation.images.top"}
     for batch in policy.batches:
         observed = {k: v.shape[1:] for k, v in batch.items() if k.startswith("observation.")}

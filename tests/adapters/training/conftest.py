@@ -11,9 +11,9 @@ import torch
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
-from rlctl.application.policy_configs import ACTConfig, DiffusionConfig, MLPConfig
 from rlctl.application.use_cases.train_policy import TrainPolicy, TrainReport
 from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
 
 
 def tiny_mlp(**overrides) -> MLPConfig:

@@ -17,9 +17,9 @@ import torch
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import SilentProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
-from rlctl.application.policy_configs import MLPConfig
 from rlctl.application.use_cases.train_policy import TrainPolicy
 from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+from rlctl.domain.policies import MLPConfig
 
 
 class Backend(TorchTrainingBackend):

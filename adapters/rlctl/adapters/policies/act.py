@@ -30,14 +30,13 @@ from torch import Tensor, nn
 
 from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
-from rlctl.adapters.policies.base import Batch, PolicyModel, register_policy
+from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.dropout import Dropout, relu_dropout
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
-from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 
 
-@register_policy("act")
 class ACTPolicy(PolicyModel):
     config_class = ACTConfig
     config: ACTConfig

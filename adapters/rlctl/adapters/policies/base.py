@@ -4,24 +4,26 @@ A model works on *normalised* batches keyed like LeRobot's (`observation.state`,
 `observation.images.<camera>`, `action`, `action_is_pad`); processors do the rest. Its state-dict
 keys are LeRobot's, so a LeRobot `model.safetensors` loads as it is.
 
-A policy type maps to its model class through `register_policy`; `policy_class("act")` imports
-`rlctl.adapters.policies.act` on first use, so a new policy is one config class and one module.
+A policy config names the class that serves it (`ACTConfig.implementation`); `policy_class`
+imports it on first use, so a new policy is one config class, one model module and one entry point.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from rlctl.application.policy_configs import PolicyConfig
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
-from rlctl.domain.config import registered_types
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import PolicyConfig, known_policy_types
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.simulation import Simulation
 
 Batch = Mapping[str, Any]
 
@@ -40,6 +42,19 @@ class PolicyModel(nn.Module):
             )
         self.config = config
         self._action_queue = ActionQueue(max(1, getattr(config, "n_action_steps", 1)))
+
+    @classmethod
+    def for_simulation(
+        cls, config: PolicyConfig, simulation: Simulation, *, seed: int | None = None
+    ) -> Any:
+        """A model learns from data: it is trained or loaded, never built for an env."""
+        raise ConfigError(
+            f"policy type {config.type_name!r} acts only once trained",
+            where="policy.type",
+            hint="give a checkpoint with --policy.path=DIR (train one with rlctl train), or "
+            "choose a policy that needs no training: "
+            + ", ".join(n for n, c in known_policy_types().items() if not c.trainable),
+        )
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         """The training loss on a normalised batch, and its parts for logging."""
@@ -110,36 +125,51 @@ class ObservationHistory:
             queue.clear()
 
 
-_MODELS: dict[str, type[PolicyModel]] = {}
-
-
-def register_policy(name: str) -> Callable[[type[PolicyModel]], type[PolicyModel]]:
-    """Class decorator: the model class that serves policy type `name`."""
-
-    def decorate(cls: type[PolicyModel]) -> type[PolicyModel]:
-        _MODELS[name] = cls
-        return cls
-
-    return decorate
-
-
-def policy_class(name: str) -> type[PolicyModel]:
-    """The model class for a policy type, importing `rlctl.adapters.policies.<name>` if needed."""
-    if name not in _MODELS:
-        try:
-            importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__package__}.{name}":
-                raise
-    if name not in _MODELS:
-        known = sorted(set(_MODELS) | set(registered_types(PolicyConfig)))
+def policy_class(config: PolicyConfig) -> type[PolicyModel]:
+    """The model class serving `config`'s type: its `implementation`, imported on first use."""
+    cls = implementation_of(type(config))
+    if not (isinstance(cls, type) and issubclass(cls, PolicyModel)):
         raise ConfigError(
-            f"no model implements policy type {name!r}",
-            hint=f"known policy types: {', '.join(known)}",
+            f"policy type {config.type_name!r} is not a trainable model "
+            f"({type(config).implementation} is not a PolicyModel)",
+            where="policy.type",
+            hint=f"trainable types: {', '.join(trainable_policy_types())}",
         )
-    return _MODELS[name]
+    return cls
+
+
+def implementation_of(config_class: type[PolicyConfig]) -> Any:
+    """What `config_class.implementation` (`"package.module:Name"`) names, imported."""
+    target = config_class.implementation
+    module_name, _, attr = target.partition(":")
+    name = getattr(config_class, "type_name", config_class.__name__)
+    if not module_name or not attr:
+        raise ConfigError(
+            f"policy type {name!r} names no implementation",
+            hint=f"set {config_class.__name__}.implementation = 'package.module:Class'",
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(
+            f"the implementation of policy type {name!r} cannot be imported: {err}",
+            where=target,
+            hint="install the package that provides it (see the policy's documentation)",
+        ) from err
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(
+            f"{module_name} has no {attr}, which policy type {name!r} names as its implementation",
+            where=target,
+        ) from None
+
+
+def trainable_policy_types() -> list[str]:
+    """The policy types that train (scripted ones do not), without importing any model."""
+    return [name for name, cls in known_policy_types().items() if cls.trainable]
 
 
 def build_policy(config: PolicyConfig) -> PolicyModel:
     """A freshly initialised model for `config`."""
-    return policy_class(config.type_name)(config)
+    return policy_class(config)(config)

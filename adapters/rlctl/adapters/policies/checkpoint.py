@@ -37,9 +37,9 @@ from rlctl.adapters.policies.processors import (
     read_pipeline,
     write_pipeline,
 )
-from rlctl.application.policy_configs import PolicyConfig, lerobot_config_data
-from rlctl.domain.config import fields_of, registered_types, structure
+from rlctl.domain.config import fields_of, structure
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import PolicyConfig, known_policy_types, lerobot_config_data
 from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
 
 CONFIG_FILE = "config.json"
@@ -72,13 +72,14 @@ def read_config(folder: Path) -> PolicyConfig:
     data = read_json(path)
     if not isinstance(data, dict):
         raise CheckpointError("config.json must hold a JSON object", where=str(path))
-    known = registered_types(PolicyConfig)
+    known = known_policy_types()
     policy_type = data.get("type")
     if not isinstance(policy_type, str) or policy_type not in known:
         raise UnknownPolicyType(
             f"unknown policy type {policy_type!r}",
             where=f"{path}: type",
-            hint=f"rlctl implements: {', '.join(known)}",
+            hint=f"known policy types: {', '.join(known)} (another type needs the package that "
+            "provides it)",
         )
     cls = known[policy_type]
     # A newer LeRobot may add config keys; they are dropped (and logged) rather than refused.
@@ -105,7 +106,7 @@ def read_model(
 ) -> PolicyModel:
     """The model `config` describes, with the weights of `model.safetensors`, in eval mode."""
     try:
-        cls = policy_class(config.type_name)
+        cls = policy_class(config)
     except ConfigError as err:
         raise UnknownPolicyType(
             err.message, where=str(folder / CONFIG_FILE), hint=err.hint

@@ -31,14 +31,13 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from rlctl.adapters.policies.backbones import resnet
-from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel, register_policy
+from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel
 from rlctl.adapters.policies.schedulers import make_scheduler
-from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, DiffusionConfig
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, DiffusionConfig
 
 
-@register_policy("diffusion")
 class DiffusionPolicy(PolicyModel):
     config_class = DiffusionConfig
     config: DiffusionConfig

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlctl.adapters.policies.base import PolicyModel, build_policy
+from rlctl.adapters.policies.base import PolicyModel, build_policy, implementation_of
 from rlctl.adapters.policies.checkpoint import (
     checkpoint_folder,
     read_config,
@@ -24,10 +24,13 @@ from rlctl.adapters.policies.checkpoint import (
     save_pretrained,
 )
 from rlctl.adapters.policies.processors import make_pre_post_processors
-from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
+from rlctl.application.ports.policy import Policy
+from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import HardwareError
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.frames import Transition
+from rlctl.domain.policies import PolicyConfig, policy_config_class
 from rlctl.domain.processors import ProcessorPipeline
 
 
@@ -47,11 +50,11 @@ class LoadedPolicy:
         return self.model.config
 
     @property
-    def input_features(self) -> Mapping[str, PolicyFeature]:
+    def input_features(self) -> Mapping[str, FeatureSpec]:
         return self.config.input_features
 
     @property
-    def output_features(self) -> Mapping[str, PolicyFeature]:
+    def output_features(self) -> Mapping[str, FeatureSpec]:
         return self.config.output_features
 
     @property
@@ -134,10 +137,18 @@ def create_policy(
 
 
 class LeRobotPolicyLoader:
-    """The `PolicyLoader` port over local checkpoint folders."""
+    """The `PolicyLoader` port: local checkpoint folders, and registered untrained types."""
 
     def load(self, location: str | Path, *, device: str | None = None) -> LoadedPolicy:
         return load_policy(location, device=device)
+
+    def create_for_simulation(
+        self, policy_type: str, simulation: Simulation, *, seed: int | None = None
+    ) -> Policy:
+        config_class = policy_config_class(policy_type)
+        return implementation_of(config_class).for_simulation(
+            config_class(), simulation, seed=seed
+        )
 
 
 def _available(device: str) -> bool:

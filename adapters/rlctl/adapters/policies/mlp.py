@@ -16,16 +16,15 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel, register_policy
+from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel
 from rlctl.adapters.policies.dropout import Dropout
-from rlctl.application.policy_configs import ACTION, OBS_ENV_STATE, OBS_STATE, MLPConfig
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, MLPConfig
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
 
-@register_policy("mlp")
 class MLPPolicy(PolicyModel):
     config_class = MLPConfig
     config: MLPConfig

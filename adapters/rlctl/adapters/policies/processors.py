@@ -24,10 +24,10 @@ from safetensors.numpy import save_file
 
 from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.files import read_arrays, read_json
-from rlctl.application.policy_configs import PolicyConfig
 from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.processors import (
     AbsoluteActions,
     AddBatchDimension,
@@ -143,7 +143,7 @@ def make_pre_post_processors(
 
     def normalizer_config(features: Mapping[str, Any]) -> NormalizerConfig:
         return NormalizerConfig(
-            features={k: NormalizedFeature(f.type, f.shape) for k, f in features.items()},
+            features={k: NormalizedFeature(f.policy_type, f.shape) for k, f in features.items()},
             norm_map=norm_map,
         )
 

@@ -23,7 +23,7 @@ import attrs
 from rlctl.application.ports.simulation import SimTask, SimulationError
 from rlctl.domain.config import tagged_union
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.features import FeatureSpec, typed_feature, typed_features
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -41,24 +41,16 @@ def lerobot_fields(config: EnvConfig) -> set[str]:
     return {f.name for f in attrs.fields(type(config)) if not f.metadata.get(RLCTL_ONLY)}
 
 
-@attrs.frozen
-class EnvFeature:
-    """LeRobot's `PolicyFeature` in an env config: `{"type": "VISUAL", "shape": [96, 96, 3]}`.
+def env_feature(type: FeatureType, shape: tuple[int, ...]) -> FeatureSpec:
+    """A feature an env produces, as LeRobot's env configs declare it: `("VISUAL", (96, 96, 3))`.
 
     Visual shapes are channel-last (height, width, channels), as the simulator renders them.
     """
-
-    type: FeatureType
-    shape: tuple[int, ...] = attrs.field(converter=lambda v: tuple(int(x) for x in v))
-
-    def to_spec(self, key: str) -> FeatureSpec:
-        if self.type == "VISUAL":
-            return FeatureSpec(key, "video", self.shape, names=["height", "width", "channels"])
-        return FeatureSpec(key, "float32", self.shape)
+    return typed_feature(type, shape, channels_last=True)
 
 
-def _features(value: Mapping[str, Any]) -> dict[str, EnvFeature]:
-    return {k: v if isinstance(v, EnvFeature) else EnvFeature(**v) for k, v in value.items()}
+def _env_features(value: Mapping[str, Any]) -> dict[str, FeatureSpec]:
+    return typed_features(value, channels_last=True)
 
 
 @tagged_union
@@ -71,7 +63,7 @@ class EnvConfig:
     # None keeps the env's registered step limit.
     episode_length: int | None = None
     # Declared on top of (and winning over) the features the type derives from its settings.
-    features: dict[str, EnvFeature] = attrs.field(factory=dict, converter=_features)
+    features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=_env_features)
     features_map: dict[str, str] = attrs.field(factory=dict)
     # Accepted for LeRobot configs; tasks of a suite run one after the other here.
     max_parallel_tasks: int = 1
@@ -108,15 +100,13 @@ class EnvConfig:
         extra = type(self).extra or self.type
         return f"install it with: pip install 'rlctl[{extra}]' (or: uv sync --extra {extra})"
 
-    def default_features(self) -> dict[str, EnvFeature]:
+    def default_features(self) -> dict[str, FeatureSpec]:
         """Features derived from the type's settings (obs_type, image sizes …)."""
         return {}
 
-    def env_features(self) -> dict[str, EnvFeature]:
-        return {**self.default_features(), **self.features}
-
-    def feature_specs(self) -> dict[str, FeatureSpec]:
-        return {key: f.to_spec(key) for key, f in self.env_features().items()}
+    def env_features(self) -> dict[str, FeatureSpec]:
+        """Every feature the env produces, keyed by its raw observation key (and "action")."""
+        return _env_features({**self.default_features(), **self.features})
 
     def worker_preload(self) -> tuple[str, ...]:
         """Modules the forkserver may import once for all workers (see `vector`).

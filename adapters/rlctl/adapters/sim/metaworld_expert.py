@@ -9,15 +9,19 @@ being evaluated (`tasks`) settle which one is meant.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlctl.adapters.sim.envs.metaworld_env import ACTION_DIM, STATE_DIM, task_table
-from rlctl.adapters.sim.random_policy import RandomPolicyConfig
-from rlctl.application.policy_configs import PolicyFeature
 from rlctl.domain.action_chunk import ActionChunk
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.env_observation import env_policy_features
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.policies import MetaWorldExpertConfig
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.simulation import Simulation
+from rlctl.domain.features import FeatureSpec, typed_feature
 
 ENV_STATE_KEY = "observation.environment_state"
 
@@ -37,23 +41,37 @@ class MetaWorldExpertPolicy:
             for name, entry in table.items()
             if name in allowed
         }
-        self._config = RandomPolicyConfig(
-            chunk_size=1,
-            n_action_steps=1,
-            input_features={ENV_STATE_KEY: PolicyFeature(type="ENV", shape=(STATE_DIM,))},
-            output_features={"action": PolicyFeature(type="ACTION", shape=(ACTION_DIM,))},
+        self._config = MetaWorldExpertConfig(
+            input_features={ENV_STATE_KEY: typed_feature("ENV", shape=(STATE_DIM,))},
+            output_features={"action": typed_feature("ACTION", shape=(ACTION_DIM,))},
         )
 
+    @classmethod
+    def for_simulation(
+        cls, config: MetaWorldExpertConfig, simulation: Simulation, *, seed: int | None = None
+    ) -> MetaWorldExpertPolicy:
+        """The experts of `simulation`'s tasks; it must observe Meta-World's full state."""
+        spec = simulation.spec()
+        provided = env_policy_features(spec.features, spec.feature_map).get(ENV_STATE_KEY)
+        if provided is None or tuple(provided.shape) != (STATE_DIM,):
+            raise ConfigError(
+                f"the Meta-World expert acts on Meta-World's full state ({ENV_STATE_KEY}, "
+                f"{STATE_DIM} values), which this env does not provide",
+                where="policy.type=metaworld_expert",
+                hint="run it with --env.type=metaworld --env.obs_type=state (videos still render)",
+            )
+        return cls([task.name for task in simulation.tasks()])
+
     @property
-    def config(self) -> RandomPolicyConfig:
+    def config(self) -> MetaWorldExpertConfig:
         return self._config
 
     @property
-    def input_features(self) -> Mapping[str, PolicyFeature]:
+    def input_features(self) -> Mapping[str, FeatureSpec]:
         return self._config.input_features
 
     @property
-    def output_features(self) -> Mapping[str, PolicyFeature]:
+    def output_features(self) -> Mapping[str, FeatureSpec]:
         return self._config.output_features
 
     def _task_of(self, text: str) -> str:

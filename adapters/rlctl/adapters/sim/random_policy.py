@@ -7,21 +7,17 @@ model, and gives the floor every trained policy must beat.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import numpy as np
 
-from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import FeatureSpec, typed_feature
+from rlctl.domain.policies import RandomPolicyConfig
 
-
-@attrs.frozen(kw_only=True)
-class RandomPolicyConfig(PolicyConfig):
-    chunk_size: int = 10
-    n_action_steps: int = 10
-    seed: int | None = None
+if TYPE_CHECKING:
+    from rlctl.application.ports.simulation import Simulation
 
 
 def _finite(bound: np.ndarray, fallback: float) -> np.ndarray:
@@ -38,7 +34,7 @@ class RandomPolicy:
         chunk_size: int = 10,
         n_action_steps: int = 10,
         seed: int | None = None,
-        input_features: Mapping[str, PolicyFeature] | None = None,
+        input_features: Mapping[str, FeatureSpec] | None = None,
     ) -> None:
         self._low = _finite(np.asarray(action_low, dtype=np.float64), -1.0)
         self._high = _finite(np.asarray(action_high, dtype=np.float64), 1.0)
@@ -53,21 +49,35 @@ class RandomPolicy:
             n_action_steps=n_action_steps,
             seed=seed,
             input_features=dict(input_features or {}),
-            output_features={"action": PolicyFeature(type="ACTION", shape=self._low.shape)},
+            output_features={"action": typed_feature("ACTION", shape=self._low.shape)},
         )
         self._rng = np.random.default_rng(seed)
         self._queue = ActionQueue(n_action_steps)
+
+    @classmethod
+    def for_simulation(
+        cls, config: RandomPolicyConfig, simulation: Simulation, *, seed: int | None = None
+    ) -> RandomPolicy:
+        """Uniform actions in `simulation`'s action bounds; `config.seed` wins over `seed`."""
+        spec = simulation.spec()
+        return cls(
+            spec.action_low,
+            spec.action_high,
+            chunk_size=config.chunk_size,
+            n_action_steps=config.n_action_steps,
+            seed=config.seed if config.seed is not None else seed,
+        )
 
     @property
     def config(self) -> RandomPolicyConfig:
         return self._config
 
     @property
-    def input_features(self) -> Mapping[str, PolicyFeature]:
+    def input_features(self) -> Mapping[str, FeatureSpec]:
         return self._config.input_features
 
     @property
-    def output_features(self) -> Mapping[str, PolicyFeature]:
+    def output_features(self) -> Mapping[str, FeatureSpec]:
         return self._config.output_features
 
     def predict_chunk(

@@ -152,7 +152,7 @@ class GymSimulation:
     def spec(self) -> SimSpec:
         shape = self._shape_of_first_task()
         space = shape.action_space
-        features: dict[str, FeatureSpec] = dict(self.config.feature_specs())
+        features: dict[str, FeatureSpec] = dict(self.config.env_features())
         features.setdefault("action", FeatureSpec("action", "float32", tuple(space.shape)))
         limit = self.config.episode_length or shape.max_episode_steps
         return SimSpec(

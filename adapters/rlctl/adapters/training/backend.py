@@ -36,11 +36,11 @@ from rlctl.adapters.training.precision import Precision, grad_scaler, precision_
 from rlctl.adapters.training.run_setup import PreparedRun, prepare_run
 from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.adapters.training.session import RunParts, TorchTrainingSession
-from rlctl.application.policy_configs import lerobot_config_data
 from rlctl.application.ports.training import CheckpointRef
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
+from rlctl.domain.policies import lerobot_config_data
 
 log = structlog.get_logger(__name__)
 

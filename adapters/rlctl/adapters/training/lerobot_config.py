@@ -13,6 +13,7 @@ from typing import Any
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
+from rlctl.domain.features import typed_feature_data
 
 TRAIN_CONFIG_NAME = "train_config.json"
 
@@ -50,7 +51,7 @@ def _env(env: Any | None) -> dict[str, Any] | None:
     kept = lerobot_fields(env) | {"type"}
     data = {key: value for key, value in unstructure(env).items() if key in kept}
     data["features"] = {
-        key: {"type": feature.type, "shape": list(feature.shape)}
+        key: typed_feature_data(feature)
         for key, feature in env.env_features().items()
     }
     return data

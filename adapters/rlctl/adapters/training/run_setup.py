@@ -39,13 +39,14 @@ from rlctl.adapters.training.data import (
 )
 from rlctl.adapters.training.distributed import World
 from rlctl.application.fine_tuning import check_pretrained, fine_tuned_config
-from rlctl.application.policy_configs import ACTION, PolicyConfig, policy_features
 from rlctl.application.relative_actions import (
     relative_action_statistics,
     with_relative_action_names,
 )
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.features import FeatureKind
+from rlctl.domain.policies import ACTION, PolicyConfig, dataset_policy_features
 
 log = structlog.get_logger(__name__)
 
@@ -162,7 +163,7 @@ def dataset_root_once(settings: TrainSettings, world: World) -> Path:
 def with_dataset_features(config: PolicyConfig, meta: DatasetMeta) -> PolicyConfig:
     """LeRobot's `make_policy`: features the config leaves empty come from the dataset —
     without cameras for a policy that never looks at them (so they are not even decoded)."""
-    inputs, outputs = policy_features(meta.features)
+    inputs, outputs = dataset_policy_features(meta.features)
     if config.type_name in STATE_ONLY_POLICIES:
-        inputs = {k: f for k, f in inputs.items() if f.type != "VISUAL"}
+        inputs = {k: f for k, f in inputs.items() if f.kind is not FeatureKind.VISUAL}
     return config.with_features(config.input_features or inputs, config.output_features or outputs)

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlctl.application.policy_configs import PolicyConfig, PolicyFeature
+from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk
+from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
 
 
 class Policy(Protocol):
@@ -23,10 +25,10 @@ class Policy(Protocol):
     def config(self) -> PolicyConfig: ...
 
     @property
-    def input_features(self) -> Mapping[str, PolicyFeature]: ...
+    def input_features(self) -> Mapping[str, FeatureSpec]: ...
 
     @property
-    def output_features(self) -> Mapping[str, PolicyFeature]: ...
+    def output_features(self) -> Mapping[str, FeatureSpec]: ...
 
     def predict_chunk(
         self, observation: Mapping[str, Any], noise: Any | None = None
@@ -55,8 +57,17 @@ class Policy(Protocol):
 
 
 class PolicyLoader(Protocol):
-    """Loads a saved policy (a LeRobot `pretrained_model` folder, or one rlctl saved)."""
+    """Finds policies: saved ones (a LeRobot `pretrained_model` folder, or one rlctl saved), and
+    the policy types that act without training (random, scripted experts), built for an env."""
 
     def load(self, location: str | Path, *, device: str | None = None) -> Policy:
         """Raise an `RlctlError` naming the file when the checkpoint is missing or malformed."""
+        ...
+
+    def create_for_simulation(
+        self, policy_type: str, simulation: Simulation, *, seed: int | None = None
+    ) -> Policy:
+        """A policy of a registered type that needs no checkpoint, fitted to `simulation`.
+
+        Raise a `ConfigError` for an unknown type, or one that must be trained first."""
         ...

@@ -6,9 +6,39 @@ nothing but attrs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from rlctl.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.policy import Policy, PolicyLoader
+    from rlctl.application.ports.simulation import Simulation
+
+
+@attrs.frozen
+class EvalPolicySettings:
+    """Which policy acts: a saved one (`--policy.path`), else a type that needs no training."""
+
+    # A LeRobot `pretrained_model` folder, one rlctl saved, or a run's checkpoint.
+    path: str | None = None
+    # Without a path: a registered policy type that acts untrained (random, metaworld_expert …).
+    type: str = "random"
+    device: str | None = None
+
+
+def choose_policy(
+    loader: PolicyLoader,
+    settings: EvalPolicySettings,
+    simulation: Simulation,
+    *,
+    seed: int | None = None,
+) -> Policy:
+    """The policy `settings` name: loaded from its path, or built for `simulation` by type."""
+    if settings.path:
+        return loader.load(settings.path, device=settings.device)
+    return loader.create_for_simulation(settings.type, simulation, seed=seed)
 
 
 @attrs.frozen

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import structlog
 
-from rlctl.application.policy_configs import PolicyFeature
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.simulation import (
@@ -42,7 +41,7 @@ from rlctl.application.ports.video import VideoEncoder
 from rlctl.application.use_cases.episode_videos import EpisodeVideos
 from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.policy_env_fit import check_policy_fits_env
-from rlctl.domain.env_observation import policy_features, to_policy_observation
+from rlctl.domain.env_observation import env_policy_features, to_policy_observation
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.eval_metrics import (
     EpisodeResult,
@@ -51,7 +50,7 @@ from rlctl.domain.eval_metrics import (
     TaskResult,
     success_flags,
 )
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.processors.steps.rename import RenameObservations
 from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts
 
@@ -159,7 +158,7 @@ class EvaluatePolicy:
 
     def _check_fit(self, spec: SimSpec, tasks: Sequence[SimTask]) -> None:
         provided = _through(
-            self._env_pipelines[0], policy_features(spec.features, spec.feature_map)
+            self._env_pipelines[0], env_policy_features(spec.features, spec.feature_map)
         )
         provided = _renamed(provided, self._rename_map)
         for step in _rename_steps(self._policy):
@@ -172,7 +171,7 @@ class EvaluatePolicy:
                 self._env_pipelines[1], {ACTION: FeatureSpec(ACTION, "float32", action.shape)}
             ).get(ACTION)
             if after is not None:
-                outputs[ACTION] = PolicyFeature(type="ACTION", shape=tuple(after.shape))
+                outputs[ACTION] = typed_feature("ACTION", shape=tuple(after.shape))
         check_policy_fits_env(
             self._policy.input_features,
             outputs,

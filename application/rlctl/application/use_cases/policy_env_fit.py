@@ -15,14 +15,13 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from rlctl.application.policy_configs import PolicyFeature
 from rlctl.domain.errors import FeatureMismatch
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.features import FeatureKind, FeatureSpec
 
 ACTION = "action"
 # The feature types an env delivers as observations; the others (language, reward) come from
 # elsewhere (the task text) or are not inputs at all.
-OBSERVED_TYPES = ("STATE", "VISUAL", "ENV")
+OBSERVED_KINDS = (FeatureKind.STATE, FeatureKind.VISUAL, FeatureKind.ENV)
 
 
 @attrs.frozen
@@ -59,8 +58,8 @@ def _is_visual(spec: FeatureSpec) -> bool:
 
 
 def compare(
-    inputs: Mapping[str, PolicyFeature],
-    outputs: Mapping[str, PolicyFeature],
+    inputs: Mapping[str, FeatureSpec],
+    outputs: Mapping[str, FeatureSpec],
     provided: Mapping[str, FeatureSpec],
     env_action: FeatureSpec | None,
 ) -> FitReport:
@@ -68,7 +67,7 @@ def compare(
     missing: list[Missing] = []
     wrong: list[WrongShape] = []
     for key, feature in inputs.items():
-        if feature.type not in OBSERVED_TYPES:
+        if feature.kind not in OBSERVED_KINDS:
             continue
         spec = provided.get(key)
         if spec is None:
@@ -86,7 +85,7 @@ def compare(
     unread = {k: s for k, s in provided.items() if k not in inputs}
     renames: dict[str, str] = {}
     for item in missing:
-        wanted_visual = inputs[item.key].type == "VISUAL"
+        wanted_visual = inputs[item.key].kind is FeatureKind.VISUAL
         candidates = [
             k
             for k, s in unread.items()
@@ -150,8 +149,8 @@ def describe(report: FitReport) -> tuple[str, str]:
 
 
 def check_policy_fits_env(
-    inputs: Mapping[str, PolicyFeature],
-    outputs: Mapping[str, PolicyFeature],
+    inputs: Mapping[str, FeatureSpec],
+    outputs: Mapping[str, FeatureSpec],
     provided: Mapping[str, FeatureSpec],
     env_action: FeatureSpec | None,
     *,

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
-from rlctl.application.policy_configs import ACTConfig, PolicyConfig
 from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import ACTConfig, PolicyConfig
 
 
 def _pair(value: Any) -> tuple[float, float]:

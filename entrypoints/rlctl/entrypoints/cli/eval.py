@@ -3,8 +3,9 @@
     rlctl eval --env.type=pusht --policy.path=outputs/train/act/checkpoints/last/pretrained_model \\
         --eval.n_episodes=50 --eval.batch_size=0
 
-Without `--policy.path` a random policy acts (`--policy.type=metaworld_expert` uses Meta-World's
-scripted experts, with `--env.obs_type=state`). The batch size and in-process vs worker
+Without `--policy.path` a policy type that needs no training acts: random by default,
+`--policy.type=metaworld_expert` for Meta-World's scripted experts (with `--env.obs_type=state`),
+or any other such registered type. The batch size and in-process vs worker
 processes are chosen from a short measurement unless `--eval.batch_size` /
 `--eval.use_async_envs` force them. Heavy imports happen in the command body only.
 
@@ -19,34 +20,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any, Literal
 
 import attrs
 import click
 
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
-from rlctl.application.use_cases.eval_settings import EvalSettings
-from rlctl.domain.errors import ConfigError
+from rlctl.application.use_cases.eval_settings import EvalPolicySettings, EvalSettings
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
 from rlctl.entrypoints.settings import AppSettings
 
 EVAL_INFO_NAME = "eval_info.json"
 
 
-@attrs.frozen
-class PolicySource:
-    # A LeRobot `pretrained_model` folder or one rlctl saved; None: `type` decides.
-    path: str | None = None
-    type: Literal["random", "metaworld_expert"] = "random"
-    device: str | None = None
-
-
 @attrs.frozen(kw_only=True)
 class EvalCommandSettings(AppSettings):
     env: EnvConfig = attrs.field(factory=PushtEnv)
     eval: EvalSettings = attrs.field(factory=EvalSettings)
-    policy: PolicySource = attrs.field(factory=PolicySource)
+    policy: EvalPolicySettings = attrs.field(factory=EvalPolicySettings)
     # Env observation key → the key the policy reads (LeRobot's --rename_map).
     rename_map: dict[str, str] = attrs.field(factory=dict)
     output_dir: str | None = None
@@ -59,28 +50,6 @@ def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = 
     policy = Path(settings.policy.path).name if settings.policy.path else settings.policy.type
     job = settings.job_name or f"{settings.env.type}_{policy}"
     return Path("outputs/eval") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job}"
-
-
-def build_policy(settings: EvalCommandSettings, simulation: Any, container: Any) -> Any:
-    if settings.policy.path:
-        return container.policy_loader().load(settings.policy.path, device=settings.policy.device)
-    if settings.policy.type == "metaworld_expert":
-        from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
-
-        if settings.env.type != "metaworld" or getattr(settings.env, "obs_type", None) != "state":
-            raise ConfigError(
-                "the Meta-World expert acts on Meta-World's full state, which this env does not "
-                f"provide (env.type={settings.env.type}, "
-                f"obs_type={getattr(settings.env, 'obs_type', None)})",
-                where="policy.type=metaworld_expert",
-                hint="run it with --env.type=metaworld --env.obs_type=state (videos still render)",
-            )
-
-        return MetaWorldExpertPolicy([t.name for t in simulation.tasks()])
-    from rlctl.adapters.sim.random_policy import RandomPolicy
-
-    spec = simulation.spec()
-    return RandomPolicy(spec.action_low, spec.action_high, seed=settings.eval.seed)
 
 
 @click.command(name="eval", context_settings=OVERRIDE_CONTEXT)
@@ -97,7 +66,7 @@ def eval_command(config: EvalCommandSettings) -> None:
     write_resolved_config(config, out)
     container = build_container(config)
     simulation = container.simulation(config.env)
-    policy = build_policy(config, simulation, container)
+    policy = container.eval_policy(config.policy, simulation, seed=settings.seed)
     use_case = container.evaluate_policy(simulation, policy, rename_map=config.rename_map)
     report = use_case(settings)
     info = report.to_info()

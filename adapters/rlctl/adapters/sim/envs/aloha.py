@@ -14,10 +14,11 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.adapters.sim.config import EnvConfig, EnvFeature
+from rlctl.adapters.sim.config import EnvConfig, env_feature
 from rlctl.adapters.sim.mujoco_gl import use_offscreen_gl_when_headless
 from rlctl.application.ports.simulation import SimTask
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureSpec
 
 # gym-aloha (0.1.5) renders its observation camera at this size whatever it is asked for.
 RENDERED_SIZE = (480, 640)
@@ -56,13 +57,13 @@ class AlohaEnv(EnvConfig):
                 hint=f"leave them at their defaults, {RENDERED_SIZE[0]} and {RENDERED_SIZE[1]}",
             )
 
-    def default_features(self) -> dict[str, EnvFeature]:
-        image = EnvFeature("VISUAL", (self.observation_height, self.observation_width, 3))
-        features = {"action": EnvFeature("ACTION", (14,))}
+    def default_features(self) -> dict[str, FeatureSpec]:
+        image = env_feature("VISUAL", (self.observation_height, self.observation_width, 3))
+        features = {"action": env_feature("ACTION", (14,))}
         if self.obs_type == "pixels":
             features["top"] = image
         else:
-            features["agent_pos"] = EnvFeature("STATE", (14,))
+            features["agent_pos"] = env_feature("STATE", (14,))
             features["pixels/top"] = image
         return features
 

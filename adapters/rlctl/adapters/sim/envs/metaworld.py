@@ -12,9 +12,10 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.adapters.sim.config import EnvConfig, EnvFeature
+from rlctl.adapters.sim.config import EnvConfig, env_feature
 from rlctl.application.ports.simulation import SimTask
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureSpec
 
 
 def _metaworld_map() -> dict[str, str]:
@@ -49,15 +50,15 @@ class MetaworldEnv(EnvConfig):
     def worker_preload(self) -> tuple[str, ...]:
         return ("metaworld",)
 
-    def default_features(self) -> dict[str, EnvFeature]:
-        features = {"action": EnvFeature("ACTION", (4,))}
+    def default_features(self) -> dict[str, FeatureSpec]:
+        features = {"action": env_feature("ACTION", (4,))}
         if self.obs_type != "state":
             shape = (self.observation_height, self.observation_width, 3)
-            features["pixels"] = EnvFeature("VISUAL", shape)
+            features["pixels"] = env_feature("VISUAL", shape)
         if self.obs_type in ("pixels_agent_pos", "state"):
-            features["agent_pos"] = EnvFeature("STATE", (4,))
+            features["agent_pos"] = env_feature("STATE", (4,))
         if self.obs_type == "state":
-            features["environment_state"] = EnvFeature("ENV", (39,))
+            features["environment_state"] = env_feature("ENV", (39,))
         return features
 
     def suites(self) -> dict[str, list[str]]:

@@ -6,7 +6,8 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.adapters.sim.config import RLCTL_ONLY, EnvConfig, EnvFeature
+from rlctl.adapters.sim.config import RLCTL_ONLY, EnvConfig, env_feature
+from rlctl.domain.features import FeatureSpec
 
 
 def _pusht_map() -> dict[str, str]:
@@ -47,16 +48,16 @@ class PushtEnv(EnvConfig):
     def entry_point(self) -> str | None:
         return "rlctl.adapters.sim.envs.pusht_render:PushTDrawnOnce" if self.fast_render else None
 
-    def default_features(self) -> dict[str, EnvFeature]:
+    def default_features(self) -> dict[str, FeatureSpec]:
         features = {
-            "action": EnvFeature("ACTION", (2,)),
-            "agent_pos": EnvFeature("STATE", (2,)),
+            "action": env_feature("ACTION", (2,)),
+            "agent_pos": env_feature("STATE", (2,)),
         }
         if self.obs_type == "pixels_agent_pos":
             shape = (self.observation_height, self.observation_width, 3)
-            features["pixels"] = EnvFeature("VISUAL", shape)
+            features["pixels"] = env_feature("VISUAL", shape)
         elif self.obs_type == "environment_state_agent_pos":
-            features["environment_state"] = EnvFeature("ENV", (16,))
+            features["environment_state"] = env_feature("ENV", (16,))
         return features
 
     def gym_kwargs(self) -> dict[str, Any]:

@@ -1,0 +1,37 @@
+"""Policy configs: the `PolicyConfig` tagged union, the built-in types and the registry.
+
+Importing this package registers the built-in types and the structure hook that finds plugin
+types (`rlctl.policies` entry points) before a policy config is structured.
+"""
+
+from rlctl.domain.policies.act import ACTConfig
+from rlctl.domain.policies.config import (
+    ACTION,
+    OBS_ENV_STATE,
+    OBS_STATE,
+    RELATIVE_ACTION_FIELDS,
+    PolicyConfig,
+    dataset_policy_features,
+    lerobot_config_data,
+)
+from rlctl.domain.policies.diffusion import DiffusionConfig
+from rlctl.domain.policies.mlp import MLPConfig
+from rlctl.domain.policies.registry import known_policy_types, policy_config_class
+from rlctl.domain.policies.scripted import MetaWorldExpertConfig, RandomPolicyConfig
+
+__all__ = [
+    "ACTION",
+    "OBS_ENV_STATE",
+    "OBS_STATE",
+    "RELATIVE_ACTION_FIELDS",
+    "ACTConfig",
+    "DiffusionConfig",
+    "MLPConfig",
+    "MetaWorldExpertConfig",
+    "PolicyConfig",
+    "RandomPolicyConfig",
+    "dataset_policy_features",
+    "known_policy_types",
+    "lerobot_config_data",
+    "policy_config_class",
+]
