@@ -40,8 +40,9 @@ class DatasetMeta:
     episodes: tuple[EpisodeRecord, ...]
     robot_type: str | None = None
     chunks_size: int = 1000
-    data_files_size_in_mb: int = 100
-    video_files_size_in_mb: int = 200
+    # LeRobot takes any positive number (users lower them to get many small files).
+    data_files_size_in_mb: float = 100
+    video_files_size_in_mb: float = 200
     data_path: str = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     video_path: str | None = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
     stats: Mapping[str, Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)

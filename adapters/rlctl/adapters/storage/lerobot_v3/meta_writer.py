@@ -41,8 +41,8 @@ def new_info(
     features: Mapping[str, FeatureSpec],
     robot_type: str | None,
     chunks_size: int,
-    data_files_size_in_mb: int,
-    video_files_size_in_mb: int,
+    data_files_size_in_mb: float,
+    video_files_size_in_mb: float,
     data_path: str,
     video_path: str | None,
 ) -> dict[str, Any]:

@@ -25,15 +25,26 @@ DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_inde
 
 def fill_template(template: str, template_key: str, **values: object) -> Path:
     """`template.format(**values)`, with a message naming info.json's key when it does not fit."""
+    hint = "use LeRobot's template, e.g. " + (
+        DEFAULT_DATA_PATH if template_key == "data_path" else DEFAULT_VIDEO_PATH
+    )
     try:
-        return Path(template.format(**values))
-    except (KeyError, IndexError, ValueError) as err:
+        filled = template.format(**values)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as err:
         raise CorruptDataset(
-            f"the path template {template!r} cannot be filled with {sorted(values)} ({err})",
+            f"the path template {template[:200]!r} cannot be filled with {sorted(values)} ({err})",
             where=f"{INFO_PATH}: {template_key}",
-            hint="use LeRobot's template, e.g. "
-            + (DEFAULT_DATA_PATH if template_key == "data_path" else DEFAULT_VIDEO_PATH),
+            hint=hint,
         ) from err
+    path = Path(filled)
+    # Metadata comes from strangers: a template must never lead out of the dataset folder.
+    if not filled or path.is_absolute() or ".." in path.parts or "\x00" in filled:
+        raise CorruptDataset(
+            f"the path {filled[:200]!r} made from {template_key} is outside the dataset folder",
+            where=f"{INFO_PATH}: {template_key}",
+            hint="paths in info.json must be relative to the dataset root, without '..'; " + hint,
+        )
+    return path
 
 
 def data_file(meta: DatasetMeta, chunk_index: int, file_index: int) -> Path:

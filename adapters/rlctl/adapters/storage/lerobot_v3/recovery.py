@@ -22,16 +22,16 @@ import structlog
 
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, write_atomic
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table, reading
-from rlctl.adapters.storage.lerobot_v3.meta_reader import episode_files, read_info, read_tasks
+from rlctl.adapters.storage.lerobot_v3.meta_rules import Refuse, episode_files, load_meta
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     STAT_KEYS,
     stage_stats,
     stage_tasks,
     stats_shapes,
 )
-from rlctl.adapters.storage.lerobot_v3.paths import DEFAULT_DATA_PATH, STATS_PATH, TASKS_PATH
-from rlctl.domain.errors import CorruptDataset
-from rlctl.domain.features import FeatureSpec, features_from_info
+from rlctl.adapters.storage.lerobot_v3.paths import STATS_PATH, TASKS_PATH, data_file
+from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.statistics import FeatureStats, aggregate_stats
 
 log = structlog.get_logger(__name__)
@@ -44,9 +44,14 @@ ChunkFile = tuple[int, int]
 
 @attrs.frozen
 class RecoveredDataset:
-    """The committed state of a dataset, ready for appending."""
+    """The committed state of a dataset, ready for appending.
+
+    `layout` holds info.json's checked file settings (chunks_size, size limits, path templates,
+    defaults filled in); `info` is the file as it was, unknown keys and all, to be written back.
+    """
 
     info: dict[str, Any]
+    layout: DatasetMeta
     features: dict[str, FeatureSpec]
     tasks: tuple[str, ...]
     total_episodes: int
@@ -94,22 +99,18 @@ def _files_after(folder: Path, suffix: str, last: ChunkFile | None) -> list[Path
 
 
 def recover(root: Path) -> RecoveredDataset:
-    info = read_info(root)
-    features = features_from_info(info.get("features") or {})
-    total = int(info.get("total_episodes") or 0)
+    # The reader's rules, to the letter: what the reader refuses cannot be resumed either.
+    meta = load_meta(root, Refuse(root))
+    assert meta is not None
+    info = dict(meta.info)
+    features = dict(meta.features)
+    total = meta.total_episodes
     removed = [str(p) for p in remove_leftovers(root)]
 
     rows = _committed_episode_rows(root, total, removed)
-    frames = rows[-1]["dataset_to_index"] if rows else 0
-    if frames != int(info.get("total_frames") or 0):
-        raise CorruptDataset(
-            f"info.json counts {info.get('total_frames')} frames but its {total} episodes hold "
-            f"{frames}",
-            where=str(root / "meta/info.json"),
-            hint="the metadata was edited by hand or damaged; it cannot be resumed safely",
-        )
+    frames = meta.total_frames
     last_data = _last(rows, "data")
-    _truncate_data(root, info, rows, last_data, removed)
+    _truncate_data(root, meta, rows, last_data, removed)
     video_keys = [k for k, f in features.items() if f.is_video]
     last_videos = {key: _last(rows, f"videos/{key}") for key in video_keys}
     for key, last in last_videos.items():
@@ -117,8 +118,9 @@ def recover(root: Path) -> RecoveredDataset:
             path.unlink()
             removed.append(str(path))
 
-    tasks = read_tasks(root, expected=None) if (root / TASKS_PATH).exists() else ()
-    total_tasks = int(info.get("total_tasks") or 0)
+    tasks = meta.tasks
+    counted = info.get("total_tasks")  # checked by the rules: a whole number or absent
+    total_tasks = len(tasks) if counted is None else int(counted)
     stats = _episode_stats(rows, features)
     staged = StagedReplace()
     if len(tasks) > total_tasks:
@@ -136,6 +138,7 @@ def recover(root: Path) -> RecoveredDataset:
         log.info("resume removed an interrupted session's leftovers", removed=removed)
     return RecoveredDataset(
         info=info,
+        layout=attrs.evolve(meta, episodes=(), stats=None),
         features=features,
         tasks=tuple(tasks),
         total_episodes=total,
@@ -155,7 +158,8 @@ def _last(rows: list[dict[str, Any]], prefix: str) -> ChunkFile | None:
 
 
 def _committed_episode_rows(root: Path, total: int, removed: list[str]) -> list[dict[str, Any]]:
-    """Rows of episodes 0..total-1; rows of later episodes are cut from the files."""
+    """Rows of episodes 0..total-1 (the rules checked their numbering); rows of later episodes
+    are cut from the files."""
     rows: list[dict[str, Any]] = []
     for path in episode_files(root):
         table = read_parquet_table(path, "episodes metadata file", root)
@@ -168,31 +172,22 @@ def _committed_episode_rows(root: Path, total: int, removed: list[str]) -> list[
                 path.unlink()
             removed.append(f"{path} ({table.num_rows - kept.num_rows} uncommitted rows)")
         rows.extend(kept.to_pylist())
-    indices = [int(row["episode_index"]) for row in rows]
-    if indices != list(range(total)):
-        raise CorruptDataset(
-            f"info.json counts {total} episodes but meta/episodes holds episodes "
-            f"{indices[:5]}{' ...' if len(indices) > 5 else ''}",
-            where=str(root / "meta/episodes"),
-            hint="the metadata was edited by hand or damaged; it cannot be resumed safely",
-        )
     return rows
 
 
 def _truncate_data(
     root: Path,
-    info: dict[str, Any],
+    meta: DatasetMeta,
     rows: list[dict[str, Any]],
     last: ChunkFile | None,
     removed: list[str],
 ) -> None:
-    template = str(info.get("data_path") or DEFAULT_DATA_PATH)
     for path in _files_after(root / "data", ".parquet", last):
         path.unlink()
         removed.append(str(path))
     if last is None:
         return
-    path = root / template.format(chunk_index=last[0], file_index=last[1])
+    path = root / data_file(meta, *last)
     expected = sum(
         int(row["length"])
         for row in rows

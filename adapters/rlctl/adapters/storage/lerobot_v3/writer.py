@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import shutil
 import threading
 from collections.abc import Mapping
@@ -105,8 +106,8 @@ class LeRobotV3Writer:
         robot_type: str | None = None,
         video: VideoEncoding | None = None,
         chunks_size: int | None = None,
-        data_files_size_in_mb: int | None = None,
-        video_files_size_in_mb: int | None = None,
+        data_files_size_in_mb: float | None = None,
+        video_files_size_in_mb: float | None = None,
     ) -> LeRobotV3WriteSession:
         root = Path(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
@@ -125,10 +126,10 @@ class LeRobotV3Writer:
             features=specs,
             robot_type=robot_type,
             chunks_size=_positive(chunks_size, DEFAULT_CHUNKS_SIZE, "chunks_size"),
-            data_files_size_in_mb=_positive(
+            data_files_size_in_mb=_positive_size(
                 data_files_size_in_mb, DEFAULT_DATA_FILE_SIZE_IN_MB, "data_files_size_in_mb"
             ),
-            video_files_size_in_mb=_positive(
+            video_files_size_in_mb=_positive_size(
                 video_files_size_in_mb, DEFAULT_VIDEO_FILE_SIZE_IN_MB, "video_files_size_in_mb"
             ),
             data_path=DEFAULT_DATA_PATH,
@@ -139,6 +140,22 @@ class LeRobotV3Writer:
         write_info(root, info, self._options.durable)
         state = RecoveredDataset(
             info=info,
+            layout=DatasetMeta(
+                codebase_version=info["codebase_version"],
+                fps=fps,
+                features=specs,
+                total_episodes=0,
+                total_frames=0,
+                tasks=(),
+                episodes=(),
+                robot_type=robot_type,
+                chunks_size=info["chunks_size"],
+                data_files_size_in_mb=info["data_files_size_in_mb"],
+                video_files_size_in_mb=info["video_files_size_in_mb"],
+                data_path=info["data_path"],
+                video_path=info["video_path"],
+                info=info,
+            ),
             features=specs,
             tasks=(),
             total_episodes=0,
@@ -182,6 +199,20 @@ def _positive(value: int | None, default: int, name: str) -> int:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidInput(f"{name} must be a positive whole number, got {value!r}", where=name)
+    return value
+
+
+def _positive_size(value: float | None, default: int, name: str) -> float:
+    """A file-size limit in MB: any positive number, fractions included, as LeRobot takes it."""
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidInput(f"{name} must be a positive number, got {value!r}", where=name)
     return value
 
 
@@ -242,8 +273,8 @@ class LeRobotV3WriteSession:
     def _dataset_files(
         self, state: RecoveredDataset, video_keys: list[str], video_encoder: VideoEncoder
     ) -> DatasetFiles:
-        info = state.info
-        chunks_size = int(info["chunks_size"])
+        info, layout = state.info, state.layout
+        chunks_size = layout.chunks_size
         shapes = stats_shapes(self._features)
         builder = DataTableBuilder(self._features)
         durable = self._options.durable
@@ -253,10 +284,10 @@ class LeRobotV3WriteSession:
             table_builder=builder,
             data=DataFileAppender(
                 self._root,
-                str(info.get("data_path") or DEFAULT_DATA_PATH),
+                layout.data_path,
                 builder.schema,
                 chunks_size=chunks_size,
-                max_file_mb=float(info["data_files_size_in_mb"]),
+                max_file_mb=float(layout.data_files_size_in_mb),
                 dictionary_columns=[k for k in builder.specs if k not in builder.image_keys],
                 last_file=state.last_data_file,
                 durable=durable,
@@ -265,17 +296,17 @@ class LeRobotV3WriteSession:
                 self._root,
                 EpisodesSchema(video_keys, shapes),
                 chunks_size=chunks_size,
-                max_file_mb=float(info["data_files_size_in_mb"]),
+                max_file_mb=float(layout.data_files_size_in_mb),
                 last_file=state.last_meta_file,
             ),
             videos={
                 key: VideoFileAppender(
                     self._root,
-                    str(info.get("video_path") or DEFAULT_VIDEO_PATH),
+                    layout.video_path or DEFAULT_VIDEO_PATH,
                     key,
                     video_encoder,
                     chunks_size=chunks_size,
-                    max_file_mb=float(info["video_files_size_in_mb"]),
+                    max_file_mb=float(layout.video_files_size_in_mb),
                     last_file=state.last_video_files.get(key),
                     durable=durable,
                 )
