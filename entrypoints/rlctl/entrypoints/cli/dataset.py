@@ -19,6 +19,7 @@ DATASET_SUBCOMMANDS = {
     "delete-episodes": "rlctl.entrypoints.cli.dataset_tools:delete_episodes",
     "recompute-stats": "rlctl.entrypoints.cli.dataset_tools:recompute_stats",
     "convert": "rlctl.entrypoints.cli.dataset_tools:convert",
+    "view": "rlctl.entrypoints.cli.dataset_view:view",
 }
 
 

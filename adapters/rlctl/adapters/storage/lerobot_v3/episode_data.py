@@ -1,0 +1,99 @@
+"""One episode of a LeRobot v3.0 dataset for the viewer: its columns and its video clips.
+
+Only the asked columns of the episode's data file are read (no image column, no video), and the
+clips are where `meta/episodes` says the episode lies in each camera's mp4, so a page switches
+episodes in milliseconds whatever the dataset's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
+from rlctl.adapters.storage.lerobot_v3.paths import (
+    INFO_PATH,
+    episode_data_file,
+    episode_video_file,
+    episode_video_span,
+)
+from rlctl.adapters.storage.lerobot_v3.table import numeric_column
+from rlctl.application.ports.episode_data import VideoClip
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.errors import CorruptDataset, InvalidInput
+from rlctl.domain.features import FeatureSpec
+
+
+class LeRobotEpisodeData:
+    def __init__(self) -> None:
+        # Reread when info.json changes (a recording appended episodes); a page asks per episode.
+        self._metas: dict[Path, tuple[int, DatasetMeta]] = {}
+
+    def _meta(self, location: str) -> tuple[Path, DatasetMeta]:
+        root = dataset_root(location).resolve()
+        info = root / INFO_PATH
+        stamp = info.stat().st_mtime_ns if info.is_file() else 0
+        cached = self._metas.get(root)
+        if cached is None or cached[0] != stamp:
+            cached = self._metas[root] = (stamp, LeRobotMetaReader().read_meta(root))
+        return root, cached[1]
+
+    def _record(self, location: str, episode_index: int) -> tuple[Path, DatasetMeta, EpisodeRecord]:
+        root, meta = self._meta(location)
+        for record in meta.episodes:
+            if record.index == episode_index:
+                return root, meta, record
+        raise InvalidInput(
+            f"episode {episode_index} does not exist ({meta.total_episodes} episodes)",
+            where=str(root),
+            hint=f"pick one of 0..{meta.total_episodes - 1}",
+        )
+
+    def read_columns(
+        self, location: str, episode_index: int, keys: Sequence[str]
+    ) -> Mapping[str, np.ndarray]:
+        root, meta, record = self._record(location, episode_index)
+        path = root / episode_data_file(meta, record)
+        wanted = list(dict.fromkeys([*keys, "episode_index", "frame_index"]))
+        table = read_parquet_table(path, "data file", root, columns=wanted)
+        rows = table.filter(pc.equal(table.column("episode_index"), pa.scalar(record.index)))
+        rows = rows.take(pc.sort_indices(rows.column("frame_index")))
+        if rows.num_rows != record.length:
+            raise CorruptDataset(
+                f"episode {record.index} has {rows.num_rows} rows in its data file, "
+                f"meta/episodes says {record.length}",
+                where=f"{path}: episode {record.index}",
+                hint="`rlctl dataset check ROOT` lists every problem",
+            )
+        out: dict[str, np.ndarray] = {}
+        for key in keys:
+            column = rows.column(key)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                out[key] = np.array(column.to_pylist(), dtype=object)
+                continue
+            spec = meta.features.get(key) or FeatureSpec(key=key, dtype="float64", shape=(1,))
+            out[key] = numeric_column(column, spec, where=f"{path}: {key}")
+        return out
+
+    def video_clips(self, location: str, episode_index: int) -> Sequence[VideoClip]:
+        _, meta, record = self._record(location, episode_index)
+        clips = []
+        for key in meta.video_keys:
+            start, end = episode_video_span(record, key)
+            clips.append(
+                VideoClip(
+                    key=key,
+                    file=episode_video_file(meta, record, key).as_posix(),
+                    start_s=start,
+                    end_s=end,
+                )
+            )
+        return clips
+
+    def root(self, location: str) -> str:
+        return str(self._meta(location)[0])

@@ -1,0 +1,436 @@
+// rlctl dataset viewer: episode list, synchronised camera clips, one canvas plot per group.
+// Hand-written, no dependencies, so the page works offline and from files (`--out DIR`).
+"use strict";
+
+(function () {
+  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+    "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+  const PAD = { left: 52, right: 16, top: 8, bottom: 20 };
+  const $ = (id) => document.getElementById(id);
+
+  const view = {
+    dataset: null,
+    episode: null,    // the loaded episode's data
+    duration: 0,      // seconds: length / fps
+    t: 0,             // episode time in seconds, from 0
+    playing: false,
+    videos: [],       // {el, clip}
+    plots: [],        // {group, base, cursor, legend, values}
+    clockStart: 0,    // for episodes without video: performance.now() when play started
+    clockFrom: 0,
+    lastFrame: -1,
+    loadToken: 0,
+  };
+
+  // Data: fetched as JSON when served, read from `data/*.js` twins when opened from disk.
+  function loadData(name) {
+    if (location.protocol !== "file:") {
+      return fetch("data/" + name + ".json").then((r) => {
+        if (!r.ok) throw new Error(name + ": HTTP " + r.status);
+        return r.json();
+      });
+    }
+    return new Promise((resolve, reject) => {
+      const store = (window.rlctlData = window.rlctlData || {});
+      if (store[name]) return resolve(store[name]);
+      const script = document.createElement("script");
+      script.src = "data/" + name + ".js";
+      script.onload = () => resolve(store[name]);
+      script.onerror = () => reject(new Error("cannot load data/" + name + ".js"));
+      document.head.appendChild(script);
+    });
+  }
+
+  const fps = () => view.episode.fps;
+  const frameOf = (t) => Math.max(0, Math.min(view.episode.length - 1, Math.floor(t * fps() + 1e-6)));
+  const lastTime = () => Math.max(0, (view.episode.length - 1) / fps());
+
+  // ---- episode list -------------------------------------------------------------------------
+  function renderList() {
+    const list = $("episodes");
+    list.textContent = "";
+    for (const ep of view.dataset.episodes) {
+      const li = document.createElement("li");
+      li.dataset.episode = ep.index;
+      const notes = Object.entries(ep.annotations).map(([k, v]) => k + ": " + v).join(" · ");
+      li.dataset.text = [String(ep.index), ep.tasks.join(" "), notes].join(" ").toLowerCase();
+      li.innerHTML = '<span class="ep-index"></span><span class="ep-length"></span>' +
+        '<div class="ep-tasks"></div><div class="ep-notes"></div>';
+      li.querySelector(".ep-index").textContent = "Episode " + ep.index;
+      li.querySelector(".ep-length").textContent = ep.length + " frames · " + ep.duration_s.toFixed(1) + " s";
+      li.querySelector(".ep-tasks").textContent = ep.tasks.join(" · ");
+      li.querySelector(".ep-notes").textContent = notes;
+      li.addEventListener("click", () => selectEpisode(ep.index));
+      list.appendChild(li);
+    }
+    applyFilter();
+  }
+
+  function applyFilter() {
+    const query = $("filter").value.trim().toLowerCase();
+    let shown = 0;
+    for (const li of $("episodes").children) {
+      const match = !query || li.dataset.text.includes(query);
+      li.hidden = !match;
+      if (match) shown++;
+    }
+    const total = view.dataset.episodes.length;
+    $("count").textContent = query ? shown + " of " + total + " episodes" : total + " episodes";
+  }
+
+  // ---- choosing an episode ------------------------------------------------------------------
+  async function selectEpisode(index) {
+    const token = ++view.loadToken;
+    pause();
+    document.body.dataset.ready = "";
+    const episode = await loadData("episode-" + index);
+    if (token !== view.loadToken) return;
+    view.episode = episode;
+    view.duration = episode.length / episode.fps;
+    view.t = 0;
+    view.lastFrame = -1;
+    for (const li of $("episodes").children) {
+      li.classList.toggle("selected", Number(li.dataset.episode) === index);
+    }
+    if (location.hash !== "#episode=" + index) history.replaceState(null, "", "#episode=" + index);
+    $("episode-title").textContent = "Episode " + index + " · " + episode.length + " frames · " +
+      view.duration.toFixed(2) + " s";
+    $("episode-tasks").textContent = episode.tasks.length ? "Task: " + episode.tasks.join(" · ") : "";
+    buildVideos(episode);
+    buildPlots(episode);
+    await Promise.all(view.videos.map(videoReady));
+    if (token !== view.loadToken) return;
+    seek(0);
+    document.body.dataset.ready = String(index);
+    document.dispatchEvent(new CustomEvent("rlctl:episode-ready", { detail: index }));
+  }
+
+  function videoReady(video) {
+    return new Promise((resolve) => {
+      const el = video.el;
+      const done = () => resolve();
+      if (el.readyState >= 2) return done();
+      el.addEventListener("loadeddata", done, { once: true });
+      el.addEventListener("error", done, { once: true });
+    });
+  }
+
+  function buildVideos(episode) {
+    const box = $("videos");
+    for (const v of view.videos) { v.el.removeAttribute("src"); v.el.load(); }
+    box.textContent = "";
+    view.videos = episode.videos.map((clip) => {
+      const figure = document.createElement("figure");
+      figure.className = "camera";
+      const el = document.createElement("video");
+      el.muted = true;
+      el.playsInline = true;
+      el.preload = "auto";
+      el.dataset.key = clip.key;
+      // The media fragment makes the first frame shown the episode's, not the file's.
+      el.src = "media/" + clip.file.split("/").map(encodeURIComponent).join("/") + "#t=" + clip.start_s;
+      const caption = document.createElement("figcaption");
+      caption.textContent = clip.key;
+      figure.append(el, caption);
+      box.appendChild(figure);
+      return { el, clip };
+    });
+    if (!view.videos.length && view.dataset.cameras.length === 0) {
+      box.innerHTML = '<div class="empty">This dataset has no video cameras.</div>';
+    }
+  }
+
+  // ---- plots --------------------------------------------------------------------------------
+  function buildPlots(episode) {
+    const box = $("plots");
+    box.textContent = "";
+    view.plots = [];
+    for (const group of view.dataset.groups) {
+      const values = episode.series[group.key];
+      if (!values) continue;
+      const section = document.createElement("div");
+      section.className = "plot";
+      section.dataset.key = group.key;
+      section.innerHTML = '<h3></h3><div class="canvases"><canvas class="base"></canvas>' +
+        '<canvas class="cursor"></canvas></div><div class="legend"></div>';
+      section.querySelector("h3").textContent = group.key + " (" + group.kind + ")";
+      box.appendChild(section);
+      const plot = {
+        group, values, section,
+        base: section.querySelector("canvas.base"),
+        cursor: section.querySelector("canvas.cursor"),
+        legend: section.querySelector(".legend"),
+        range: valueRange(values),
+        cells: [],
+      };
+      group.names.forEach((name, i) => {
+        const item = document.createElement("span");
+        item.innerHTML = '<span class="swatch"></span><span class="name"></span> <b></b>';
+        item.querySelector(".swatch").style.background = COLORS[i % COLORS.length];
+        item.querySelector(".name").textContent = name;
+        plot.legend.appendChild(item);
+        plot.cells.push(item.querySelector("b"));
+      });
+      attachSeeking(plot);
+      view.plots.push(plot);
+      drawBase(plot);
+    }
+    if (!view.plots.length) box.innerHTML = '<div class="empty">No state or action features to plot.</div>';
+  }
+
+  function valueRange(values) {
+    let lo = Infinity, hi = -Infinity;
+    for (const column of values) for (const v of column) {
+      if (v === null) continue;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    if (!isFinite(lo)) { lo = 0; hi = 1; }
+    if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
+    const margin = (hi - lo) * 0.05;
+    return [lo - margin, hi + margin];
+  }
+
+  function sizeCanvas(canvas) {
+    const ratio = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(canvas.clientWidth * ratio));
+    const h = Math.max(1, Math.round(canvas.clientHeight * ratio));
+    if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    return { ctx, w: canvas.clientWidth, h: canvas.clientHeight };
+  }
+
+  function xOf(t, w) { return PAD.left + (t / Math.max(view.duration, 1e-9)) * (w - PAD.left - PAD.right); }
+  function tOf(x, w) { return ((x - PAD.left) / (w - PAD.left - PAD.right)) * view.duration; }
+
+  function drawBase(plot) {
+    const { ctx, w, h } = sizeCanvas(plot.base);
+    const [lo, hi] = plot.range;
+    const yOf = (v) => PAD.top + (1 - (v - lo) / (hi - lo)) * (h - PAD.top - PAD.bottom);
+    ctx.clearRect(0, 0, w, h);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.strokeStyle = "#e4e4e0";
+    ctx.fillStyle = "#6b6f73";
+    ctx.lineWidth = 1;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (let i = 0; i <= 4; i++) {
+      const v = lo + ((hi - lo) * i) / 4;
+      const y = yOf(v);
+      ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(w - PAD.right, y); ctx.stroke();
+      ctx.fillText(formatNumber(v), PAD.left - 4, y);
+    }
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    const step = niceStep(view.duration / 8);
+    for (let t = 0; t <= view.duration + 1e-9; t += step) {
+      ctx.fillText(t.toFixed(step < 1 ? 1 : 0) + " s", xOf(t, w), h - PAD.bottom + 4);
+    }
+    const times = view.episode.timestamps;
+    plot.values.forEach((column, i) => {
+      ctx.strokeStyle = COLORS[i % COLORS.length];
+      ctx.lineWidth = 1.4;
+      ctx.beginPath();
+      let pen = false;
+      column.forEach((v, k) => {
+        if (v === null) { pen = false; return; }
+        const x = xOf(times[k], w), y = yOf(v);
+        if (pen) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
+      });
+      ctx.stroke();
+    });
+  }
+
+  function niceStep(raw) {
+    const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-6))));
+    for (const m of [1, 2, 5, 10]) if (raw <= m * p) return m * p;
+    return 10 * p;
+  }
+
+  function formatNumber(v) {
+    const a = Math.abs(v);
+    if (a !== 0 && (a < 1e-2 || a >= 1e4)) return v.toExponential(1);
+    return v.toFixed(a < 1 ? 3 : a < 100 ? 2 : 0);
+  }
+
+  function drawCursor(plot) {
+    const { ctx, w, h } = sizeCanvas(plot.cursor);
+    ctx.clearRect(0, 0, w, h);
+    const frame = frameOf(view.t);
+    const x = xOf(view.episode.timestamps[frame] ?? view.t, w);
+    ctx.strokeStyle = "#c2410c";
+    ctx.lineWidth = 1.5;
+    ctx.beginPath(); ctx.moveTo(x, PAD.top); ctx.lineTo(x, h - PAD.bottom); ctx.stroke();
+    plot.section.dataset.cursorFrame = String(frame);
+    plot.section.dataset.cursorX = x.toFixed(1);
+  }
+
+  function attachSeeking(plot) {
+    let dragging = false;
+    const seekAt = (event) => {
+      const rect = plot.cursor.getBoundingClientRect();
+      pause();
+      seek(tOf(event.clientX - rect.left, rect.width));
+    };
+    plot.cursor.addEventListener("mousedown", (e) => { dragging = true; seekAt(e); });
+    window.addEventListener("mousemove", (e) => { if (dragging) seekAt(e); });
+    window.addEventListener("mouseup", () => { dragging = false; });
+  }
+
+  // ---- time: the first video is the clock; without video, performance.now() ---------------
+  function currentTime() {
+    if (view.videos.length) {
+      const { el, clip } = view.videos[0];
+      return el.currentTime - clip.start_s;
+    }
+    if (!view.playing) return view.t;
+    return view.clockFrom + (performance.now() - view.clockStart) / 1000;
+  }
+
+  function seek(t) {
+    if (!view.episode) return;
+    view.t = Math.max(0, Math.min(lastTime(), t));
+    for (const { el, clip } of view.videos) {
+      // A hair past the frame's start, so rounding never shows the frame before it.
+      el.currentTime = clip.start_s + view.t + 1e-3;
+    }
+    view.clockFrom = view.t;
+    view.clockStart = performance.now();
+    render();
+  }
+
+  function stepFrames(n) {
+    pause();
+    seek((frameOf(view.t) + n) / fps());
+  }
+
+  function play() {
+    if (!view.episode || view.playing) return;
+    if (view.t >= lastTime() - 1e-6) seek(0);
+    view.playing = true;
+    view.clockFrom = view.t;
+    view.clockStart = performance.now();
+    for (const { el } of view.videos) el.play().catch(() => {});
+    $("play").textContent = "Pause";
+    requestAnimationFrame(tick);
+  }
+
+  function pause() {
+    if (!view.playing) return;
+    view.playing = false;
+    for (const { el } of view.videos) el.pause();
+    $("play").textContent = "Play";
+    if (view.episode) seek(currentTime());
+  }
+
+  function tick() {
+    if (!view.playing) return;
+    let t = currentTime();
+    if (t >= lastTime()) {
+      view.playing = false;
+      for (const { el } of view.videos) el.pause();
+      $("play").textContent = "Play";
+      seek(lastTime());
+      return;
+    }
+    view.t = Math.max(0, t);
+    // Keep the other cameras within a frame of the first one.
+    for (let i = 1; i < view.videos.length; i++) {
+      const { el, clip } = view.videos[i];
+      if (Math.abs(el.currentTime - clip.start_s - view.t) > 1 / fps()) el.currentTime = clip.start_s + view.t;
+      if (el.paused) el.play().catch(() => {});
+    }
+    render();
+    requestAnimationFrame(tick);
+  }
+
+  function render() {
+    const frame = frameOf(view.t);
+    $("clock").textContent = view.t.toFixed(3) + " s · frame " + frame + " / " + (view.episode.length - 1);
+    for (const plot of view.plots) drawCursor(plot);
+    if (frame !== view.lastFrame) {
+      view.lastFrame = frame;
+      for (const plot of view.plots) {
+        plot.values.forEach((column, i) => {
+          const v = column[frame];
+          plot.cells[i].textContent = v === null ? "–" : formatNumber(v);
+        });
+      }
+      renderLanguage(frame);
+    }
+  }
+
+  function renderLanguage(frame) {
+    const box = $("language");
+    box.textContent = "";
+    for (const [key, runs] of Object.entries(view.episode.language || {})) {
+      const run = runs.find((r) => frame >= r.from && frame < r.to);
+      const line = document.createElement("div");
+      line.innerHTML = '<span class="key"></span>: <span class="current"></span>';
+      line.querySelector(".key").textContent = key;
+      line.querySelector(".current").textContent = run ? run.text : "–";
+      box.appendChild(line);
+    }
+  }
+
+  // Seek and resolve once every camera shows the new frame: the figure the benchmark reads.
+  // The frame callback is asked for before seeking: a paused video presents exactly one new
+  // frame, the one sought.
+  function seekAndWait(t) {
+    pause();
+    const started = performance.now();
+    const shown = view.videos.map(({ el }) => new Promise((resolve) => {
+      if (el.requestVideoFrameCallback) el.requestVideoFrameCallback(() => resolve());
+      else el.addEventListener("seeked", () => resolve(), { once: true });
+    }));
+    seek(t);
+    return Promise.all(shown).then(() => performance.now() - started);
+  }
+
+  // ---- start --------------------------------------------------------------------------------
+  function onKey(event) {
+    if (event.target instanceof HTMLInputElement) return;
+    if (event.key === "ArrowRight") { event.preventDefault(); stepFrames(1); }
+    else if (event.key === "ArrowLeft") { event.preventDefault(); stepFrames(-1); }
+    else if (event.key === " " || event.code === "Space") {
+      event.preventDefault();
+      if (view.playing) pause(); else play();
+    }
+  }
+
+  async function start() {
+    const dataset = await loadData("dataset");
+    view.dataset = dataset;
+    document.title = dataset.title + " · rlctl viewer";
+    $("title").textContent = dataset.title;
+    $("facts").textContent = [
+      dataset.episodes.length + " episodes", dataset.total_frames + " frames", dataset.fps + " fps",
+      dataset.robot_type || "", dataset.cameras.length + " camera" + (dataset.cameras.length === 1 ? "" : "s"),
+    ].filter(Boolean).join(" · ");
+    renderList();
+    $("filter").addEventListener("input", applyFilter);
+    $("play").addEventListener("click", () => (view.playing ? pause() : play()));
+    $("prev").addEventListener("click", () => stepFrames(-1));
+    $("next").addEventListener("click", () => stepFrames(1));
+    document.addEventListener("keydown", onKey);
+    window.addEventListener("resize", () => {
+      for (const plot of view.plots) { drawBase(plot); drawCursor(plot); }
+    });
+    const wanted = Number((location.hash.match(/episode=(\d+)/) || [])[1]);
+    const first = dataset.episodes.find((e) => e.index === wanted) || dataset.episodes[0];
+    if (first) await selectEpisode(first.index);
+    else $("episode-title").textContent = "This dataset has no episodes.";
+  }
+
+  window.rlctlViewer = {
+    seek, play, pause, seekAndWait, selectEpisode,
+    time: () => view.t,
+    frame: () => (view.episode ? frameOf(view.t) : -1),
+    playing: () => view.playing,
+  };
+  start().catch((error) => {
+    $("episode-title").textContent = "Cannot load the dataset: " + error.message;
+    document.body.dataset.error = error.message;
+  });
+})();

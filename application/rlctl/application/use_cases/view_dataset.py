@@ -1,0 +1,252 @@
+"""ViewDataset: what the dataset viewer shows, built from the dataset's ports.
+
+The page lists every episode (index, length, tasks, language annotations) and, for the episode a
+person picks, plays every camera's clip beside one plot per state/action group. This module
+decides what is shown — which features are plotted, how their dimensions are named, which
+episode columns are annotations — and leaves HTTP, files and drawing to the viewer adapter.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlctl.application.ports.dataset import DatasetMetaReader
+from rlctl.application.ports.episode_data import EpisodeDataReader, VideoClip
+from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import NUMERIC_DTYPES, FeatureKind, FeatureSpec
+
+# Feature kinds drawn as line plots, in the order the page shows them.
+PLOTTED_KINDS = (FeatureKind.STATE, FeatureKind.ACTION, FeatureKind.ENV, FeatureKind.REWARD)
+# Episode-metadata columns that are bookkeeping, not annotations a person wrote.
+_BOOKKEEPING_PREFIXES = ("data/", "videos/", "stats/", "meta/")
+_BOOKKEEPING_COLUMNS = {
+    "episode_index",
+    "tasks",
+    "length",
+    "dataset_from_index",
+    "dataset_to_index",
+}
+# Episodes whose plot data stay in memory; a page shows one at a time.
+_CACHED_EPISODES = 8
+
+
+@attrs.frozen
+class PlotGroup:
+    """One plot: a numeric feature, a line per dimension named from the feature's `names`."""
+
+    key: str
+    kind: str
+    names: tuple[str, ...]
+
+
+@attrs.frozen
+class EpisodeSummary:
+    index: int
+    length: int
+    duration_s: float
+    tasks: tuple[str, ...]
+    annotations: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class DatasetPage:
+    title: str
+    fps: int
+    robot_type: str | None
+    total_frames: int
+    cameras: tuple[str, ...]
+    groups: tuple[PlotGroup, ...]
+    episodes: tuple[EpisodeSummary, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=True, value_serializer=_plain)
+
+
+@attrs.frozen(eq=False)
+class EpisodePage:
+    """One episode's data: `series[key]` is `(frames, dims)`; `timestamps` are seconds from the
+    episode's start; `language` maps a string feature to its runs of equal values."""
+
+    index: int
+    fps: int
+    length: int
+    tasks: tuple[str, ...]
+    timestamps: np.ndarray
+    series: Mapping[str, np.ndarray]
+    videos: tuple[VideoClip, ...]
+    language: Mapping[str, list[dict[str, Any]]] = attrs.field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "fps": self.fps,
+            "length": self.length,
+            "tasks": list(self.tasks),
+            "timestamps": _floats(self.timestamps),
+            "series": {
+                key: [_floats(column) for column in values.T] for key, values in self.series.items()
+            },
+            "videos": [attrs.asdict(clip) for clip in self.videos],
+            "language": dict(self.language),
+        }
+
+
+def _plain(_inst: Any, _field: Any, value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _floats(values: np.ndarray) -> list[float | None]:
+    """JSON has no NaN: missing values become null; six significant digits are plenty to draw."""
+    return [None if not math.isfinite(v) else float(f"{v:.6g}") for v in values.tolist()]
+
+
+def dimension_names(spec: FeatureSpec) -> tuple[str, ...]:
+    """A name per dimension: LeRobot writes `names` as a list, a dict of lists (one list per
+    axis, e.g. `{"motors": [...]}`), or null; missing names become `key[i]`."""
+    size = math.prod(spec.shape) if spec.shape else 1
+    names: list[str] = []
+    raw = spec.names
+    if isinstance(raw, Mapping):
+        lists = [v for v in raw.values() if isinstance(v, (list, tuple))]
+        raw = lists[0] if len(lists) == 1 else [n for v in lists for n in v]
+    if isinstance(raw, (list, tuple)) and all(isinstance(n, str) for n in raw):
+        names = list(raw)
+    if len(names) != size:
+        names = [f"{spec.key}[{i}]" for i in range(size)] if size > 1 else [spec.key]
+    return tuple(names)
+
+
+def plot_groups(meta: DatasetMeta) -> tuple[PlotGroup, ...]:
+    groups = [
+        PlotGroup(key=key, kind=str(spec.kind), names=dimension_names(spec))
+        for key, spec in meta.features.items()
+        if spec.kind in PLOTTED_KINDS and spec.dtype in NUMERIC_DTYPES
+    ]
+    order = {kind: i for i, kind in enumerate(PLOTTED_KINDS)}
+    return tuple(sorted(groups, key=lambda g: order[FeatureKind(g.kind)]))
+
+
+def annotations(episode: EpisodeRecord) -> dict[str, str]:
+    """Text columns of the episode's metadata row beyond LeRobot's own (language annotations,
+    operator notes, success labels written by other tools)."""
+    out: dict[str, str] = {}
+    for column, value in episode.columns.items():
+        if column in _BOOKKEEPING_COLUMNS or column.startswith(_BOOKKEEPING_PREFIXES):
+            continue
+        if isinstance(value, str) and value:
+            out[column] = value
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            out[column] = "; ".join(value)
+    return out
+
+
+def language_runs(values: np.ndarray) -> list[dict[str, Any]]:
+    """`[{"from": frame, "to": frame (exclusive), "text": ...}]` for each run of equal values."""
+    runs: list[dict[str, Any]] = []
+    for frame, value in enumerate(values.tolist()):
+        text = "" if value is None else str(value)
+        if runs and runs[-1]["text"] == text:
+            runs[-1]["to"] = frame + 1
+        else:
+            runs.append({"from": frame, "to": frame + 1, "text": text})
+    return [run for run in runs if run["text"]]
+
+
+class DatasetViewer:
+    """One dataset opened for viewing: its `page`, and `episode(i)` built on demand (cached)."""
+
+    def __init__(self, location: str, meta: DatasetMeta, reader: EpisodeDataReader) -> None:
+        self.location = location
+        self.meta = meta
+        self._reader = reader
+        self._records = {record.index: record for record in meta.episodes}
+        self.page = DatasetPage(
+            title=location,
+            fps=meta.fps,
+            robot_type=meta.robot_type,
+            total_frames=meta.total_frames,
+            cameras=tuple(meta.video_keys),
+            groups=plot_groups(meta),
+            episodes=tuple(
+                EpisodeSummary(
+                    index=record.index,
+                    length=record.length,
+                    duration_s=round(record.length / meta.fps, 3) if meta.fps else 0.0,
+                    tasks=record.tasks,
+                    annotations=annotations(record),
+                )
+                for record in meta.episodes
+            ),
+        )
+        self._language_keys = [
+            key for key, spec in meta.features.items() if spec.kind is FeatureKind.LANGUAGE
+        ]
+        self._cache: OrderedDict[int, EpisodePage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def root(self) -> str:
+        return self._reader.root(self.location)
+
+    def episode(self, index: int) -> EpisodePage:
+        with self._lock:
+            if index in self._cache:
+                self._cache.move_to_end(index)
+                return self._cache[index]
+        page = self._build(index)
+        with self._lock:
+            self._cache[index] = page
+            while len(self._cache) > _CACHED_EPISODES:
+                self._cache.popitem(last=False)
+        return page
+
+    def _build(self, index: int) -> EpisodePage:
+        record = self._records.get(index)
+        if record is None:
+            raise InvalidInput(
+                f"episode {index} does not exist ({len(self._records)} episodes)",
+                where=self.location,
+                hint="pick an episode from the list",
+            )
+        keys = [group.key for group in self.page.groups] + self._language_keys
+        columns = self._reader.read_columns(self.location, index, [*keys, "timestamp"])
+        timestamps = np.asarray(columns["timestamp"], dtype=np.float64).reshape(-1)
+        if len(timestamps):
+            timestamps = timestamps - timestamps[0]
+        series = {
+            group.key: np.asarray(columns[group.key], dtype=np.float64).reshape(len(timestamps), -1)
+            for group in self.page.groups
+        }
+        language = {key: language_runs(np.asarray(columns[key])) for key in self._language_keys}
+        return EpisodePage(
+            index=index,
+            fps=self.meta.fps,
+            length=record.length,
+            tasks=record.tasks,
+            timestamps=timestamps,
+            series=series,
+            videos=tuple(self._reader.video_clips(self.location, index)),
+            language={key: runs for key, runs in language.items() if runs},
+        )
+
+
+class ViewDataset:
+    def __init__(self, meta_reader: DatasetMetaReader, episode_data: EpisodeDataReader) -> None:
+        self._meta_reader = meta_reader
+        self._episode_data = episode_data
+
+    def __call__(self, location: str) -> DatasetViewer:
+        meta = self._meta_reader.read_meta(location)
+        return DatasetViewer(location, meta, self._episode_data)

@@ -1,0 +1,166 @@
+"""The dataset viewer in a real browser: Debian's chromium, headless, driven by playwright.
+
+Every camera frame of the test dataset is a flat colour naming its episode and frame (see
+conftest), so reading a pixel of the shown video tells whether the page shows the frame its
+cursor says. A screenshot is kept under `test-artifacts/viewer/` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rlctl.adapters.storage.lerobot_v3.episode_data import LeRobotEpisodeData
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.viewer.server import ViewerServer
+from rlctl.application.use_cases.view_dataset import ViewDataset
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "viewer"
+FRONT = "observation.images.front"
+# Lossy AV1 keeps a flat colour within a few levels.
+TOLERANCE = 12
+PLOT_PAD_LEFT, PLOT_PAD_RIGHT = 52, 16  # viewer.js's PAD
+
+PIXEL = """(key) => {
+  const v = document.querySelector(`video[data-key="${key}"]`);
+  const c = document.createElement("canvas");
+  c.width = v.videoWidth; c.height = v.videoHeight;
+  const g = c.getContext("2d");
+  g.drawImage(v, 0, 0);
+  return Array.from(g.getImageData(c.width >> 1, c.height >> 1, 1, 1).data.slice(0, 3));
+}"""
+SETTLED = """() => [...document.querySelectorAll("video")]
+  .every(v => !v.seeking && v.readyState >= 2)"""
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def page(viewer_dataset):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
+    executable = chromium_path()
+    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(viewer_dataset))
+    with ViewerServer(viewer) as server, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=["--no-sandbox", "--headless"]
+        )
+        tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(server.url)
+        tab.wait_for_selector("body[data-ready='0']", timeout=15_000)
+        yield tab
+        browser.close()
+        assert not errors, errors
+
+
+def shown_colour(page, key: str = FRONT) -> list[int]:
+    page.wait_for_function(SETTLED)
+    return page.evaluate(PIXEL, key)
+
+
+def assert_shows(page, colour, episode: int, frame: int) -> None:
+    for key in (FRONT, "observation.images.wrist"):
+        got = shown_colour(page, key)
+        want = colour(episode, frame)
+        assert all(abs(g - w) <= TOLERANCE for g, w in zip(got, want)), (key, got, want)
+
+
+def select(page, episode: int) -> None:
+    page.click(f"#episodes li[data-episode='{episode}']")
+    page.wait_for_selector(f"body[data-ready='{episode}']", timeout=15_000)
+
+
+def test_the_list_shows_every_episode_and_filters(page):
+    items = page.locator("#episodes li")
+    assert items.count() == 3
+    assert [items.nth(i).get_attribute("data-episode") for i in range(3)] == ["0", "1", "2"]
+    assert "12 frames" in items.nth(1).inner_text() and "task 1" in items.nth(1).inner_text()
+    page.fill("#filter", "task 1")
+    assert [items.nth(i).is_visible() for i in range(3)] == [False, True, False]
+    assert page.inner_text("#count") == "1 of 3 episodes"
+    page.fill("#filter", "")
+    assert all(items.nth(i).is_visible() for i in range(3))
+
+
+def test_an_episode_starts_at_its_own_place_in_the_shared_video(page, colour_of):
+    select(page, 1)
+    assert page.evaluate("rlctlViewer.frame()") == 0
+    assert_shows(page, colour_of, episode=1, frame=0)
+    assert page.locator(".plot").count() == 2
+    legend = page.inner_text(".plot[data-key='action'] .legend")
+    assert all(name in legend for name in ("shoulder", "elbow", "wrist", "gripper"))
+
+
+def test_the_video_plays_and_the_cursor_follows_it(page, colour_of):
+    select(page, 1)
+    before = float(page.get_attribute(".plot[data-key='observation.state']", "data-cursor-x"))
+    page.keyboard.press("Space")
+    page.wait_for_function("rlctlViewer.time() > 0.45", timeout=10_000)
+    assert not page.evaluate(f"document.querySelector('video[data-key=\"{FRONT}\"]').paused")
+    page.keyboard.press("Space")
+    assert not page.evaluate("rlctlViewer.playing()")
+    frame = page.evaluate("rlctlViewer.frame()")
+    assert frame >= 4
+    for key in ("observation.state", "action"):
+        plot = page.locator(f".plot[data-key='{key}']")
+        assert plot.get_attribute("data-cursor-frame") == str(frame)
+        assert float(plot.get_attribute("data-cursor-x")) > before
+    video = f"document.querySelector('video[data-key=\"{FRONT}\"]').currentTime"
+    # Episode 1 starts at 1.0 s in the file; the video shows the cursor's frame.
+    assert int((page.evaluate(video) - 1.0) * 10 + 1e-6) == frame
+    assert_shows(page, colour_of, episode=1, frame=frame)
+
+
+def test_playback_stops_at_the_end_of_the_episode_not_of_the_file(page, colour_of):
+    select(page, 0)
+    page.evaluate("rlctlViewer.seek(0.7)")
+    page.keyboard.press("Space")
+    page.wait_for_function("!rlctlViewer.playing()", timeout=10_000)
+    assert page.evaluate("rlctlViewer.frame()") == 9
+    assert_shows(page, colour_of, episode=0, frame=9)
+
+
+def test_a_click_on_a_plot_seeks_the_videos(page, colour_of):
+    select(page, 1)
+    box = page.locator(".plot[data-key='action'] canvas.cursor").bounding_box()
+    duration = 1.2
+    t = 0.55  # inside frame 5
+    x = box["x"] + PLOT_PAD_LEFT + t / duration * (box["width"] - PLOT_PAD_LEFT - PLOT_PAD_RIGHT)
+    page.mouse.click(x, box["y"] + box["height"] / 2)
+    assert page.evaluate("rlctlViewer.frame()") == 5
+    assert page.get_attribute(".plot[data-key='observation.state']", "data-cursor-frame") == "5"
+    assert_shows(page, colour_of, episode=1, frame=5)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "episode-1-frame-5.png"))
+    assert (ARTIFACTS / "episode-1-frame-5.png").stat().st_size > 10_000
+
+
+def test_arrow_keys_step_one_frame(page, colour_of):
+    select(page, 2)
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("rlctlViewer.frame()") == 3
+    assert_shows(page, colour_of, episode=2, frame=3)
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("rlctlViewer.frame()") == 2
+    assert_shows(page, colour_of, episode=2, frame=2)
+    assert "frame 2 / 7" in page.inner_text("#clock")
+
+
+def test_seeking_reports_when_the_frame_is_shown(page, colour_of):
+    select(page, 1)
+    elapsed = page.evaluate("rlctlViewer.seekAndWait(0.85)")
+    assert 0 <= elapsed < 10_000
+    assert page.evaluate("rlctlViewer.frame()") == 8
+    assert_shows(page, colour_of, episode=1, frame=8)

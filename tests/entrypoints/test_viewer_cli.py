@@ -1,0 +1,81 @@
+"""`rlctl dataset view` as a user types it, on LeRobot-written datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+
+from rlctl.entrypoints.cli.main import cli
+
+SERVE = "from rlctl.entrypoints.cli.main import main; main()"
+
+
+def test_out_writes_the_page_with_lerobots_episode_spans(fixtures_dir, tmp_path):
+    out = tmp_path / "site"
+    result = CliRunner().invoke(
+        cli, ["dataset", "view", str(fixtures_dir / "sim_video"), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"wrote 3 episodes to {out / 'index.html'}" in result.output
+    page = json.loads((out / "data" / "dataset.json").read_text())
+    assert [e["length"] for e in page["episodes"]] == [20, 25, 30]
+    assert page["groups"][0]["names"] == [f"joint_{i}" for i in range(6)]
+    # LeRobot put the three episodes in one file: episode 1 starts 2 s in, ends at 4.5 s.
+    clip = json.loads((out / "data" / "episode-1.json").read_text())["videos"][0]
+    assert (clip["start_s"], clip["end_s"]) == (2.0, 4.5)
+    video = out / "media" / clip["file"]
+    assert video.read_bytes() == (fixtures_dir / "sim_video" / clip["file"]).read_bytes()
+
+
+def test_a_dataset_of_images_has_plots_and_no_clips(fixtures_dir, tmp_path):
+    out = tmp_path / "site"
+    result = CliRunner().invoke(
+        cli, ["dataset", "view", str(fixtures_dir / "sim_images"), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    page = json.loads((out / "data" / "dataset.json").read_text())
+    assert page["cameras"] == [] and len(page["groups"]) == 2
+    episode = json.loads((out / "data" / "episode-1.json").read_text())
+    assert episode["videos"] == [] and len(episode["series"]["action"]) == 6
+
+
+def test_a_missing_dataset_is_one_line_and_a_hint(tmp_path):
+    result = CliRunner().invoke(cli, ["dataset", "view", str(tmp_path / "nope"), "--out", "x"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output and "no dataset folder" in result.output
+
+
+@pytest.mark.slow
+def test_serving_prints_the_address_and_stops_on_ctrl_c(fixtures_dir):
+    root = fixtures_dir / "sim_video"
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE, "dataset", "view", str(root), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RLCTL_LOG_LEVEL": "warning"},
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith(f"serving {root.resolve()} at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        with urllib.request.urlopen(url + "data/dataset.json", timeout=10) as response:
+            assert len(json.load(response)["episodes"]) == 3
+        request = urllib.request.Request(
+            url + "media/videos/observation.images.front/chunk-000/file-000.mp4",
+            headers={"Range": "bytes=0-7"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 206 and response.read()[4:8] == b"ftyp"
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "stopped" in out
