@@ -12,6 +12,7 @@ export in `site.py` serves the same page from files):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mimetypes
 import re
@@ -202,7 +203,15 @@ class ViewerServer:
 
     def start(self) -> ViewerServer:
         self._thread.start()
+        # The page asks for the first episode at once: have it read while the browser loads.
+        episodes = self._http.viewer.page.episodes
+        if episodes:
+            threading.Thread(target=self._warm, args=(episodes[0].index,), daemon=True).start()
         return self
+
+    def _warm(self, index: int) -> None:
+        with contextlib.suppress(RlctlError):  # the page's own request reports it
+            self._http.viewer.episode(index)
 
     def stop(self) -> None:
         self._http.shutdown()

@@ -79,11 +79,11 @@
   }
 
   // ---- choosing an episode ------------------------------------------------------------------
-  async function selectEpisode(index) {
+  async function selectEpisode(index, preloaded) {
     const token = ++view.loadToken;
     pause();
     document.body.dataset.ready = "";
-    const episode = await loadData("episode-" + index);
+    const episode = await (preloaded || loadData("episode-" + index));
     if (token !== view.loadToken) return;
     view.episode = episode;
     view.duration = episode.length / episode.fps;
@@ -400,6 +400,10 @@
   }
 
   async function start() {
+    // The episode in the address (or the first) is fetched beside the list, not after it.
+    const wanted = Number((location.hash.match(/episode=(\d+)/) || [])[1] || 0);
+    const early = loadData("episode-" + wanted);
+    early.catch(() => {});
     const dataset = await loadData("dataset");
     view.dataset = dataset;
     document.title = dataset.title + " · rlctl viewer";
@@ -417,9 +421,8 @@
     window.addEventListener("resize", () => {
       for (const plot of view.plots) { drawBase(plot); drawCursor(plot); }
     });
-    const wanted = Number((location.hash.match(/episode=(\d+)/) || [])[1]);
     const first = dataset.episodes.find((e) => e.index === wanted) || dataset.episodes[0];
-    if (first) await selectEpisode(first.index);
+    if (first) await selectEpisode(first.index, first.index === wanted ? early : null);
     else $("episode-title").textContent = "This dataset has no episodes.";
   }
 
