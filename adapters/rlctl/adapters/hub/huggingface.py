@@ -26,6 +26,7 @@ from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
 from rlctl.adapters.hub.errors import hub_errors, repo_url
 from rlctl.adapters.hub.settings import HubSettings
+from rlctl.adapters.storage.dataset_lock import LOCK_NAME, writing
 from rlctl.application.ports.hub import PushRequest, PushResult, RepoRef, Snapshot
 from rlctl.domain.errors import InvalidInput
 
@@ -85,8 +86,13 @@ class HuggingFaceHub:
             patterns=None if allow is None else len(allow),
             offline=settings.offline,
         )
-        with hub_errors(
-            repo, action="download", endpoint=settings.endpoint, offline=settings.offline
+        # A folder being filled is being written: one writer at a time (the cache locks itself).
+        folder_lock = writing(local_dir) if local_dir is not None else contextlib.nullcontext()
+        with (
+            folder_lock,
+            hub_errors(
+                repo, action="download", endpoint=settings.endpoint, offline=settings.offline
+            ),
         ):
             path = snapshot_download(
                 repo.repo_id,
@@ -165,7 +171,8 @@ def files_to_push(request: PushRequest) -> list[str]:
     if not folder.is_dir():
         raise InvalidInput("no such folder", where=str(folder))
     names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    ignore = [*request.ignore, *DEFAULT_IGNORE_PATTERNS, CARD_NAME]
+    # A writer's lock file (or one a killed writer left) is no part of the dataset.
+    ignore = [*request.ignore, *DEFAULT_IGNORE_PATTERNS, CARD_NAME, LOCK_NAME]
     return list(filter_repo_objects(names, allow_patterns=request.allow, ignore_patterns=ignore))
 
 

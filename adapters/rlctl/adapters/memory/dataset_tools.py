@@ -8,6 +8,8 @@ source episode had them, its per-episode statistics under `columns["stats"]` (fe
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
@@ -17,8 +19,28 @@ from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.application.dataset_compat import dataset_differences
 from rlctl.application.ports.dataset_tools import DatasetProblem, EpisodeRef
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
-from rlctl.domain.errors import FeatureMismatch, InvalidInput
+from rlctl.domain.errors import DatasetError, FeatureMismatch, InvalidInput
 from rlctl.domain.statistics import FeatureStats, aggregate_stats, stats_to_json
+
+
+class WriteLocks:
+    """Write locks by location, within this process: a second writer is refused at once."""
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, location: str) -> Iterator[None]:
+        with self._guard:
+            if location in self._held:
+                raise DatasetError("another writer is using this dataset", where=location)
+            self._held.add(location)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._held.discard(location)
 
 
 class InMemoryRebuild:
@@ -92,8 +114,9 @@ class InMemoryDatasetRebuilder:
 class InMemoryDatasetFolders:
     """`DatasetFolders` over the store's locations."""
 
-    def __init__(self, store: InMemoryDatasetStore) -> None:
+    def __init__(self, store: InMemoryDatasetStore, locks: WriteLocks | None = None) -> None:
         self._store = store
+        self.locks = locks or WriteLocks()
 
     def _metas(self) -> dict[str, DatasetMeta]:
         return self._store._metas  # the store is this module's sibling; no public listing
@@ -116,6 +139,9 @@ class InMemoryDatasetFolders:
 
     def remove(self, location: str) -> None:
         self._metas().pop(location, None)
+
+    def lock(self, location: str) -> contextlib.AbstractContextManager[None]:
+        return self.locks.hold(location)
 
 
 @attrs.define
@@ -155,9 +181,17 @@ class InMemoryStatsAccess:
     """`DatasetStatsAccess` over arrays: per location, episode -> key -> values (numeric
     features (length, ...), cameras uint8 (length, H, W, C)); writes are kept in `written`."""
 
-    def __init__(self, data: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]]) -> None:
+    def __init__(
+        self,
+        data: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]],
+        locks: WriteLocks | None = None,
+    ) -> None:
         self._data = data
         self.written: dict[str, tuple[dict, dict]] = {}
+        self.locks = locks or WriteLocks()
+
+    def lock(self, location: str) -> contextlib.AbstractContextManager[None]:
+        return self.locks.hold(location)
 
     def _episodes(self, location: str) -> Mapping[int, Mapping[str, np.ndarray]]:
         if location not in self._data:

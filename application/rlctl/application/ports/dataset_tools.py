@@ -9,6 +9,7 @@ Locations are strings (a local folder for the LeRobot adapters, a key for the in
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Literal, Protocol
 
 import attrs
@@ -122,6 +123,11 @@ class DatasetFolders(Protocol):
 
     def remove(self, location: str) -> None: ...
 
+    def lock(self, location: str) -> AbstractContextManager[object]:
+        """Hold the dataset's write lock for a block (an edit in place, from reading it to the
+        swap); raises at once, naming the holder, while another writer holds it."""
+        ...
+
 
 class LegacyDatasetReader(Protocol):
     """Datasets in LeRobot's older formats (v2.1), read so they can be rebuilt as v3.0."""
@@ -151,4 +157,9 @@ class DatasetStatsAccess(Protocol):
         stats: Mapping[str, FeatureStats],
     ) -> None:
         """Replace the named per-episode statistics in meta/episodes, then stats.json whole."""
+        ...
+
+    def lock(self, location: str) -> AbstractContextManager[object]:
+        """Hold the dataset's write lock for a block (from reading the values to writing the
+        statistics); raises at once, naming the holder, while another writer holds it."""
         ...

@@ -80,14 +80,15 @@ class ConvertDataset:
                 where=original,
                 hint="move it away, or convert to a new folder with -o",
             )
-        result = build_in_place(
-            self._rebuilder,
-            self._folders,
-            self._progress,
-            location=location,
-            template=template,
-            refs=refs,
-            keep_old_at=original,
-            description="converting episodes",
-        )
+        with self._folders.lock(location):
+            result = build_in_place(
+                self._rebuilder,
+                self._folders,
+                self._progress,
+                location=location,
+                template=template,
+                refs=refs,
+                keep_old_at=original,
+                description="converting episodes",
+            )
         return ConvertResult(result, legacy.codebase_version, original)

@@ -38,6 +38,16 @@ class DeleteEpisodes:
     def __call__(
         self, location: str, episodes: str | Sequence[int], output: str | None = None
     ) -> EditResult:
+        if output is None:
+            # From reading the episodes to the swap: a recording appending meanwhile would lose
+            # its episodes when the rebuilt folder replaces the one it wrote to.
+            with self._folders.lock(location):
+                return self._delete(location, episodes, output)
+        return self._delete(location, episodes, output)
+
+    def _delete(
+        self, location: str, episodes: str | Sequence[int], output: str | None
+    ) -> EditResult:
         meta = self._meta_reader.read_meta(location)
         doomed = set(parse_episode_spec(episodes, meta.total_episodes))
         kept = [i for i in range(meta.total_episodes) if i not in doomed]

@@ -76,6 +76,12 @@ class RecomputeStats:
             raise InvalidInput(
                 f"chunk size {request.chunk_size} must be positive", where="--chunk-size"
             )
+        # Held from reading to writing: statistics written over a recording's new episodes
+        # rows would drop them, and statistics of a dataset that changed meanwhile are wrong.
+        with self._access.lock(request.location):
+            return self._recompute(request)
+
+    def _recompute(self, request: RecomputeRequest) -> RecomputeResult:
         meta = self._meta_reader.read_meta(request.location)
         if meta.total_episodes == 0:
             raise InvalidInput("the dataset has no episode", where=request.location)

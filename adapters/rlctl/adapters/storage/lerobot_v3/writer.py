@@ -22,6 +22,7 @@ from typing import Any, Self
 import attrs
 import structlog
 
+from rlctl.adapters.storage.dataset_lock import LOCK_NAME, DatasetLock
 from rlctl.adapters.storage.lerobot_v3.commit import DatasetFiles, EpisodeCommitter, warm_up
 from rlctl.adapters.storage.lerobot_v3.data_writer import (
     DataFileAppender,
@@ -30,7 +31,7 @@ from rlctl.adapters.storage.lerobot_v3.data_writer import (
 )
 from rlctl.adapters.storage.lerobot_v3.episode_buffer import EpisodeBuffer
 from rlctl.adapters.storage.lerobot_v3.frame_validation import FrameValidator, dataset_features
-from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     EpisodesMetaWriter,
     EpisodesSchema,
@@ -137,12 +138,36 @@ class LeRobotV3Writer:
         )
         created = _missing_folders(root)
         root.mkdir(parents=True, exist_ok=True)
+        lock = DatasetLock(root).acquire()
+        try:
+            return self._start_new(root, lock, info, specs, robot_type, video, created)
+        except BaseException:
+            lock.release()
+            raise
+
+    def _start_new(
+        self,
+        root: Path,
+        lock: DatasetLock,
+        info: dict[str, Any],
+        specs: dict[str, FeatureSpec],
+        robot_type: str | None,
+        video: VideoEncoding | None,
+        created: tuple[Path, ...],
+    ) -> LeRobotV3WriteSession:
+        # Looked at again under the lock: another `create` may have filled it since.
+        if any(child.name != LOCK_NAME for child in root.iterdir()):
+            raise InvalidInput(
+                "another writer filled this folder while it was being created",
+                where=str(root),
+                hint="choose a new folder, or resume the dataset that is there",
+            )
         write_info(root, info, self._options.durable)
         state = RecoveredDataset(
             info=info,
             layout=DatasetMeta(
                 codebase_version=info["codebase_version"],
-                fps=fps,
+                fps=info["fps"],
                 features=specs,
                 total_episodes=0,
                 total_frames=0,
@@ -167,16 +192,30 @@ class LeRobotV3Writer:
             removed=(),
         )
         return LeRobotV3WriteSession(
-            root, state, video or VideoEncoding(), self._encoder(), self._options, created=created
+            root,
+            state,
+            video or VideoEncoding(),
+            self._encoder(),
+            self._options,
+            lock=lock,
+            created=created,
         )
 
     def resume(self, root: Path, *, video: VideoEncoding | None = None) -> LeRobotV3WriteSession:
-        root = Path(root)
-        state = recover(root)
-        check_writable(state.features)
-        if video is None:
-            video = _recorded_encoding(state.features)
-        return LeRobotV3WriteSession(root, state, video, self._encoder(), self._options)
+        root = dataset_root(root)
+        # Before `recover`: it cuts what an interrupted writer left, which a live one is writing.
+        lock = DatasetLock(root).acquire()
+        try:
+            state = recover(root)
+            check_writable(state.features)
+            if video is None:
+                video = _recorded_encoding(state.features)
+            return LeRobotV3WriteSession(
+                root, state, video, self._encoder(), self._options, lock=lock
+            )
+        except BaseException:
+            lock.release()
+            raise
 
     def _encoder(self) -> VideoEncoder:
         if self._video_encoder is None:
@@ -234,10 +273,13 @@ class LeRobotV3WriteSession:
         video_encoder: VideoEncoder,
         options: WriterOptions,
         *,
+        lock: DatasetLock,
         created: tuple[Path, ...] | None = None,
     ) -> None:
-        """`created`: the folders `create` made (None for a resumed dataset), for `discard`."""
+        """`lock`: the dataset's write lock, held until the session ends. `created`: the folders
+        `create` made (None for a resumed dataset), for `discard`."""
         self._root = root
+        self._write_lock = lock
         self._created = created
         self._options = options
         self._features = state.features
@@ -470,6 +512,12 @@ class LeRobotV3WriteSession:
             )
 
     def _shut_down(self) -> None:
+        try:
+            self._stop_work()
+        finally:
+            self._write_lock.release()
+
+    def _stop_work(self) -> None:
         atexit.unregister(self._finalize_at_exit)
         if self._episode is not None:
             if self._episode.length:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import structlog
 
+from rlctl.adapters.storage.dataset_lock import DatasetLock
+from rlctl.adapters.storage.lerobot_v3.meta_rules import dataset_root
 from rlctl.domain.errors import DatasetError
 
 log = structlog.get_logger(__name__)
@@ -99,3 +101,6 @@ class LocalDatasetFolders:
 
     def remove(self, location: str) -> None:
         shutil.rmtree(Path(location).expanduser(), ignore_errors=True)
+
+    def lock(self, location: str) -> DatasetLock:
+        return DatasetLock(dataset_root(location))

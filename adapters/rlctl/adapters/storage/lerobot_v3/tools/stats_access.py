@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlctl.adapters.storage.dataset_lock import DatasetLock
 from rlctl.adapters.storage.lerobot_v3.atomic_files import write_atomic, write_json_atomic
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
 from rlctl.adapters.storage.lerobot_v3.images import decode_image
@@ -37,6 +38,9 @@ from rlctl.domain.statistics import FeatureStats, stats_to_json
 class LeRobotStatsAccess:
     def __init__(self) -> None:
         self._metas: dict[Path, DatasetMeta] = {}
+
+    def lock(self, location: str) -> DatasetLock:
+        return DatasetLock(dataset_root(location))
 
     def _meta(self, location: str | Path) -> tuple[Path, DatasetMeta]:
         root = dataset_root(location)
