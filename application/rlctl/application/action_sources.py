@@ -15,7 +15,6 @@ import numpy as np
 
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.teleoperator import Teleoperator
-from rlctl.application.use_cases.evaluate_policy import to_numpy
 from rlctl.domain.env_observation import to_policy_observation
 from rlctl.domain.errors import InvalidInput
 
@@ -50,7 +49,7 @@ class PolicySource:
             {key: np.asarray(observation[key])[None] for key in self._keys}
         )
         batch["task"] = [task]
-        action = to_numpy(self._policy.select_action(batch))
+        action = np.asarray(self._policy.select_action(batch))
         if action.ndim != 2 or action.shape[0] != 1:
             raise InvalidInput(
                 f"the policy returned actions of shape {action.shape}; expected (1, action_dim)",

@@ -14,6 +14,7 @@ with LeRobot's default `AdamConfig` (lr 1e-3).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -139,12 +140,10 @@ def resolve_optimization(settings: TrainSettings) -> tuple[OptimizerSpec, Schedu
     else:
         optimizer, scheduler = OptimizerSpec(), None
 
-    opt = settings.optimizer
-    changes = {
-        name: getattr(opt, name)
-        for name in ("type", "lr", "weight_decay", "betas", "eps", "momentum", "grad_clip_norm")
-        if getattr(opt, name) is not None
-    }
+    changes = _overrides(
+        settings.optimizer,
+        ("type", "lr", "weight_decay", "betas", "eps", "momentum", "grad_clip_norm"),
+    )
     if settings.grad_clip_norm is not None:
         changes["grad_clip_norm"] = settings.grad_clip_norm
     optimizer = attrs.evolve(optimizer, **changes)
@@ -152,11 +151,13 @@ def resolve_optimization(settings: TrainSettings) -> tuple[OptimizerSpec, Schedu
     sched = settings.scheduler
     if sched.type is not None and sched.type.lower() in ("none", "null", "constant"):
         return optimizer, None
-    sched_changes = {
-        name: getattr(sched, name)
-        for name in ("type", "name", "num_warmup_steps")
-        if getattr(sched, name) is not None
-    }
+    sched_changes = _overrides(sched, ("type", "name", "num_warmup_steps"))
     if sched_changes:
         scheduler = attrs.evolve(scheduler or SchedulerSpec(), **sched_changes)
     return optimizer, scheduler
+
+
+def _overrides(section: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings of an overrides section that are set (None means "the preset's")."""
+    values = attrs.asdict(section, recurse=False)
+    return {name: values[name] for name in names if values[name] is not None}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from rlctl.adapters.policies.act import ACTPolicy, TemporalEnsembler
-from rlctl.adapters.policies.base import build_policy, policy_class
+from rlctl.adapters.policies.base import PolicyModel, build_policy, policy_class
 from rlctl.adapters.policies.diffusion import DiffusionPolicy
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy
 from rlctl.adapters.policies.mlp import MLPPolicy
 from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError, InvalidInput
@@ -20,6 +22,7 @@ from rlctl.domain.policies import (
     RandomPolicyConfig,
     policy_config_class,
 )
+from rlctl.domain.processors import ProcessorPipeline
 
 STATE, ENV, ACTION_DIM, BATCH = 4, 3, 2, 3
 INPUTS = {
@@ -147,13 +150,26 @@ def test_temporal_ensemble_averages_every_prediction_of_a_tick() -> None:
     assert torch.allclose(actions[0].squeeze(), torch.tensor(0.0))
 
 
+def acting(model: PolicyModel) -> LoadedPolicy:
+    """The model as eval and record drive it, between identity processors."""
+    return LoadedPolicy(model, ProcessorPipeline(), ProcessorPipeline())
+
+
 def test_act_with_temporal_ensembling_selects_one_action_per_tick() -> None:
     model = build_policy(tiny_act(temporal_ensemble_coeff=0.01, n_action_steps=1))
-    obs = observation()
-    assert model.select_action(obs).shape == (BATCH, ACTION_DIM)
-    assert model.select_action(obs).shape == (BATCH, ACTION_DIM)
-    model.reset()
-    assert model.ensembler.pending is None
+    policy, obs = acting(model), observation()
+    chunks = []
+    predict = model.predict_chunk
+    model.predict_chunk = lambda batch, noise=None: chunks.append(predict(batch)) or chunks[-1]
+    assert policy.select_action(obs).shape == (BATCH, ACTION_DIM)
+    second = policy.select_action(obs)
+    assert len(chunks) == 2  # a chunk every tick
+    expected = TemporalEnsembler(0.01, 4)
+    expected.update(chunks[0])
+    assert np.allclose(second, expected.update(chunks[1]).numpy(), atol=1e-6)
+    policy.reset()
+    assert len(chunks) == 2 and policy.select_action(obs).shape == (BATCH, ACTION_DIM)
+    assert np.allclose(policy.select_action(obs), second, atol=1e-6)
 
 
 @pytest.mark.parametrize("scheduler", ["DDIM", "DDPM"])
@@ -196,10 +212,9 @@ def test_diffusion_refuses_noise_of_the_wrong_shape() -> None:
 
 def test_diffusion_select_action_keeps_a_history() -> None:
     model = build_policy(tiny_diffusion())
-    obs = observation()
-    actions = [model.select_action(obs) for _ in range(5)]  # 4 from one chunk, then a new chunk
+    policy, obs = acting(model), observation()
+    actions = [policy.select_action(obs) for _ in range(5)]  # 4 from one chunk, then a new chunk
     assert all(a.shape == (BATCH, ACTION_DIM) for a in actions)
-    assert len(model.history._queues["observation.state"]) == 2
 
 
 def test_diffusion_runs_a_chunk_the_horizon_cuts_short_as_lerobot_does() -> None:
@@ -207,8 +222,8 @@ def test_diffusion_runs_a_chunk_the_horizon_cuts_short_as_lerobot_does() -> None
     model = build_policy(tiny_diffusion(n_action_steps=8))
     obs = observation(steps=2)
     assert model.predict_chunk(obs).shape == (BATCH, 7, ACTION_DIM)
-    model.reset()
-    actions = [model.select_action(observation()) for _ in range(8)]  # 7, then a new chunk
+    policy = acting(model)
+    actions = [policy.select_action(observation()) for _ in range(8)]  # 7, then a new chunk
     assert all(a.shape == (BATCH, ACTION_DIM) for a in actions)
 
 
@@ -252,6 +267,7 @@ def test_mlp_reads_a_history_and_queues_its_chunk() -> None:
     model = build_policy(tiny_mlp(n_obs_steps=2))
     assert model.predict_chunk(observation(steps=2)).shape == (BATCH, 3, ACTION_DIM)
     obs = observation()
-    first, second = model.select_action(obs), model.select_action(obs)
+    policy = acting(model)
+    first, second = policy.select_action(obs), policy.select_action(obs)
     chunk = model.predict_chunk({k: torch.stack([v, v], dim=1) for k, v in obs.items()})
-    assert torch.equal(first, chunk[:, 0]) and torch.equal(second, chunk[:, 1])
+    assert np.array_equal(first, chunk[:, 0]) and np.array_equal(second, chunk[:, 1])

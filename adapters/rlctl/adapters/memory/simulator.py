@@ -12,7 +12,6 @@ test can check that a suite never has more than one task's workers alive.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import attrs
 import numpy as np
@@ -26,6 +25,7 @@ from rlctl.application.ports.simulation import (
     SimulationError,
 )
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.processors import ProcessorPipeline
 
 
 @attrs.frozen
@@ -244,5 +244,7 @@ class FakeSimulation:
             out.setdefault(task.suite, {})[task.task_id] = sim
         return out
 
-    def processors(self) -> tuple[Any, Any]:
-        return None, None
+    def processors(self) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+        return ProcessorPipeline(name="env_preprocessor"), ProcessorPipeline(
+            name="env_postprocessor"
+        )

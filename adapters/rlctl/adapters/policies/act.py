@@ -28,11 +28,13 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
+from rlctl.adapters.policies.acting import ActionBuffer
 from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.dropout import Dropout, relu_dropout
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
+from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig
 
@@ -49,11 +51,6 @@ class ACTPolicy(PolicyModel):
                 where="policy.input_features",
             )
         self.model = ACT(config, load_backbone_weights=load_backbone_weights)
-        self.ensembler = (
-            TemporalEnsembler(config.temporal_ensemble_coeff, config.chunk_size)
-            if config.temporal_ensemble_coeff is not None
-            else None
-        )
 
     def parameter_groups(self) -> list[dict]:
         """The ResNet trains with its own learning rate (`optimizer_lr_backbone`)."""
@@ -72,21 +69,12 @@ class ACTPolicy(PolicyModel):
         actions, _ = self.model(batch)
         return actions
 
-    @torch.no_grad()
-    def select_action(self, batch: Batch) -> Tensor:
-        if self.ensembler is None:
-            return super().select_action(batch)
-        # With temporal ensembling every tick predicts a whole chunk and averages it with the
-        # earlier chunks' predictions for the same tick.
-        return self.ensembler.update(self.predict_chunk(batch))
-
-    def reads_observation(self) -> bool:
-        return self.ensembler is not None or super().reads_observation()
-
-    def reset(self) -> None:
-        super().reset()
-        if self.ensembler is not None:
-            self.ensembler.reset()
+    def action_buffer(self) -> ActionBuffer:
+        """With temporal ensembling every tick predicts a whole chunk and averages it with the
+        earlier chunks' predictions for the same tick."""
+        if self.config.temporal_ensemble_coeff is None:
+            return super().action_buffer()
+        return TemporalEnsembler(self.config.temporal_ensemble_coeff, self.config.chunk_size)
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         actions_hat, (mu, log_sigma_x2) = self.model(batch)
@@ -474,7 +462,8 @@ class TemporalEnsembler:
     """Algorithm 2 of the ACT paper: each tick's action averages every chunk that predicted it.
 
     Weights are `exp(-coeff * i)` with i = 0 for the oldest prediction; the average is kept
-    online, so only the pending actions and how many predictions each has are stored.
+    online, so only the pending actions and how many predictions each has are stored. As an
+    action buffer it wants a chunk every tick: `push` folds one in, `pop` hands out the action.
     """
 
     def __init__(self, coeff: float, chunk_size: int) -> None:
@@ -484,8 +473,18 @@ class TemporalEnsembler:
         self.reset()
 
     def reset(self) -> None:
+        self._next: Tensor | None = None
         self.pending: Tensor | None = None  # (B, n, action_dim)
         self.counts: Tensor | None = None  # (n, 1) predictions averaged into each pending action
+
+    def needs_chunk(self) -> bool:
+        return True
+
+    def push(self, chunk: ActionChunk) -> None:
+        self._next = self.update(chunk.actions)
+
+    def pop(self) -> Tensor:
+        return self._next
 
     def update(self, chunk: Tensor) -> Tensor:
         """Fold in a new `(B, chunk_size, action_dim)` chunk; pop the `(B, action_dim)` action."""

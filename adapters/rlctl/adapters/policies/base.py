@@ -11,15 +11,16 @@ imports it on first use, so a new policy is one config class, one model module a
 from __future__ import annotations
 
 import importlib
-from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from rlctl.domain.action_chunk import ActionChunk, ActionQueue
+from rlctl.adapters.policies.acting import ActionBuffer
+from rlctl.domain.action_chunk import ActionQueue
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import PolicyConfig, known_policy_types
 
 if TYPE_CHECKING:
@@ -29,7 +30,11 @@ Batch = Mapping[str, Any]
 
 
 class PolicyModel(nn.Module):
-    """Base class: `forward` gives the training loss, `predict_chunk` the inference output."""
+    """Base class: `forward` gives the training loss, `predict_chunk` the inference output.
+
+    A model keeps nothing between control ticks: the observation history and the actions
+    waiting to be executed live in `acting.ChunkedActing`, which the loaded policy drives.
+    """
 
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
@@ -41,7 +46,6 @@ class PolicyModel(nn.Module):
                 f"got {type(config).__name__}"
             )
         self.config = config
-        self._action_queue = ActionQueue(max(1, getattr(config, "n_action_steps", 1)))
 
     @classmethod
     def for_simulation(
@@ -64,26 +68,18 @@ class PolicyModel(nn.Module):
         """Normalised actions `(batch, steps, action_dim)` for a normalised observation batch."""
         raise NotImplementedError
 
-    @torch.no_grad()
-    def select_action(self, batch: Batch) -> Tensor:
-        """One normalised action `(batch, action_dim)`: the next one of the current chunk."""
-        self.eval()
-        if self._action_queue.needs_chunk():
-            self._action_queue.push(ActionChunk(self.predict_chunk(batch)))
-        return self._action_queue.pop()
+    @property
+    def history_keys(self) -> list[str]:
+        """The inputs stacked over the last `n_obs_steps` ticks when the policy reads a history."""
+        return [
+            key
+            for key, feature in self.config.input_features.items()
+            if feature.kind in (FeatureKind.STATE, FeatureKind.VISUAL, FeatureKind.ENV)
+        ]
 
-    def reads_observation(self) -> bool:
-        """Whether the next `select_action` looks at its observation: only when a new chunk is
-        due. Policies that keep an observation history, or ensemble every tick, say always."""
-        return self._action_queue.needs_chunk()
-
-    def next_queued_action(self) -> Tensor:
-        """The next action of the current chunk, when `reads_observation()` is false."""
-        return self._action_queue.pop()
-
-    def reset(self) -> None:
-        """Forget the actions and observations kept between ticks (a new episode starts)."""
-        self._action_queue.reset()
+    def action_buffer(self) -> ActionBuffer:
+        """Where this policy's chunks wait between ticks (see `acting`)."""
+        return ActionQueue(self.config.n_action_steps)
 
     def parameter_groups(self) -> list[dict[str, Any]]:
         """Parameter groups for the optimiser; policies with a separate backbone lr override it."""
@@ -96,33 +92,6 @@ class PolicyModel(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
-
-
-class ObservationHistory:
-    """The last `n_steps` observations per key, for policies that read a history.
-
-    The first observation of an episode fills the whole history, as LeRobot's `populate_queues`
-    does, so a policy can act from the first tick.
-    """
-
-    def __init__(self, n_steps: int, keys: list[str]) -> None:
-        self.n_steps = n_steps
-        self.keys = keys
-        self._queues: dict[str, deque[Tensor]] = {k: deque(maxlen=n_steps) for k in keys}
-
-    def push(self, batch: Batch) -> dict[str, Tensor]:
-        """Add one observation `(batch, ...)` per key; return each history `(batch, n, ...)`."""
-        for key in self.keys:
-            queue = self._queues[key]
-            value = batch[key]
-            while len(queue) < self.n_steps - 1:
-                queue.append(value)
-            queue.append(value)
-        return {key: torch.stack(list(self._queues[key]), dim=1) for key in self.keys}
-
-    def reset(self) -> None:
-        for queue in self._queues.values():
-            queue.clear()
 
 
 def policy_class(config: PolicyConfig) -> type[PolicyModel]:

@@ -31,9 +31,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from rlctl.adapters.policies.backbones import resnet
-from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel
+from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.schedulers import make_scheduler
-from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, DiffusionConfig
 
@@ -59,7 +58,6 @@ class DiffusionPolicy(PolicyModel):
         self.observation_keys = [OBS_STATE, *config.image_features]
         if config.env_state_feature is not None:
             self.observation_keys.append(OBS_ENV_STATE)
-        self.history = ObservationHistory(config.n_obs_steps, self.observation_keys)
 
     def _with_time_axis(self, batch: Batch) -> dict:
         """Single-frame inputs `(B, ...)` get the observation-step axis: `(B, 1, ...)`."""
@@ -84,20 +82,9 @@ class DiffusionPolicy(PolicyModel):
             self._with_time_axis(batch), noise=noise, generator=generator
         )
 
-    @torch.no_grad()
-    def select_action(self, batch: Batch) -> Tensor:
-        self.eval()
-        history = self.history.push(batch)
-        if self._action_queue.needs_chunk():
-            self._action_queue.push(ActionChunk(self.predict_chunk(history)))
-        return self._action_queue.pop()
-
-    def reads_observation(self) -> bool:
-        return True  # every observation joins the history
-
-    def reset(self) -> None:
-        super().reset()
-        self.history.reset()
+    @property
+    def history_keys(self) -> list[str]:
+        return self.observation_keys
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         loss = self.diffusion.compute_loss(self._with_time_axis(batch))

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rlctl.adapters.policies.acting import ChunkedActing
 from rlctl.adapters.policies.base import PolicyModel, build_policy, implementation_of
 from rlctl.adapters.policies.checkpoint import (
     checkpoint_folder,
@@ -31,7 +32,7 @@ from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.frames import Transition
 from rlctl.domain.policies import PolicyConfig, policy_config_class
-from rlctl.domain.processors import ProcessorPipeline
+from rlctl.domain.processors import ProcessorPipeline, RenameObservations
 
 
 class LoadedPolicy:
@@ -44,6 +45,11 @@ class LoadedPolicy:
         self.model = model.eval()
         self.preprocessor = preprocessor
         self.postprocessor = postprocessor
+        self._acting = ChunkedActing(
+            model.action_buffer(),
+            n_obs_steps=model.config.n_obs_steps,
+            history_keys=model.history_keys,
+        )
 
     @property
     def config(self) -> PolicyConfig:
@@ -56,6 +62,10 @@ class LoadedPolicy:
     @property
     def output_features(self) -> Mapping[str, FeatureSpec]:
         return self.config.output_features
+
+    @property
+    def actions_per_chunk(self) -> int:
+        return self.config.n_action_steps
 
     @property
     def device(self) -> torch.device:
@@ -72,18 +82,28 @@ class LoadedPolicy:
         return ActionChunk(actions=self._postprocess(actions, raw))
 
     @torch.no_grad()
-    def select_action(self, observation: Mapping[str, Any]) -> Tensor:
+    def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
         raw = _as_tensors(observation)
-        if self.model.reads_observation():
-            action = self.model.select_action(self._preprocess(raw))
+        if self._acting.reads_observation():
+            action = self._acting.act(self._preprocess(raw), self._predict_normalised)
         else:
-            # Between chunks the observation is not read: normalising images every tick for
-            # nothing cost as much as the env step.
-            action = self.model.next_queued_action()
-        return self._postprocess(action, raw)
+            # Between chunks a policy without a history does not read the observation:
+            # normalising images every tick for nothing cost as much as the env step.
+            action = self._acting.next_action()
+        return self._postprocess(action, raw).detach().cpu().numpy()
+
+    def _predict_normalised(self, batch: Mapping[str, Any]) -> Tensor:
+        return self.model.predict_chunk(batch)
 
     def reset(self) -> None:
-        self.model.reset()
+        self._acting.reset()
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        features = dict(provided)
+        for step in self.preprocessor:
+            if isinstance(step, RenameObservations):
+                features = dict(step.transform_features(features))
+        return features
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         return save_pretrained(folder, self.model, self.preprocessor, self.postprocessor)

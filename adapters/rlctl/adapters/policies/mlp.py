@@ -16,9 +16,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.base import Batch, ObservationHistory, PolicyModel
+from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.dropout import Dropout
-from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, MLPConfig
 
@@ -50,7 +49,6 @@ class MLPPolicy(PolicyModel):
             width = hidden
         layers.append(nn.Linear(width, config.chunk_size * config.action_dim))
         self.network = nn.Sequential(*layers)
-        self.history = ObservationHistory(config.n_obs_steps, self.input_keys)
 
     def _inputs(self, batch: Batch) -> Tensor:
         """`(B, n_obs_steps * step_dim)`; a single step may come without its time axis."""
@@ -69,19 +67,9 @@ class MLPPolicy(PolicyModel):
         self.eval()
         return self._chunk(batch)
 
-    @torch.no_grad()
-    def select_action(self, batch: Batch) -> Tensor:
-        if self.config.n_obs_steps == 1:
-            return super().select_action(batch)
-        self.eval()
-        history = self.history.push(batch)
-        if self._action_queue.needs_chunk():
-            self._action_queue.push(ActionChunk(self.predict_chunk(history)))
-        return self._action_queue.pop()
-
-    def reset(self) -> None:
-        super().reset()
-        self.history.reset()
+    @property
+    def history_keys(self) -> list[str]:
+        return self.input_keys
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         prediction = self._chunk(batch)

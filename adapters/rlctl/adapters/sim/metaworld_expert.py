@@ -74,6 +74,13 @@ class MetaWorldExpertPolicy:
     def output_features(self) -> Mapping[str, FeatureSpec]:
         return self._config.output_features
 
+    @property
+    def actions_per_chunk(self) -> int:
+        return 1
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        return dict(provided)
+
     def _task_of(self, text: str) -> str:
         names = self._by_text.get(text) or ([text] if text in self._experts else [])
         if len(names) != 1:

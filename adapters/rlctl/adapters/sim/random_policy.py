@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlctl.adapters.policies.acting import ChunkedActing
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec, typed_feature
@@ -52,7 +53,7 @@ class RandomPolicy:
             output_features={"action": typed_feature("ACTION", shape=self._low.shape)},
         )
         self._rng = np.random.default_rng(seed)
-        self._queue = ActionQueue(n_action_steps)
+        self._acting = ChunkedActing(ActionQueue(n_action_steps))
 
     @classmethod
     def for_simulation(
@@ -88,13 +89,20 @@ class RandomPolicy:
         actions = self._rng.uniform(self._low, self._high, size=shape).astype(np.float32)
         return ActionChunk(actions)
 
+    @property
+    def actions_per_chunk(self) -> int:
+        return self._config.n_action_steps
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        return dict(provided)
+
     def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
-        if self._queue.needs_chunk():
-            self._queue.push(self.predict_chunk(observation))
-        return self._queue.pop()
+        if not self._acting.reads_observation():
+            return self._acting.next_action()
+        return self._acting.act(observation, lambda batch: self.predict_chunk(batch).actions)
 
     def reset(self) -> None:
-        self._queue.reset()
+        self._acting.reset()
 
 
 def _batch_size(observation: Mapping[str, Any]) -> int:

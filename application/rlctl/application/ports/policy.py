@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.features import FeatureSpec
@@ -30,6 +32,11 @@ class Policy(Protocol):
     @property
     def output_features(self) -> Mapping[str, FeatureSpec]: ...
 
+    @property
+    def actions_per_chunk(self) -> int:
+        """Ticks served by each predicted chunk (`n_action_steps`): how often the model runs."""
+        ...
+
     def predict_chunk(
         self, observation: Mapping[str, Any], noise: Any | None = None
     ) -> ActionChunk:
@@ -43,12 +50,18 @@ class Policy(Protocol):
         """
         ...
 
-    def select_action(self, observation: Mapping[str, Any]) -> Any:
-        """One raw action `(batch, action_dim)` for the current control tick.
+    def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        """One raw action `(batch, action_dim)` for the current control tick, as a numpy array
+        on the CPU whatever device the policy runs on.
 
         Keeps what the policy needs between ticks (the chunk being executed, the observation
         history, a temporal ensemble); call `reset()` when an episode starts.
         """
+        ...
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        """What the model reads when a caller provides `provided`: the policy's own renames
+        (a LeRobot checkpoint's `rename_map`) applied. Compare it with `input_features`."""
         ...
 
     def reset(self) -> None:

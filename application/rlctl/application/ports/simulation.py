@@ -21,6 +21,7 @@ import attrs
 
 from rlctl.domain.errors import RlctlError
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.processors import ProcessorPipeline
 
 if TYPE_CHECKING:
     # Only for annotations: reading env configs (`rlctl eval --help`) must not import numpy.
@@ -132,6 +133,6 @@ class Simulation(Protocol):
         """`{suite: {task_id: simulator}}` for every task; nothing is started yet."""
         ...
 
-    def processors(self) -> tuple[Any, Any]:
-        """The env's (pre, post) processor pipelines; identity for most envs."""
+    def processors(self) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+        """The env's (pre, post) processor pipelines; empty (identity) for most envs."""
         ...

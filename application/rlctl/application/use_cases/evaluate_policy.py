@@ -51,7 +51,7 @@ from rlctl.domain.eval_metrics import (
     success_flags,
 )
 from rlctl.domain.features import FeatureSpec, typed_feature
-from rlctl.domain.processors.steps.rename import RenameObservations
+from rlctl.domain.processors import ProcessorPipeline
 from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts
 
 log = structlog.get_logger(__name__)
@@ -61,26 +61,13 @@ PROBE_POLICY_BATCH = 8
 ACTION = "action"
 
 
-def to_numpy(action: Any) -> np.ndarray:
-    """A numpy copy of a numpy array or a torch tensor on any device (duck-typed: no torch)."""
-    if hasattr(action, "detach"):
-        action = action.detach()
-    if hasattr(action, "cpu"):
-        action = action.cpu()
-    if hasattr(action, "numpy"):
-        action = action.numpy()
-    return np.asarray(action)
-
-
 def _identity(batch: dict[str, Any]) -> dict[str, Any]:
     return batch
 
 
-def _as_batch_fn(pipeline: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def _as_batch_fn(pipeline: ProcessorPipeline) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A processor pipeline as a function on flat batch dicts; empty pipelines cost nothing."""
-    if pipeline is None or (hasattr(pipeline, "__len__") and len(pipeline) == 0):
-        return _identity
-    return pipeline.process_batch
+    return pipeline.process_batch if len(pipeline) else _identity
 
 
 class EvaluatePolicy:
@@ -107,7 +94,10 @@ class EvaluatePolicy:
         self._start = 0.0
         self._successes: list[bool] = []
         self._env_pre = self._env_post = _identity
-        self._env_pipelines: tuple[Any, Any] = (None, None)
+        self._env_pipelines: tuple[ProcessorPipeline, ProcessorPipeline] = (
+            ProcessorPipeline(name="env_preprocessor"),
+            ProcessorPipeline(name="env_postprocessor"),
+        )
         # Env key → policy key, applied after the env's pre-processor (LeRobot's --rename_map).
         self._rename_map = dict(rename_map or {})
 
@@ -157,21 +147,18 @@ class EvaluatePolicy:
     # --- does the policy fit the env? -------------------------------------------------------
 
     def _check_fit(self, spec: SimSpec, tasks: Sequence[SimTask]) -> None:
-        provided = _through(
-            self._env_pipelines[0], env_policy_features(spec.features, spec.feature_map)
-        )
-        provided = _renamed(provided, self._rename_map)
-        for step in _rename_steps(self._policy):
-            provided = step.transform_features(provided)
+        pre, post = self._env_pipelines
+        provided = pre.transform_features(env_policy_features(spec.features, spec.feature_map))
+        provided = self._policy.observation_features(_renamed(provided, self._rename_map))
         outputs = dict(self._policy.output_features)
         action = outputs.get(ACTION)
         if action is not None:
             # What reaches env.step is the policy's action after the env's post-processor.
-            after = _through(
-                self._env_pipelines[1], {ACTION: FeatureSpec(ACTION, "float32", action.shape)}
+            after = post.transform_features(
+                {ACTION: FeatureSpec(ACTION, "float32", action.shape)}
             ).get(ACTION)
             if after is not None:
-                outputs[ACTION] = typed_feature("ACTION", shape=tuple(after.shape))
+                outputs[ACTION] = typed_feature("ACTION", tuple(after.shape), ACTION)
         check_policy_fits_env(
             self._policy.input_features,
             outputs,
@@ -211,7 +198,7 @@ class EvaluatePolicy:
             env_step_s=probe.step_s,
             env_start_s=probe.start_s,
             policy_calls=tuple(calls),
-            n_action_steps=int(getattr(self._policy.config, "n_action_steps", 1) or 1),
+            n_action_steps=max(1, self._policy.actions_per_chunk),
             episode_steps=max_steps,
         )
 
@@ -329,8 +316,7 @@ class EvaluatePolicy:
     def _act(self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec) -> Any:
         batch = self._policy_input(observation, texts, spec)
         action = self._policy.select_action(batch)
-        action = self._env_post({"action": action})["action"]
-        action = to_numpy(action)
+        action = np.asarray(self._env_post({"action": action})["action"])
         if action.ndim != 2:
             raise InvalidInput(
                 f"the policy returned actions of shape {action.shape}; expected "
@@ -338,14 +324,6 @@ class EvaluatePolicy:
                 where="policy.select_action",
             )
         return action
-
-
-def _through(pipeline: Any, features: dict[str, FeatureSpec]) -> dict[str, FeatureSpec]:
-    """Features after an env processor pipeline (one that cannot say keeps them as they are)."""
-    transform = getattr(pipeline, "transform_features", None)
-    if transform is None or (hasattr(pipeline, "__len__") and len(pipeline) == 0):
-        return features
-    return dict(transform(features))
 
 
 def _renamed(
@@ -356,18 +334,6 @@ def _renamed(
         new = renames.get(key, key)
         out[new] = spec if new == key else FeatureSpec(new, spec.dtype, spec.shape, spec.names)
     return out
-
-
-def _rename_steps(policy: Any) -> list[RenameObservations]:
-    """The rename steps of a policy's own pre-processor (a LeRobot checkpoint's rename_map)."""
-    try:
-        return [
-            s
-            for s in getattr(policy, "preprocessor", None) or ()
-            if isinstance(s, RenameObservations)
-        ]
-    except TypeError:  # a pre-processor that is not a sequence of steps
-        return []
 
 
 def _tile(observation: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

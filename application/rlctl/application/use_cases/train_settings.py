@@ -177,8 +177,12 @@ class TrainSettings:
             raise ConfigError(
                 f"num_workers must be 0 or more, got {self.num_workers}", where="num_workers"
             )
-        for name in ("log_freq", "save_freq", "eval_freq"):
-            if getattr(self, name) < 0:
+        for name, value in (
+            ("log_freq", self.log_freq),
+            ("save_freq", self.save_freq),
+            ("eval_freq", self.eval_freq),
+        ):
+            if value < 0:
                 raise ConfigError(f"{name} must be 0 (off) or positive", where=name)
 
     @property

@@ -1,0 +1,106 @@
+"""Acting tick by tick: the one place that keeps a policy's observation history and its actions.
+
+A model predicts whole chunks; a control loop asks for one action per tick. `ChunkedActing`
+sits between them for every policy (trained or scripted) and every caller (eval, record,
+`rlctl.api`): it stacks the last `n_obs_steps` observations when the policy reads a history,
+asks for a new chunk when the buffered actions are used up, and says whether the next tick reads
+its observation at all. The rule is the policy's config, not each model's memory: a policy with a
+history reads every observation; one without reads only when a new chunk is due.
+
+Arrays are numpy arrays or torch tensors alike; torch is imported only to stack tensors.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlctl.domain.action_chunk import ActionChunk
+
+Batch = Mapping[str, Any]
+
+
+class ActionBuffer(Protocol):
+    """Where predicted chunks wait to be executed: an `ActionQueue` (the first `n_action_steps`
+    of each chunk, one per tick), or a temporal ensemble that wants a chunk every tick."""
+
+    def needs_chunk(self) -> bool: ...
+
+    def push(self, chunk: ActionChunk) -> None: ...
+
+    def pop(self) -> Any: ...
+
+    def reset(self) -> None: ...
+
+
+class ObservationHistory:
+    """The last `n_steps` observations per key, stacked on axis 1: `(batch, n_steps, ...)`.
+
+    The first observation of an episode fills the whole history, as LeRobot's `populate_queues`
+    does, so a policy can act from the first tick.
+    """
+
+    def __init__(self, n_steps: int, keys: Sequence[str]) -> None:
+        self.n_steps = n_steps
+        self.keys = list(keys)
+        self._queues: dict[str, deque[Any]] = {k: deque(maxlen=n_steps) for k in self.keys}
+
+    def push(self, batch: Batch) -> dict[str, Any]:
+        """Add one observation `(batch, ...)` per key; return each history `(batch, n, ...)`."""
+        for key in self.keys:
+            queue = self._queues[key]
+            value = batch[key]
+            while len(queue) < self.n_steps - 1:
+                queue.append(value)
+            queue.append(value)
+        return {key: _stack(list(self._queues[key])) for key in self.keys}
+
+    def reset(self) -> None:
+        for queue in self._queues.values():
+            queue.clear()
+
+
+def _stack(values: list[Any]) -> Any:
+    if isinstance(values[0], np.ndarray):
+        return np.stack(values, axis=1)
+    import torch
+
+    return torch.stack(values, dim=1)
+
+
+class ChunkedActing:
+    """One action per tick from a chunk-predicting function, history and buffer included."""
+
+    def __init__(
+        self, buffer: ActionBuffer, *, n_obs_steps: int = 1, history_keys: Sequence[str] = ()
+    ) -> None:
+        self.buffer = buffer
+        self.history = (
+            ObservationHistory(n_obs_steps, history_keys) if n_obs_steps > 1 else None
+        )
+
+    def reads_observation(self) -> bool:
+        """Whether the next tick needs its (pre-processed) observation: always with a history,
+        else only when a new chunk is due."""
+        return self.history is not None or self.buffer.needs_chunk()
+
+    def act(self, batch: Batch, predict: Callable[[Batch], Any]) -> Any:
+        """The next action, predicting a chunk from `batch` (with its history) when one is due."""
+        if self.history is not None:
+            batch = {**batch, **self.history.push(batch)}
+        if self.buffer.needs_chunk():
+            self.buffer.push(ActionChunk(predict(batch)))
+        return self.buffer.pop()
+
+    def next_action(self) -> Any:
+        """The next buffered action, when `reads_observation()` is false."""
+        return self.buffer.pop()
+
+    def reset(self) -> None:
+        """A new episode: forget the buffered actions and the observation history."""
+        self.buffer.reset()
+        if self.history is not None:
+            self.history.reset()

@@ -1,0 +1,124 @@
+"""What the model sees tick by tick, through the loaded policy, as eval and record drive it.
+
+For every trainable policy type: each chunk is predicted from the last `n_obs_steps`
+observations (those training gave it), never from a history that skipped the ticks between
+chunks; and a policy without a history reads an observation only when a new chunk is due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from rlctl.adapters.policies.acting import ChunkedActing, ObservationHistory
+from rlctl.adapters.policies.base import build_policy
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy
+from rlctl.domain.action_chunk import ActionQueue
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies import (
+    ACTConfig,
+    DiffusionConfig,
+    MLPConfig,
+    PolicyConfig,
+    known_policy_types,
+)
+from rlctl.domain.processors import ProcessorPipeline
+
+STATE, ENV, ACTION_DIM = 3, 2, 2
+INPUTS = {
+    "observation.state": typed_feature("STATE", (STATE,)),
+    "observation.environment_state": typed_feature("ENV", (ENV,)),
+}
+OUTPUTS = {"action": typed_feature("ACTION", (ACTION_DIM,))}
+
+# A tiny config of every built-in trainable type, reading a history where the type allows it.
+TINY: dict[str, Callable[[], PolicyConfig]] = {
+    "act": lambda: ACTConfig(
+        input_features=INPUTS, output_features=OUTPUTS, chunk_size=4, n_action_steps=4,
+        dim_model=8, n_heads=2, dim_feedforward=16, n_encoder_layers=1, n_vae_encoder_layers=1,
+        latent_dim=2, pretrained_backbone_weights=None,
+    ),
+    "diffusion": lambda: DiffusionConfig(
+        input_features=INPUTS, output_features=OUTPUTS, n_obs_steps=2, horizon=8,
+        n_action_steps=4, down_dims=(8, 16), kernel_size=3, n_groups=4,
+        diffusion_step_embed_dim=8, num_inference_steps=2, pretrained_backbone_weights=None,
+    ),
+    "mlp": lambda: MLPConfig(
+        input_features=INPUTS, output_features=OUTPUTS, n_obs_steps=2, chunk_size=5,
+        n_action_steps=4, hidden_dims=(8,),
+    ),
+}  # fmt: skip
+
+
+def test_every_trainable_builtin_type_is_covered() -> None:
+    trainable = {
+        name
+        for name, cls in known_policy_types().items()
+        if cls.trainable and cls.__module__.startswith("rlctl.")
+    }
+    assert trainable == set(TINY)
+
+
+def observation(tick: int) -> dict[str, torch.Tensor]:
+    """Observation `tick`: every value equals the tick, so a history names its ticks."""
+    return {
+        "observation.state": torch.full((1, STATE), float(tick)),
+        "observation.environment_state": torch.full((1, ENV), float(tick)),
+        "task": ["t"],
+    }
+
+
+@pytest.mark.parametrize("policy_type", sorted(TINY))
+def test_each_chunk_is_predicted_from_the_last_observations(policy_type: str) -> None:
+    torch.manual_seed(0)
+    config = TINY[policy_type]()
+    model = build_policy(config)
+    seen: list[list[int]] = []
+    predict = model.predict_chunk
+
+    def spy(batch, noise=None):
+        state = batch["observation.state"]
+        ticks = state[0, :, 0] if state.ndim == 3 else state[0, :1]
+        seen.append([int(t) for t in ticks])
+        return predict(batch, noise)
+
+    model.predict_chunk = spy  # type: ignore[method-assign]
+    policy = LoadedPolicy(model, ProcessorPipeline(), ProcessorPipeline())
+    for episode in range(2):
+        policy.reset()
+        seen.clear()
+        for tick in range(10):
+            action = policy.select_action(observation(tick))
+            assert isinstance(action, np.ndarray) and action.shape == (1, ACTION_DIM)
+        n, every = config.n_obs_steps, config.n_action_steps
+        # Chunks at ticks 0, 4, 8; the first observation of an episode fills the history.
+        expected = [[max(0, t - k) for k in reversed(range(n))] for t in range(0, 10, every)]
+        assert seen == expected, f"episode {episode}"
+
+
+def test_a_policy_without_history_reads_only_when_a_chunk_is_due() -> None:
+    acting = ChunkedActing(ActionQueue(3))
+    chunks = iter([np.arange(4.0)[None, :, None] + 10 * i for i in range(3)])
+    reads = []
+    actions = []
+    for _ in range(6):
+        if acting.reads_observation():
+            reads.append(len(actions))
+            actions.append(float(acting.act({}, lambda batch: next(chunks))[0, 0]))
+        else:
+            actions.append(float(acting.next_action()[0, 0]))
+    assert reads == [0, 3]
+    assert actions == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]
+
+
+def test_a_history_reads_every_observation_and_stacks_numpy_and_torch_alike() -> None:
+    acting = ChunkedActing(ActionQueue(3), n_obs_steps=2, history_keys=["x"])
+    assert acting.reads_observation()
+    history = ObservationHistory(3, ["x"])
+    out = history.push({"x": np.zeros((1, 2))})
+    assert out["x"].shape == (1, 3, 2)
+    torch_out = ObservationHistory(2, ["x"]).push({"x": torch.ones(1, 2)})
+    assert torch_out["x"].shape == (1, 2, 2)
