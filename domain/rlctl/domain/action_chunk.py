@@ -31,7 +31,7 @@ def _mask(value: Any) -> np.ndarray:
 
 
 def _no_padding(actions: Actions) -> np.ndarray:
-    shape = getattr(actions, "shape", ())
+    shape: tuple[int, ...] = getattr(actions, "shape", ())
     # A malformed `actions` is reported by the shape check in `__attrs_post_init__`.
     return np.zeros(int(shape[-2]) if len(shape) >= 2 else 0, dtype=bool)
 

@@ -13,7 +13,7 @@ import copy
 import json
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import cattrs
@@ -25,6 +25,13 @@ from rlctl.domain.features import FeatureSpec, typed_feature_data
 TYPE_FIELD = "type"
 
 _REGISTRIES: dict[type, dict[str, type]] = {}
+
+
+class Register(Protocol):
+    """The `register(name)` class decorator `@tagged_union` gives a base. Declare it on the base,
+    `register: ClassVar[Register]`, so that type checkers see `@Base.register("name")`."""
+
+    def __call__[C](self, name: str, /) -> Callable[[type[C]], type[C]]: ...
 
 
 def tagged_union[T](base: type[T]) -> type[T]:
@@ -168,7 +175,8 @@ def structure[T](data: Mapping[str, Any], cls: type[T]) -> T:
 
 
 def unstructure(obj: Any) -> dict[str, Any]:
-    return converter.unstructure(obj)
+    data: dict[str, Any] = converter.unstructure(obj)
+    return data
 
 
 def parse_value(text: str) -> Any:

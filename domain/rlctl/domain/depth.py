@@ -129,6 +129,7 @@ class DepthQuantization:
         low = np.float32(self.depth_min * per_unit)
         high = np.float32(self.depth_max * per_unit)
         shift = np.float32(self.shift * per_unit)
+        norm: np.ndarray
         if self.use_log:
             log_low = math.log(float(low + shift))
             log_high = math.log(float(high + shift))

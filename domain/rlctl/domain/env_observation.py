@@ -60,7 +60,7 @@ def policy_key(raw_key: str, features_map: Mapping[str, str]) -> str:
 
 def is_image(value: Any) -> bool:
     """A batch of channel-last uint8 images: (batch, height, width, channels), channels small."""
-    shape = getattr(value, "shape", ())
+    shape: tuple[int, ...] = getattr(value, "shape", ())
     return (
         getattr(value, "dtype", None) == np.uint8
         and len(shape) == 4

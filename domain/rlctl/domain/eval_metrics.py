@@ -47,7 +47,7 @@ def success_flags(info: Mapping[str, Any], num_envs: int) -> np.ndarray:
     applies to with `_key` masks; the masks are honoured when present. The gymnasium < 1.0 form,
     a sequence of per-env dicts (or None), is accepted too.
     """
-    flags = _flags(info.get(SUCCESS_KEY), num_envs) & _mask(info, SUCCESS_KEY, num_envs)
+    flags: np.ndarray = _flags(info.get(SUCCESS_KEY), num_envs) & _mask(info, SUCCESS_KEY, num_envs)
     final = info.get(FINAL_INFO_KEY)
     if final is None:
         return flags
@@ -101,7 +101,7 @@ class RolloutTracker:
         self.success |= live & _flags(success, self.num_envs)
         self.length[live] += 1
         self.steps += 1
-        finished = live & (ended | (self.steps >= self.max_steps))
+        finished: np.ndarray = live & (ended | (self.steps >= self.max_steps))
         self.done |= finished
         return finished
 
@@ -148,14 +148,26 @@ def aggregate(episodes: Sequence[EpisodeResult]) -> dict[str, Any]:
     }
 
 
+def _episodes(value: Iterable[EpisodeResult]) -> tuple[EpisodeResult, ...]:
+    return tuple(value)
+
+
+def _video_paths(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _tasks(value: Iterable[TaskResult]) -> tuple[TaskResult, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class TaskResult:
     """The episodes of one task of one suite (LeRobot's task group and task id)."""
 
     suite: str
     task_id: int
-    episodes: tuple[EpisodeResult, ...] = attrs.field(converter=tuple)
-    video_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    episodes: tuple[EpisodeResult, ...] = attrs.field(converter=_episodes)
+    video_paths: tuple[str, ...] = attrs.field(default=(), converter=_video_paths)
     task: str = ""
 
     def to_info(self) -> dict[str, Any]:
@@ -175,7 +187,7 @@ class TaskResult:
 
 @attrs.frozen
 class EvalReport:
-    tasks: tuple[TaskResult, ...] = attrs.field(converter=tuple)
+    tasks: tuple[TaskResult, ...] = attrs.field(converter=_tasks)
     eval_s: float = 0.0
 
     @property

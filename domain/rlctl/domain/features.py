@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -67,6 +67,10 @@ def _kind_of(key: str, dtype: str) -> FeatureKind:
     return FeatureKind.OTHER
 
 
+def _dims(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
 def _shape(value: Any, key: str) -> tuple[int, ...]:
     if isinstance(value, int):
         return (value,)
@@ -89,7 +93,7 @@ class FeatureSpec:
 
     key: str
     dtype: str
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=_dims)
     names: Any = None
     info: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = attrs.field(factory=dict)
@@ -149,9 +153,7 @@ class FeatureSpec:
         if not isinstance(other, FeatureSpec):
             return NotImplemented
         return (
-            self.to_info() == other.to_info()
-            and self.key == other.key
-            and self.kind == other.kind
+            self.to_info() == other.to_info() and self.key == other.key and self.kind == other.kind
         )
 
     def __hash__(self) -> int:

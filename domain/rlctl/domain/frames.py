@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import KeysView, Mapping
 from typing import Any
 
 import attrs
@@ -23,7 +23,7 @@ class Frame:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self.values.keys()
 
 

@@ -50,7 +50,7 @@ def _bin_exponents(lo: np.ndarray, hi: np.ndarray, bins: int) -> np.ndarray:
     with np.errstate(divide="ignore"):
         fitted = np.ceil(np.log2(span / (bins - 1)))
     fitted = np.clip(np.nan_to_num(fitted, neginf=_SMALLEST_EXPONENT), None, _LARGEST_EXPONENT)
-    exponents = np.maximum(floor, fitted.astype(np.int64)).astype(np.int64)
+    exponents: np.ndarray = np.maximum(floor, fitted.astype(np.int64)).astype(np.int64)
     while True:
         needed = _bin_numbers(hi, exponents) - _bin_numbers(lo, exponents) + 1
         too_fine = needed > bins
@@ -63,7 +63,7 @@ def _bin_numbers(values: np.ndarray, exponents: np.ndarray) -> np.ndarray:
     """`floor(values / 2**exponents)`, exactly; `exponents` broadcasts against `values`."""
     # int32 exponents take numpy's fast ldexp loop.
     scaled = np.ldexp(values, (-exponents).astype(np.int32))
-    numbers = scaled.astype(np.int64)  # rounds toward zero ...
+    numbers: np.ndarray = scaled.astype(np.int64)  # rounds toward zero ...
     numbers -= scaled < numbers  # ... so step negative non-integers down (np.floor is slower)
     # Scaling by a power of two is exact unless it underflows, which needs bins wider than 1:
     # a tiny negative value then becomes -0.0 and lands in bin 0 instead of -1.
@@ -200,14 +200,16 @@ class QuantileSketch:
         levels = np.asarray(qs, dtype=np.float64)
         if self.is_exact:
             columns = np.concatenate(self._exact, axis=1)
-            return np.quantile(columns, levels, axis=1).reshape(-1, self.width)
+            exact: np.ndarray = np.quantile(columns, levels, axis=1).reshape(-1, self.width)
+            return exact
         positions = levels * (self.count - 1)
         below = np.floor(positions).astype(np.int64)
         above = np.minimum(below + 1, self.count - 1)
         fraction = (positions - below)[:, None]
         at_below = self._order_statistics(below)
         at_above = self._order_statistics(above)
-        return at_below + fraction * (at_above - at_below)
+        estimate: np.ndarray = at_below + fraction * (at_above - at_below)
+        return estimate
 
     def error_bound(self) -> np.ndarray:
         """Per column, the most any quantile from `quantiles` can differ from numpy's."""

@@ -13,6 +13,7 @@ The model is deliberately coarse: it only has to rank plans, not predict wall ti
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import attrs
 
@@ -51,6 +52,10 @@ def clamp_batch_size(batch_size: int, n_episodes: int) -> int:
     return max(1, min(batch_size, n_episodes))
 
 
+def _calls(value: Iterable[tuple[int, float]]) -> tuple[tuple[int, float], ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class Timings:
     """What a short probe measured, in seconds."""
@@ -59,7 +64,7 @@ class Timings:
     # Building one env from scratch, package import included: what each worker process pays.
     env_start_s: float
     # (batch size, seconds) of policy calls; one or two points of a linear model.
-    policy_calls: tuple[tuple[int, float], ...] = attrs.field(converter=tuple, default=())
+    policy_calls: tuple[tuple[int, float], ...] = attrs.field(converter=_calls, default=())
     n_action_steps: int = 1
     episode_steps: int = 300
 

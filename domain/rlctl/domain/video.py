@@ -68,6 +68,10 @@ def _preset_text(value: int | str | None) -> str | None:
     return None if value is None else str(value)
 
 
+def _options(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
 def _number(value: float | None) -> float | None:
     """30.0 becomes 30, so the options ffmpeg parses and the JSON written match LeRobot's."""
     if value is None:
@@ -102,7 +106,7 @@ class VideoEncoding:
         default=attrs.Factory(_default_preset, takes_self=True), converter=_preset_text
     )
     fast_decode: int = 0
-    extra_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
+    extra_options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options, hash=False)
     depth: DepthQuantization | None = attrs.field(default=None, converter=_depth)
 
     def __attrs_post_init__(self) -> None:

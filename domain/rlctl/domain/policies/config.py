@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from rlctl.domain.config import tagged_union, unstructure
+from rlctl.domain.config import Register, tagged_union, unstructure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import (
     FeatureKind,
@@ -72,7 +72,7 @@ def optional_pair(value: Any) -> tuple[int, int] | None:
     pair = int_tuple(value)
     if len(pair) != 2 or min(pair) <= 0:
         raise ConfigError(f"expected two positive integers (height, width), got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair
 
 
 def _mean_std_everywhere() -> dict[str, str]:
@@ -117,6 +117,7 @@ class PolicyConfig:
     )
 
     type_name: ClassVar[str]  # set by the tagged union's register()
+    register: ClassVar[Register]
     # `"package.module:Class"` serving this type (a torch model, a scripted policy …).
     implementation: ClassVar[str] = ""
     # False for policies that act without learning (random, scripted experts).
@@ -185,7 +186,6 @@ def check_resnet(name: str) -> None:
         f"got {name!r}",
         "vision_backbone",
     )
-
 
 
 RELATIVE_ACTION_FIELDS = ("use_relative_actions", "relative_exclude_joints", "action_feature_names")

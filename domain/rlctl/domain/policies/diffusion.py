@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 from rlctl.domain.policies.config import (
@@ -12,6 +14,11 @@ from rlctl.domain.policies.config import (
     optional_pair,
     require,
 )
+
+
+def _float_pair(value: Iterable[float]) -> tuple[float, float]:
+    first, second = (float(x) for x in value)
+    return first, second
 
 
 def _diffusion_norms() -> dict[str, str]:
@@ -60,9 +67,7 @@ class DiffusionConfig(PolicyConfig):
     compile_mode: str = "reduce-overhead"
     do_mask_loss_for_padding: bool = False
     optimizer_lr: float = 1e-4
-    optimizer_betas: tuple[float, float] = attrs.field(
-        default=(0.95, 0.999), converter=lambda v: tuple(float(x) for x in v)
-    )
+    optimizer_betas: tuple[float, float] = attrs.field(default=(0.95, 0.999), converter=_float_pair)
     optimizer_eps: float = 1e-8
     optimizer_weight_decay: float = 1e-6
     scheduler_name: str = "cosine"

@@ -96,7 +96,8 @@ def _structure_policy_config(data: Any, cls: type) -> PolicyConfig:
     name = data.get("type") if isinstance(data, dict) else None
     if isinstance(name, str) and name not in known:
         raise unknown_policy_type(name, where="policy.type")
-    return _union_hook(data, cls)
+    config: PolicyConfig = _union_hook(data, cls)
+    return config
 
 
 converter.register_structure_hook_func(lambda t: t is PolicyConfig, _structure_policy_config)

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.processors.step import ProcessorStep
 
-StepClass = TypeVar("StepClass", bound=type)
+StepClass = TypeVar("StepClass", bound=type[ProcessorStep])
 
 
 class StepRegistry:
@@ -19,7 +20,7 @@ class StepRegistry:
     an embedding service can add steps without touching the shared registry."""
 
     def __init__(self, base: StepRegistry | None = None) -> None:
-        self._classes: dict[str, type] = {}
+        self._classes: dict[str, type[ProcessorStep]] = {}
         self._base = base
 
     def register(self, name: str) -> Callable[[StepClass], StepClass]:
@@ -43,7 +44,7 @@ class StepRegistry:
 
         return decorate
 
-    def lookup(self, name: str, *, where: str | None = None) -> type:
+    def lookup(self, name: str, *, where: str | None = None) -> type[ProcessorStep]:
         cls = self._find(name)
         if cls is None:
             raise ConfigError(
@@ -61,7 +62,7 @@ class StepRegistry:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(name) is not None
 
-    def _find(self, name: str) -> type | None:
+    def _find(self, name: str) -> type[ProcessorStep] | None:
         cls = self._classes.get(name)
         if cls is None and self._base is not None:
             return self._base._find(name)

@@ -33,7 +33,8 @@ converter.register_structure_hook(FeatureKind, lambda value, _: parse_feature_ki
 
 
 def unstructure_config(config: Any) -> dict[str, Any]:
-    return converter.unstructure(config)
+    data: dict[str, Any] = converter.unstructure(config)
+    return data
 
 
 def structure_config(data: Any, config_class: type, where: str) -> Any:

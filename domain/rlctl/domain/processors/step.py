@@ -23,8 +23,11 @@ class ProcessorStep(Protocol):
     """The contract every step meets, whether it lives in the domain or in an adapter."""
 
     name: ClassVar[str]
-    config_class: ClassVar[type]
+    # `type[Any]`, not `type`: a step's own config class is then accepted (ClassVars are invariant).
+    config_class: ClassVar[type[Any]]
     config: Any
+
+    def __init__(self, config: Any = None) -> None: ...
 
     def __call__(self, transition: Transition) -> Transition: ...
 
@@ -48,7 +51,7 @@ class Step[ConfigT]:
     """
 
     name: ClassVar[str] = ""
-    config_class: ClassVar[type] = NoConfig
+    config_class: ClassVar[type[Any]] = NoConfig
 
     def __init__(self, config: ConfigT | None = None) -> None:
         if config is None:

@@ -16,7 +16,7 @@ The statistics are this step's state, flat keys `"<feature>.<stat>"` as in LeRob
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -70,12 +70,16 @@ def _norm_map(value: Mapping[Any, Any]) -> dict[FeatureKind, NormMode]:
     return {parse_feature_kind(kind): parse_norm_mode(mode) for kind, mode in value.items()}
 
 
+def _dims(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class NormalizedFeature:
     """What the step knows of a feature: its kind picks the mode (LeRobot's PolicyFeature)."""
 
     type: FeatureKind = attrs.field(converter=parse_feature_kind)
-    shape: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    shape: tuple[int, ...] = attrs.field(default=(), converter=_dims)
 
 
 def _features(value: Mapping[str, Any]) -> dict[str, NormalizedFeature]:

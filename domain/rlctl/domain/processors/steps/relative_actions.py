@@ -14,7 +14,7 @@ the raw observation beside the action, and its unnormaliser must declare only th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -35,12 +35,16 @@ def _names(value: Sequence[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(str(v) for v in value)
 
 
+def _joints(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class RelativeActionsConfig:
     """Shared by the relative step and its inverse, so one config describes the pair."""
 
     enabled: bool = True
-    exclude_joints: tuple[str, ...] = attrs.field(default=("gripper",), converter=tuple)
+    exclude_joints: tuple[str, ...] = attrs.field(default=("gripper",), converter=_joints)
     # The action's dimension names (the dataset's `action` feature names); without them every
     # dimension is converted.
     action_names: tuple[str, ...] | None = attrs.field(default=None, converter=_names)

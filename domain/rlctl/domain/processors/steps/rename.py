@@ -12,9 +12,13 @@ from rlctl.domain.processors.registry import register_step
 from rlctl.domain.processors.step import Step
 
 
+def _renames(value: Mapping[str, str]) -> dict[str, str]:
+    return dict(value)
+
+
 @attrs.frozen
 class RenameConfig:
-    rename_map: dict[str, str] = attrs.field(factory=dict, converter=dict)
+    rename_map: dict[str, str] = attrs.field(factory=dict, converter=_renames)
 
 
 @register_step("rename_observations_processor")
