@@ -1,0 +1,113 @@
+"""A policy from another distribution, installed, then trained and evaluated as a user types it.
+
+`tests/plugins/toy_policy` is what an outside package ships: a config class, a model module and
+an entry point in the group `rlctl.policies`. It is installed (a real wheel build and install)
+into a folder of its own, which the `rlctl` processes get on their path; nothing in rlctl names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlctl.api
+
+PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "toy_policy"
+RLCTL = Path(sys.executable).with_name("rlctl")
+
+
+def _uv() -> str:
+    # `uv run` names itself in UV; a uv on PATH does as well.
+    found = os.environ.get("UV") or shutil.which("uv")
+    if not found:
+        pytest.fail("this test installs a package with uv: run it with `uv run pytest`")
+    return found
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("toy_policy_site")
+    subprocess.run(
+        [_uv(), "pip", "install", "--quiet", "--no-deps", "--python", sys.executable,
+         "--target", str(site), str(PLUGIN)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert list(site.glob("rlctl_toy_policy-*.dist-info"))
+    return site
+
+
+def rlctl_cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site), "RLCTL_PROGRESS": "silent"}
+    return subprocess.run([str(RLCTL), *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def state_dataset(root: Path) -> Path:
+    """Three episodes of a 2-d point walking towards the origin: action = the next state."""
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [2], "names": ["x", "y"]},
+        "action": {"dtype": "float32", "shape": [2], "names": ["x", "y"]},
+    }
+    session = rlctl.api.create_dataset(root, fps=10, features=features)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        state = rng.uniform(100, 400, size=2).astype(np.float32)
+        for _ in range(20):
+            target = (0.8 * state + 0.2 * 256).astype(np.float32)
+            session.add_frame({"observation.state": state, "action": target, "task": "push"})
+            state = target
+        session.save_episode()
+    session.finalize()
+    return root
+
+
+@pytest.mark.slow  # a wheel build and three CLI processes that import torch
+def test_a_plugin_policy_trains_and_evaluates_through_the_cli(plugin_site, tmp_path):
+    dataset = state_dataset(tmp_path / "points")
+    out = tmp_path / "run"
+
+    listed = rlctl_cli(plugin_site, "train", "--policy.type=toy", "--print-config")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["policy"]["hidden_dim"] == 16
+
+    trained = rlctl_cli(
+        plugin_site, "train", f"--dataset.root={dataset}", "--policy.type=toy",
+        "--policy.hidden_dim=8", "--steps=30", "--batch_size=8", "--num_workers=0",
+        "--save_freq=30", "--log_freq=10", f"--output_dir={out}",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    checkpoint = out / "checkpoints" / "last" / "pretrained_model"
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["type"] == "toy" and config["hidden_dim"] == 8
+    losses = [
+        json.loads(line)["loss"]
+        for line in (out / "metrics.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
+    assert losses[-1] < losses[0]
+
+    evaluated = rlctl_cli(
+        plugin_site, "eval", f"--policy.path={checkpoint}", "--env.type=pusht",
+        "--env.obs_type=environment_state_agent_pos", "--eval.n_episodes=2",
+        "--eval.batch_size=2", "--eval.use_async_envs=false", "--eval.max_episode_steps=8",
+        "--eval.max_episodes_rendered=0", f"--output_dir={tmp_path / 'eval'}",
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    info = json.loads((tmp_path / "eval" / "eval_info.json").read_text())
+    assert info["overall"]["n_episodes"] == 2
+
+
+def test_without_the_plugin_its_type_is_unknown_with_the_known_ones_listed(tmp_path):
+    result = subprocess.run(
+        [str(RLCTL), "train", "--policy.type=toy", "--print-config"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "unknown policy type 'toy'" in result.stderr + result.stdout
+    assert "act" in result.stderr + result.stdout

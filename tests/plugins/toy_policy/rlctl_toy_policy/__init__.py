@@ -1,0 +1,1 @@
+"""A toy rlctl policy plugin (see config.py and model.py)."""
