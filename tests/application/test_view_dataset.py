@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlctl.application.use_cases.view_dataset import (
-    annotations,
     dimension_names,
+    episode_annotations,
     language_runs,
 )
 from rlctl.domain.dataset_meta import EpisodeRecord
@@ -119,7 +119,7 @@ def test_annotations_are_the_text_columns_beyond_lerobots_own():
             "success": True,
         },
     )
-    assert annotations(record) == {
+    assert episode_annotations(record) == {
         "language_instruction": "pick the red cube",
         "notes": "slipped; regrasped",
     }

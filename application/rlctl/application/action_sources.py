@@ -55,4 +55,5 @@ class PolicySource:
                 f"the policy returned actions of shape {action.shape}; expected (1, action_dim)",
                 where="policy.select_action",
             )
-        return action[0].astype(np.float32, copy=False)
+        first: np.ndarray = action[0].astype(np.float32, copy=False)
+        return first

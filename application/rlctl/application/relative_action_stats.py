@@ -34,7 +34,8 @@ def valid_chunk_starts(episode_index: np.ndarray, chunk_size: int) -> np.ndarray
     if chunk_size < 1 or total < chunk_size:
         return np.zeros(0, dtype=np.int64)
     starts = np.arange(total - chunk_size + 1)
-    return starts[episode_index[starts] == episode_index[starts + chunk_size - 1]]
+    within: np.ndarray = starts[episode_index[starts] == episode_index[starts + chunk_size - 1]]
+    return within
 
 
 def relative_action_stats(

@@ -10,6 +10,7 @@ checkpoint converts back to absolute actions without the dataset.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -97,7 +98,7 @@ def relative_action_statistics(
     actions: np.ndarray,
     states: np.ndarray,
     episode_index: np.ndarray,
-) -> dict[str, list]:
+) -> dict[str, Any]:
     """The `action` entry of the normalisation statistics for relative actions: every chunk of
     the policy's action window inside one episode, minus the state at its first frame."""
     chunk_size = len(config.action_delta_indices or [0])

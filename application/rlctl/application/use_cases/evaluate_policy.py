@@ -93,7 +93,8 @@ class EvaluatePolicy:
         self.first_step_s: float | None = None
         self._start = 0.0
         self._successes: list[bool] = []
-        self._env_pre = self._env_post = _identity
+        self._env_pre: Callable[[dict[str, Any]], dict[str, Any]] = _identity
+        self._env_post: Callable[[dict[str, Any]], dict[str, Any]] = _identity
         self._env_pipelines: tuple[ProcessorPipeline, ProcessorPipeline] = (
             ProcessorPipeline(name="env_preprocessor"),
             ProcessorPipeline(name="env_postprocessor"),
@@ -239,7 +240,7 @@ class EvaluatePolicy:
             )
             videos = (
                 EpisodeVideos(
-                    self._video_encoder,  # type: ignore[arg-type]
+                    self._video_encoder,
                     [
                         videos_dir / f"eval_episode_{len(video_paths) + i}.mp4"
                         for i in range(n_render)
@@ -247,7 +248,7 @@ class EvaluatePolicy:
                     fps=spec.fps,
                     codec=settings.video_codec,
                 )
-                if n_render
+                if n_render and videos_dir is not None and self._video_encoder is not None
                 else None
             )
             try:
@@ -348,5 +349,5 @@ def _close_all(envs: Any) -> None:
             env.close()
         except Exception as error:
             errors.append(error)
-    for error in errors:
-        log.warning("closing a simulator failed", error=str(error))
+    for failure in errors:
+        log.warning("closing a simulator failed", error=str(failure))

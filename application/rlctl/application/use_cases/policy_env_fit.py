@@ -118,12 +118,12 @@ def describe(report: FitReport) -> tuple[str, str]:
     message = "the policy does not fit this env: " + "; ".join(problems)
 
     env_side = ", ".join(f"{k} {_shape(s.shape)}" for k, s in report.provided.items()) or "nothing"
-    takes = (
+    takes_action = (
         f" and takes action {_shape(report.env_action.shape)}"
         if report.env_action is not None
         else ""
     )
-    parts = [f"the env provides {env_side}{takes}"]
+    parts = [f"the env provides {env_side}{takes_action}"]
     only_names = (
         not report.wrong_shapes
         and report.action is None

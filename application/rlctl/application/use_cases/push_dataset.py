@@ -89,7 +89,7 @@ class PushDataset:
                 hint=f"the dataset is incomplete; run `rlctl dataset check {root}` and repair it "
                 "before pushing",
             )
-        ignore = PUSH_IGNORE
+        ignore: tuple[str, ...] = PUSH_IGNORE
         if not request.videos:
             data_only = set(self._layout.episode_files(meta, every, videos=False))
             videos = [f for f in self._layout.episode_files(meta, every) if f not in data_only]

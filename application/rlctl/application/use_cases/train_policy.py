@@ -171,7 +171,9 @@ class TrainPolicy:
             logged = self._log(session, session.steps_done, window.flush())
         return TrainReport(start, session.steps_done, False, last_saved, logged, evaluations)
 
-    def _log(self, session: TrainingSession, step: int, figures: dict[str, float]) -> dict:
+    def _log(
+        self, session: TrainingSession, step: int, figures: dict[str, float]
+    ) -> dict[str, float]:
         if session.is_main and figures:
             self._metrics.write(step, figures, phase="train")
             log.info("train", step=step, **{k: float(f"{v:.6g}") for k, v in figures.items()})

@@ -24,7 +24,7 @@ def _pair(value: Any) -> tuple[float, float]:
     pair = tuple(float(v) for v in value)
     if len(pair) != 2:
         raise ConfigError(f"expected two numbers, got {value!r}")
-    return pair  # type: ignore[return-value]
+    return pair
 
 
 def _optional_pair(value: Any) -> tuple[float, float] | None:
@@ -136,7 +136,7 @@ class EmaSettings:
 
 
 def _positive(name: str) -> Any:
-    def check(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    def check(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
         if value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}", where=name)
 

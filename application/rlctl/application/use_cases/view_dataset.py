@@ -138,7 +138,7 @@ def plot_groups(meta: DatasetMeta) -> tuple[PlotGroup, ...]:
     return tuple(sorted(groups, key=lambda g: order[FeatureKind(g.kind)]))
 
 
-def annotations(episode: EpisodeRecord) -> dict[str, str]:
+def episode_annotations(episode: EpisodeRecord) -> dict[str, str]:
     """Text columns of the episode's metadata row beyond LeRobot's own (language annotations,
     operator notes, success labels written by other tools)."""
     out: dict[str, str] = {}
@@ -185,7 +185,7 @@ class DatasetViewer:
                     length=record.length,
                     duration_s=round(record.length / meta.fps, 3) if meta.fps else 0.0,
                     tasks=record.tasks,
-                    annotations=annotations(record),
+                    annotations=episode_annotations(record),
                 )
                 for record in meta.episodes
             ),
