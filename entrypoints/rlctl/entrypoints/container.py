@@ -124,6 +124,16 @@ class Container(containers.DeclarativeContainer):
         meta_reader=meta_reader,
         episode_data=episode_data,
     )
+    # Reports of runs: `container.report_run()(run_dir)`.
+    run_folder = providers.Singleton(lazy("rlctl.adapters.reports.run_folder:LocalRunFolder"))
+    report_renderer = providers.Singleton(
+        lazy("rlctl.adapters.reports.renderer:HtmlReportRenderer")
+    )
+    report_run = providers.Factory(
+        lazy("rlctl.application.use_cases.report_run:ReportRun"),
+        reader=run_folder,
+        renderer=report_renderer,
+    )
 
     # Robots, teleoperators and recording: devices are built per config,
     # `container.robot(robot_config)`; use cases take them at call time.

@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "find-port": "rlctl.entrypoints.cli.find_port:find_port_command",
     "record": "rlctl.entrypoints.cli.record:record_command",
     "replay": "rlctl.entrypoints.cli.replay:replay_command",
+    "report": "rlctl.entrypoints.cli.report:report_command",
     "setup-motors": "rlctl.entrypoints.cli.setup_motors:setup_motors_command",
     "teleoperate": "rlctl.entrypoints.cli.teleoperate:teleoperate_command",
 }
@@ -36,6 +37,7 @@ SUBCOMMAND_HELP = {
     "quickstart": "Record expert demonstrations in Meta-World, train a policy, evaluate it...",
     "record": "Record episodes from a robot driven by a teleoperator (or a policy)...",
     "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",
+    "report": "Write the report of a training run or an evaluation: an HTML page and a PNG of...",
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
     "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
     "train": "Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset...",

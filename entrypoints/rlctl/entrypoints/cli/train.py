@@ -216,6 +216,7 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         f"trained steps {report.start_step}..{report.steps_done} of {config.steps}; "
         f"last checkpoint: {checkpoint}"
     )
+    click.echo(f"report (curves, config): rlctl report {out}")
     if report.interrupted:
         click.echo(f"interrupted; continue with: rlctl train --resume={out}", err=True)
         ctx.exit(EXIT_INTERRUPTED)

@@ -1,0 +1,238 @@
+"""A run's report as one self-contained HTML file: inline SVG charts, a little inline JS for
+reading values under the pointer, tables, the config, and the videos (referenced relative to the
+page, or embedded as data URLs)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rlctl.adapters.reports.chart import PALETTE, Frame, data_ranges, nice_ticks, tick_label
+from rlctl.application.use_cases.report_run import Panel, RunReport, Table
+
+WIDTH, HEIGHT = 560, 250
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 64, 14, 12, 40
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1d1f21;
+  background: #f7f7f5; }
+header { padding: 14px 24px; background: #fff; border-bottom: 1px solid #dcdcd8; }
+header h1 { margin: 0; font-size: 20px; }
+header .where { color: #6b6f73; font-size: 13px; word-break: break-all; }
+main { padding: 12px 24px 40px; }
+h2 { font-size: 16px; margin: 22px 0 8px; }
+.facts { display: flex; flex-wrap: wrap; gap: 10px; }
+.fact { background: #fff; border: 1px solid #dcdcd8; border-radius: 6px; padding: 8px 12px; }
+.fact b { display: block; font-size: 12px; color: #6b6f73; font-weight: 500; }
+.note { color: #9a3412; }
+.panels { display: flex; flex-wrap: wrap; gap: 14px; }
+figure.chart { margin: 0; background: #fff; border: 1px solid #dcdcd8; border-radius: 6px;
+  padding: 8px; }
+figure.chart figcaption { font-weight: 600; font-size: 13px; }
+figure.chart .readout { font-size: 12px; color: #444; min-height: 1.3em;
+  font-variant-numeric: tabular-nums; }
+.legend { font-size: 12px; display: flex; flex-wrap: wrap; gap: 2px 12px; }
+.legend i { display: inline-block; width: 12px; height: 3px; vertical-align: middle;
+  margin-right: 4px; }
+svg text { font-size: 11px; fill: #555; }
+table { border-collapse: collapse; background: #fff; font-size: 13px;
+  font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #dcdcd8; padding: 4px 10px; text-align: right; }
+th { background: #f1efe9; }
+td.text { text-align: left; }
+.videos { display: flex; flex-wrap: wrap; gap: 12px; }
+.videos figure { margin: 0; background: #111; color: #ddd; border-radius: 6px; overflow: hidden; }
+.videos video { display: block; width: 320px; background: #000; }
+.videos figcaption { font-size: 12px; padding: 4px 8px; }
+pre { background: #fff; border: 1px solid #dcdcd8; padding: 10px; overflow-x: auto;
+  font-size: 12px; }
+"""
+
+# Shows the values of every line at the step under the pointer.
+SCRIPT = """
+document.querySelectorAll("figure.chart").forEach(function (figure) {
+  var data = JSON.parse(figure.querySelector("script").textContent);
+  var svg = figure.querySelector("svg"), readout = figure.querySelector(".readout");
+  var cursor = svg.querySelector(".cursor");
+  svg.addEventListener("mousemove", function (event) {
+    var box = svg.getBoundingClientRect();
+    var px = (event.clientX - box.left) * data.width / box.width;
+    var x = data.x0 + (px - data.left) / data.plotWidth * (data.x1 - data.x0);
+    var parts = [];
+    data.series.forEach(function (s) {
+      var best = -1, gap = Infinity;
+      for (var i = 0; i < s.x.length; i++) {
+        var d = Math.abs(s.x[i] - x);
+        if (d < gap) { gap = d; best = i; }
+      }
+      if (best >= 0) parts.push(s.name + " " + s.y[best].toPrecision(4) + " @ " + s.x[best]);
+    });
+    readout.textContent = parts.join(" \\u00b7 ");
+    cursor.setAttribute("x1", px); cursor.setAttribute("x2", px);
+    cursor.setAttribute("visibility", "visible");
+  });
+  svg.addEventListener("mouseleave", function () {
+    cursor.setAttribute("visibility", "hidden"); readout.textContent = "";
+  });
+});
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def chart_svg(panel: Panel, index: int) -> str:
+    x_range, y_range = data_ranges(panel)
+    frame = Frame(
+        PAD_LEFT,
+        PAD_TOP,
+        WIDTH - PAD_LEFT - PAD_RIGHT,
+        HEIGHT - PAD_TOP - PAD_BOTTOM,
+        x_range,
+        y_range,
+    )
+    parts = [
+        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+        f'role="img" aria-label="{_e(panel.title)}">'
+    ]
+    y_ticks = nice_ticks(*y_range)
+    for tick in y_ticks:
+        y = _number(frame.y(tick))
+        parts.append(
+            f'<line x1="{PAD_LEFT}" x2="{WIDTH - PAD_RIGHT}" y1="{y}" y2="{y}" stroke="#e6e6e2"/>'
+            f'<text x="{PAD_LEFT - 6}" y="{y}" text-anchor="end" dominant-baseline="middle">'
+            f"{_e(tick_label(tick, y_ticks))}</text>"
+        )
+    x_ticks = nice_ticks(*x_range, count=6, min_step=1)
+    bottom = HEIGHT - PAD_BOTTOM
+    for tick in x_ticks:
+        x = _number(frame.x(tick))
+        parts.append(
+            f'<line x1="{x}" x2="{x}" y1="{bottom}" y2="{bottom + 4}" stroke="#999"/>'
+            f'<text x="{x}" y="{bottom + 16}" text-anchor="middle">'
+            f"{_e(tick_label(tick, x_ticks))}</text>"
+        )
+    parts.append(
+        f'<rect x="{PAD_LEFT}" y="{PAD_TOP}" width="{_number(frame.width)}" '
+        f'height="{_number(frame.height)}" fill="none" stroke="#bbb"/>'
+        f'<text x="{PAD_LEFT + frame.width / 2:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
+        f"{_e(panel.x_label)}</text>"
+    )
+    if panel.y_unit:
+        parts.append(
+            f'<text x="12" y="{PAD_TOP + frame.height / 2:.1f}" text-anchor="middle" '
+            f'transform="rotate(-90 12 {PAD_TOP + frame.height / 2:.1f})">{_e(panel.y_unit)}</text>'
+        )
+    for i, series in enumerate(panel.series):
+        colour = PALETTE[i % len(PALETTE)]
+        points = " ".join(
+            f"{_number(frame.x(x))},{_number(frame.y(y))}" for x, y in zip(series.x, series.y)
+        )
+        parts.append(
+            f'<polyline class="series" data-name="{_e(series.name)}" points="{points}" '
+            f'fill="none" stroke="{colour}" stroke-width="1.6"><title>{_e(series.name)}</title>'
+            "</polyline>"
+        )
+        if panel.markers and len(series.x) <= 300:
+            parts.extend(
+                f'<circle cx="{_number(frame.x(x))}" cy="{_number(frame.y(y))}" r="2.5" '
+                f'fill="{colour}"/>'
+                for x, y in zip(series.x, series.y)
+            )
+    parts.append(
+        f'<line class="cursor" x1="0" x2="0" y1="{PAD_TOP}" y2="{bottom}" stroke="#c2410c" '
+        'visibility="hidden"/></svg>'
+    )
+    data = {
+        "width": WIDTH,
+        "left": PAD_LEFT,
+        "plotWidth": frame.width,
+        "x0": x_range[0],
+        "x1": x_range[1],
+        "series": [{"name": s.name, "x": s.x, "y": s.y} for s in panel.series],
+    }
+    legend = "".join(
+        f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{_e(s.name)}</span>'
+        for i, s in enumerate(panel.series)
+    )
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    return (
+        f'<figure class="chart" id="chart-{index}"><figcaption>{_e(panel.title)}</figcaption>'
+        f'{"".join(parts)}<div class="legend">{legend}</div><div class="readout"></div>'
+        f'<script type="application/json">{payload}</script></figure>'
+    )
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+        return f"<td>{_e(text)}</td>"
+    if isinstance(value, (int, bool)) or value is None:
+        return f"<td>{_e('' if value is None else value)}</td>"
+    return f'<td class="text">{_e(value)}</td>'
+
+
+def table_html(table: Table) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in table.columns)
+    rows = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in table.rows)
+    return f"<h2>{_e(table.title)}</h2><table><tr>{head}</tr>{rows}</table>"
+
+
+def _video_source(run: Path, relative: str, page_dir: Path, embed: bool) -> str:
+    path = run / relative
+    if embed:
+        data = base64.b64encode(path.read_bytes()).decode()
+        kind = "webm" if path.suffix.lower() == ".webm" else "mp4"
+        return f"data:video/{kind};base64,{data}"
+    return Path(os.path.relpath(path, page_dir)).as_posix()
+
+
+def report_html(
+    report: RunReport, page_dir: Path, *, embed_videos: bool = False, refresh_s: int = 0
+) -> str:
+    run = Path(report.location)
+    refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s > 0 else ""
+    facts = "".join(
+        f'<div class="fact"><b>{_e(label)}</b>{_e(value)}</div>' for label, value in report.facts
+    )
+    notes = "".join(f'<p class="note">{_e(note)}</p>' for note in report.notes)
+    charts = "".join(chart_svg(panel, i) for i, panel in enumerate(report.panels))
+    body = [
+        f"<header><h1>{_e(report.title)}</h1>"
+        f'<div class="where">{_e(report.location)} · report written '
+        f"{dt.datetime.now():%Y-%m-%d %H:%M:%S}</div></header><main>",
+        f'<div class="facts">{facts}</div>{notes}',
+    ]
+    if charts:
+        body.append(f'<h2>Curves</h2><div class="panels">{charts}</div>')
+    body.extend(table_html(t) for t in report.tables)
+    if report.videos:
+        figures = "".join(
+            f'<figure><video controls muted preload="metadata" '
+            f'src="{_e(_video_source(run, v.path, page_dir, embed_videos))}"></video>'
+            f"<figcaption>{_e(v.label)}</figcaption></figure>"
+            for v in report.videos
+        )
+        body.append(f'<h2>Videos</h2><div class="videos">{figures}</div>')
+    if report.config is not None:
+        config = json.dumps(report.config, indent=2, default=str)
+        body.append(
+            f"<h2>Config</h2><details open><pre>{html.escape(config, quote=False)}</pre></details>"
+        )
+    body.append("</main>")
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(report.title)}</title>{refresh}<style>{STYLE}</style></head><body>"
+        + "".join(body)
+        + f"<script>{SCRIPT}</script></body></html>\n"
+    )
