@@ -136,25 +136,26 @@ def test_run_folder_of_a_checkpoint(tmp_path):
 
 
 def test_the_evaluator_runs_evaluate_policy_in_the_configured_simulation():
-    from rlctl.entrypoints.cli.train import build_evaluator
+    from dependency_injector import providers
+
+    from rlctl.entrypoints.container import build_container
 
     calls = []
-
-    class Container:
-        def simulation(self, env):
-            calls.append(("simulation", env.type))
-            return "sim"
-
-        def evaluate_policy(self, simulation, policy):
-            return lambda settings: calls.append(("evaluate", simulation, policy, settings))
-
-    settings = TrainCommandSettings(eval_freq=5)
-    assert build_evaluator(settings, Container()) is None  # no env, no evaluation
-    from rlctl.adapters.sim.envs.pusht import PushtEnv
-
-    evaluate = build_evaluator(TrainCommandSettings(env=PushtEnv(), eval_freq=5), Container())
+    container = build_container()
+    container.evaluate_policy.override(
+        providers.Factory(
+            lambda simulation, policy: lambda settings: calls.append(
+                ("evaluate", simulation, policy, settings)
+            )
+        )
+    )
+    evaluate = container.training_evaluator("sim")
     evaluate("policy", "eval settings")
-    assert calls == [("simulation", "pusht"), ("evaluate", "sim", "policy", "eval settings")]
+    evaluate("policy 2", "eval settings")
+    assert calls == [
+        ("evaluate", "sim", "policy", "eval settings"),
+        ("evaluate", "sim", "policy 2", "eval settings"),
+    ]
 
 
 RELATIVE = ["--policy.use_relative_actions=true", '--policy.relative_exclude_joints=["joint_5"]']

@@ -53,26 +53,21 @@ def open_dataset(
     A list of locations gives a multi-dataset over the features they share. `episodes` picks a
     subset (and, for a repo id, downloads only those episodes' files).
     """
-    from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset, MultiLeRobotTorchDataset
-
     c = using or build_container()
-    backend = video_backend or _configured_backend(c)
+    backend = {"video_backend": video_backend} if video_backend else {}
     if isinstance(location, (list, tuple)):
         roots = [_local_dataset(loc, c, revision=revision) for loc in location]
-        return MultiLeRobotTorchDataset(
-            roots,
-            delta_timestamps=delta_timestamps,
-            video_backend=backend,
-            image_transforms=image_transforms,
+        return c.multi_torch_dataset(
+            roots, delta_timestamps=delta_timestamps, image_transforms=image_transforms, **backend
         )
     chosen = tuple(episodes) if episodes is not None else None
     root = _local_dataset(location, c, revision=revision, episodes=chosen)
-    return LeRobotTorchDataset(
+    return c.torch_dataset(
         root,
         delta_timestamps=delta_timestamps,
         episodes=chosen,
-        video_backend=backend,
         image_transforms=image_transforms,
+        **backend,
     )
 
 
@@ -119,8 +114,3 @@ def _local_dataset(location: str | Path, c: Container, **options: Any) -> Path |
     if Path(location).expanduser().is_dir():
         return Path(location).expanduser()
     return c.resolve_dataset()(location, **options)
-
-
-def _configured_backend(c: Container) -> str | None:
-    backend = c.config.dataset.video_backend()
-    return None if backend in (None, "auto") else backend

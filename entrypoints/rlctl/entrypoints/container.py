@@ -25,6 +25,7 @@ def lazy(target: str) -> Callable[..., Any]:
         return getattr(importlib.import_module(module_name), attr)(*args, **kwargs)
 
     build.__qualname__ = build.__name__ = f"lazy({target})"
+    build.target = target  # type: ignore[attr-defined]
     return build
 
 
@@ -49,6 +50,16 @@ class Container(containers.DeclarativeContainer):
         memory=providers.Singleton(
             lazy("rlctl.adapters.memory.dataset_writer:InMemoryDatasetWriter")
         ),
+    )
+
+    # `rlctl.api.open_dataset`: local LeRobot v3.0 roots as torch Datasets, one or several.
+    torch_dataset = providers.Factory(
+        lazy("rlctl.adapters.storage.torch_dataset:LeRobotTorchDataset"),
+        video_backend=config.dataset.video_backend,
+    )
+    multi_torch_dataset = providers.Factory(
+        lazy("rlctl.adapters.storage.torch_dataset:MultiLeRobotTorchDataset"),
+        video_backend=config.dataset.video_backend,
     )
 
     progress = providers.Selector(
@@ -243,6 +254,11 @@ class Container(containers.DeclarativeContainer):
     )
     training_metrics = providers.Factory(
         lazy("rlctl.adapters.telemetry.metrics:training_metrics_sink")
+    )
+    # `container.training_evaluator(simulation)`: evaluations during training, in that simulation.
+    training_evaluator = providers.Factory(
+        lazy("rlctl.application.use_cases.train_policy:SimulationEvaluator"),
+        evaluate=evaluate_policy.provider,
     )
     train_policy = providers.Factory(
         lazy("rlctl.application.use_cases.train_policy:TrainPolicy"),

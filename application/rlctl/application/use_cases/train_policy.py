@@ -33,14 +33,30 @@ from rlctl.application.ports.training import (
 )
 from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.train_metrics import MetricsWindow
+from rlctl.application.ports.simulation import Simulation
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_metrics import EvalReport
 
 log = structlog.get_logger(__name__)
 
-# Runs an evaluation of a policy; the command binds it to a simulation.
+# Runs an evaluation of a policy; the composition root binds it to a simulation.
 Evaluator = Callable[[Policy, EvalSettings], EvalReport]
+
+
+class SimulationEvaluator:
+    """An `Evaluator` over one simulation: each call runs `EvaluatePolicy` on the given policy."""
+
+    def __init__(
+        self,
+        simulation: Simulation,
+        evaluate: Callable[[Simulation, Policy], Callable[[EvalSettings], EvalReport]],
+    ) -> None:
+        self._simulation = simulation
+        self._evaluate = evaluate
+
+    def __call__(self, policy: Policy, settings: EvalSettings) -> EvalReport:
+        return self._evaluate(self._simulation, policy)(settings)
 
 
 def is_due(step: int, every: int) -> bool:

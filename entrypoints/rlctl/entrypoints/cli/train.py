@@ -142,17 +142,6 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def build_evaluator(config: TrainCommandSettings, container: Any) -> Any:
-    if config.env is None or config.eval_freq <= 0:
-        return None
-    simulation = container.simulation(config.env)
-
-    def evaluate(policy: Any, settings: Any) -> Any:
-        return container.evaluate_policy(simulation, policy)(settings)
-
-    return evaluate
-
-
 EPILOG = """\b
 Common settings (all: --print-config):
   --dataset.root=PATH | --dataset.repo_id=ID   [--dataset.episodes=[0,1]]
@@ -207,7 +196,12 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         wandb_mode=config.wandb.mode,
         config=unstructure(config),
     )
-    use_case = container.train_policy(metrics=metrics, evaluator=build_evaluator(config, container))
+    evaluator = (
+        container.training_evaluator(container.simulation(config.env))
+        if config.env is not None and config.eval_freq > 0
+        else None
+    )
+    use_case = container.train_policy(metrics=metrics, evaluator=evaluator)
     report = use_case(config)
     if not main:
         return
