@@ -480,6 +480,7 @@ def main() -> None:
             ProfiledClock(phases),
             NoControls(),
             teleop=leader,  # type: ignore[arg-type]
+            owns_process=True,  # as `rlctl record`: the loop tunes the interpreter
         )
         started = time.perf_counter()
         report = use_case(

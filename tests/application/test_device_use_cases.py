@@ -215,12 +215,19 @@ class WatchedRobot(ScriptedRobot):
         return super().send_action(action)
 
 
+@pytest.mark.parametrize("owns_process", [True, False])
 @pytest.mark.parametrize("realtime", [True, False])
-def test_teleoperation_and_replay_keep_the_interpreters_pauses_out_of_a_real_time_loop(realtime):
+def test_teleoperation_and_replay_keep_the_interpreters_pauses_out_of_a_real_time_loop(
+    realtime, owns_process
+):
+    """Only where the command owns its process (`rlctl teleoperate`, `rlctl replay`)."""
     before = sys.getswitchinterval()
-    during = {(min(before, LOOP_SWITCH_INTERVAL_S), True)} if realtime else {(before, False)}
+    tuned = realtime and owns_process
+    during = {(min(before, LOOP_SWITCH_INTERVAL_S), True)} if tuned else {(before, False)}
     robot = WatchedRobot(realtime=realtime)
-    TeleoperateRobot(robot, ScriptedTeleoperator(), ManualClock())(fps=50, duration_s=0.2)
+    TeleoperateRobot(robot, ScriptedTeleoperator(), ManualClock(), owns_process=owns_process)(
+        fps=50, duration_s=0.2
+    )
     assert robot.interpreter == during
     writer = InMemoryDatasetWriter()
     RecordEpisodes(writer, ScriptedRobot(), ManualClock(), teleop=ScriptedTeleoperator())(
@@ -228,7 +235,8 @@ def test_teleoperation_and_replay_keep_the_interpreters_pauses_out_of_a_real_tim
         RecordSettings(fps=20, num_episodes=1, episode_time_s=0.2, reset_time_s=0),
     )
     robot = WatchedRobot(realtime=realtime)
-    ReplayEpisode(robot, InMemoryEpisodeActions(writer=writer), ManualClock())("/memory/ds", 0)
+    episodes = InMemoryEpisodeActions(writer=writer)
+    ReplayEpisode(robot, episodes, ManualClock(), owns_process=owns_process)("/memory/ds", 0)
     assert robot.interpreter == during
     assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
 

@@ -188,12 +188,20 @@ class InterpreterWatch(ScriptedTeleoperator):
 def test_the_interpreter_keeps_its_pauses_out_of_the_loop_while_recording():
     before = sys.getswitchinterval()
     teleop = InterpreterWatch()
-    use_case, *_ = recorder(teleop=teleop)
+    use_case, *_ = recorder(teleop=teleop, owns_process=True)  # as `rlctl record`
     record(use_case, num_episodes=1)
     # Other threads yield the lock within 1 ms; what existed before is out of the collector's way.
     assert teleop.switch_intervals == {min(before, LOOP_SWITCH_INTERVAL_S)}
     assert len(teleop.frozen) == 1 and teleop.frozen.pop() > 1000
     assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
+
+
+def test_an_embedded_recording_leaves_the_interpreter_as_it_is():
+    before = sys.getswitchinterval()
+    teleop = InterpreterWatch()
+    use_case, *_ = recorder(teleop=teleop)
+    record(use_case, num_episodes=1)
+    assert teleop.switch_intervals == {before} and teleop.frozen == {0}
 
 
 def test_resume_appends_and_refuses_another_robot_or_rate():

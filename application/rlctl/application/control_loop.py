@@ -136,9 +136,16 @@ def responsive_interpreter(switch_interval_s: float = LOOP_SWITCH_INTERVAL_S) ->
         sys.setswitchinterval(previous)
 
 
-def loop_interpreter(realtime: bool) -> contextlib.AbstractContextManager[None]:
-    """`responsive_interpreter()` around a loop paced by real time (robots, not simulators)."""
-    return responsive_interpreter() if realtime else contextlib.nullcontext()
+def loop_interpreter(
+    realtime: bool, *, owns_process: bool
+) -> contextlib.AbstractContextManager[None]:
+    """`responsive_interpreter()` around a loop paced by real time (robots, not simulators),
+    when the command owns its process (`rlctl record`, `teleoperate`, `replay`). The switch
+    interval and the frozen objects are the whole interpreter's: a service that embeds a loop
+    (`rlctl.api`) keeps its own, unless it asks for them with `responsive_interpreter()`."""
+    if realtime and owns_process:
+        return responsive_interpreter()
+    return contextlib.nullcontext()
 
 
 def ticks_for(seconds: float, fps: float, *, what: str) -> int:

@@ -31,6 +31,9 @@ def lazy(target: str) -> Callable[..., Any]:
 
 class Container(containers.DeclarativeContainer):
     config = providers.Configuration(strict=True)
+    # True only for a command that owns its process (`rlctl train|record|teleoperate|replay`):
+    # then the allocator and the interpreter may be tuned for it. Embedded (`rlctl.api`), never.
+    owns_process = providers.Object(False)
 
     meta_reader = providers.Selector(
         config.dataset.store,
@@ -178,17 +181,20 @@ class Container(containers.DeclarativeContainer):
         writer=dataset_writer,
         clock=clock,
         progress=progress,
+        owns_process=owns_process,
     )
     teleoperate_robot = providers.Factory(
         lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),
         clock=clock,
         progress=progress,
+        owns_process=owns_process,
     )
     replay_episode = providers.Factory(
         lazy("rlctl.application.use_cases.replay_episode:ReplayEpisode"),
         episodes=episode_actions,
         clock=clock,
         progress=progress,
+        owns_process=owns_process,
     )
 
     # Dataset tools: check, merge, split, delete-episodes, recompute-stats, convert.
@@ -251,6 +257,7 @@ class Container(containers.DeclarativeContainer):
     training_backend = providers.Factory(
         lazy("rlctl.adapters.training.backend:TorchTrainingBackend"),
         video_backend=config.dataset.video_backend,
+        keep_freed_memory=owns_process,
     )
     training_metrics = providers.Factory(
         lazy("rlctl.adapters.telemetry.metrics:training_metrics_sink")
@@ -267,7 +274,10 @@ class Container(containers.DeclarativeContainer):
     )
 
 
-def build_container(settings: AppSettings | None = None) -> Container:
-    container = Container()
+def build_container(
+    settings: AppSettings | None = None, *, owns_process: bool = False
+) -> Container:
+    """`owns_process`: for the commands that own their process (see `Container.owns_process`)."""
+    container = Container(owns_process=providers.Object(owns_process))
     container.config.from_dict(unstructure(settings or AppSettings()))
     return container

@@ -120,6 +120,7 @@ class RecordEpisodes:
         policy: Policy | None = None,
         progress: Progress | None = None,
         calibrate: Calibrate | None = None,
+        owns_process: bool = False,
     ) -> None:
         if teleop is None and policy is None:
             raise InvalidInput(
@@ -134,6 +135,8 @@ class RecordEpisodes:
         self._teleop = teleop
         self._progress = progress
         self._calibrate = calibrate
+        # A command that owns its process (`rlctl record`) may tune the interpreter for the loop.
+        self._owns_process = owns_process
         self._features = {**robot.observation_features, **robot.action_features}
         # Looked up once: a robot may build its feature specs on every access.
         self._observation_keys = list(robot.observation_features)
@@ -151,7 +154,7 @@ class RecordEpisodes:
     def __call__(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         _check(settings)
         # The writer's and the cameras' threads share the interpreter lock with the loop.
-        with loop_interpreter(self._robot.realtime):
+        with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
             return self._record(target, settings)
 
     def _record(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:

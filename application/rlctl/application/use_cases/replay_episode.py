@@ -39,12 +39,14 @@ class ReplayEpisode:
         *,
         progress: Progress | None = None,
         calibrate: Calibrate | None = None,
+        owns_process: bool = False,
     ) -> None:
         self._robot = robot
         self._episodes = episodes
         self._clock = clock
         self._progress = progress
         self._calibrate = calibrate
+        self._owns_process = owns_process  # see `control_loop.loop_interpreter`
 
     def __call__(self, location: str, episode_index: int) -> ReplayReport:
         episode = self._episodes.read(location, episode_index)
@@ -63,7 +65,7 @@ class ReplayEpisode:
                 recorded=episode.robot_type,
                 replaying_on=self._robot.robot_type,
             )
-        with loop_interpreter(self._robot.realtime):
+        with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
             return self._replay(episode, episode_index)
 
     def _replay(self, episode: RecordedEpisode, episode_index: int) -> ReplayReport:

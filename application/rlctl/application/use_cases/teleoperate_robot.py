@@ -47,6 +47,7 @@ class TeleoperateRobot:
         *,
         progress: Progress | None = None,
         calibrate: Calibrate | None = None,
+        owns_process: bool = False,
     ) -> None:
         check_action_match(robot.action_features, teleop.action_features, what="the teleop")
         self._robot = robot
@@ -55,9 +56,10 @@ class TeleoperateRobot:
         self._controls = controls
         self._progress = progress
         self._calibrate = calibrate
+        self._owns_process = owns_process  # see `control_loop.loop_interpreter`
 
     def __call__(self, *, fps: int = 60, duration_s: float | None = None) -> TeleopReport:
-        with loop_interpreter(self._robot.realtime):
+        with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
             return self._teleoperate(fps, duration_s)
 
     def _teleoperate(self, fps: int, duration_s: float | None) -> TeleopReport:

@@ -77,7 +77,7 @@ def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
 
     ds = config.dataset
     root = dataset_root(ds.root, ds.repo_id)
-    container = build_container(config)
+    container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     robot = container.robot(require_robot(config.robot))
     teleop = container.teleoperator(config.teleop) if config.teleop is not None else None
     policy = (

@@ -48,7 +48,7 @@ def replay_command(ctx: click.Context, config: ReplayCommandSettings) -> None:
             where="dataset",
             hint="--dataset.repo_id=user/name or --dataset.root=PATH, and --dataset.episode=N",
         )
-    container = build_container(config)
+    container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     root = (
         container.resolve_dataset()(location, episodes=(ds.episode,)) if not ds.root else location
     )

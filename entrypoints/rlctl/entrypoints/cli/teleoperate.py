@@ -44,7 +44,7 @@ def teleoperate_command(ctx: click.Context, config: TeleoperateCommandSettings) 
             where="teleop.type",
             hint="e.g. --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue",
         )
-    container = build_container(config)
+    container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     use_case = container.teleoperate_robot(
         robot=container.robot(require_robot(config.robot)),
         teleop=container.teleoperator(config.teleop),

@@ -182,7 +182,8 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         config = attrs.evolve(config, output_dir=str(default_output_dir(config)))
     config = attrs.evolve(config, job_name=job_name(config))
     out = Path(config.output_dir or ".")
-    container = build_container(config)  # type: ignore[arg-type]
+    # The command owns its process: the allocator may keep freed memory (`allocator`).
+    container = build_container(config, owns_process=True)  # type: ignore[arg-type]
     main = is_main_process()
     # A new run aimed at an existing run's folder is refused by the use case; its settings
     # must not overwrite that run's before it is.
