@@ -2,6 +2,7 @@
 
     python benchmarks/train_throughput.py [--root /tmp/anchor_train/anchor_ds] [--steps 12]
         [--warmup 3] [--rounds 2] [--num-workers 4] [--lerobot PATH/TO/lerobot-train]
+        [--cpu-kernels auto|torch]
 
 The dataset is the one `../shared/bench/lerobot_anchor.py /tmp/anchor_train --episodes 10
 --frames 200` writes (two 240x320 AV1 cameras, 6-dof state and action). Both tools train the
@@ -9,7 +10,9 @@ same policy (ACT defaults; the ResNet-18 starts from random weights because this
 offline) for the same steps; the first `--warmup` steps are left out. The tools alternate for
 `--rounds` rounds. Prints one JSON line per run, then the ratios of rlctl's throughput to
 LeRobot's (from the mean, the median and the fastest step), and each round's ratio with their
-median (the two runs of a round are minutes apart, so the machine's slow spells touch them alike):
+median (the two runs of a round are minutes apart, so the machine's slow spells touch them alike).
+rlctl trains with `--cpu-kernels` (its `--cpu_kernels` setting: `auto`, rlctl's CPU speed paths,
+or `torch`, torch's own modules); its line says which:
 
     samples_per_s   batch / (data wait + update), averaged over the measured steps (LeRobot's
                     own definition of its `smp/s`)
@@ -84,15 +87,17 @@ def run_rlctl(args: argparse.Namespace, out: Path) -> dict:
         log_freq=1,
         save_checkpoint=False,
         eval_freq=0,
+        cpu_kernels=args.cpu_kernels,
     )
     sink = StepTimes()
-    TrainPolicy(TorchTrainingBackend(video_backend=args.video_backend), SilentProgress(), sink)(
-        settings
-    )
+    # As `rlctl train`, which owns its process: the allocator keeps freed memory (with auto).
+    backend = TorchTrainingBackend(video_backend=args.video_backend, keep_freed_memory=True)
+    TrainPolicy(backend, SilentProgress(), sink)(settings)
     measured = sink.rows[args.warmup :]
     wall = measured[-1][0] - sink.rows[args.warmup - 1][0] if args.warmup else 0.0
     return {
         "tool": "rlctl",
+        "cpu_kernels": args.cpu_kernels,
         **summary(
             args.batch_size,
             [m["update_s"] for _, m in measured],
@@ -150,6 +155,7 @@ def main() -> None:
     parser.add_argument("--lerobot", type=Path, default=DEFAULT_LEROBOT)
     parser.add_argument("--only", choices=["rlctl", "lerobot"], default=None)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--cpu-kernels", choices=["auto", "torch"], default="auto")
     args = parser.parse_args()
     if not (args.root / "meta" / "info.json").is_file():
         raise SystemExit(

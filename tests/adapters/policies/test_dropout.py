@@ -1,11 +1,36 @@
-"""The policies' dropout: nn.Dropout's distribution and scaling, torch's generator."""
+"""The training speed path's dropout: nn.Dropout's distribution and scaling, torch's generator."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
-from rlctl.adapters.policies.dropout import PARALLEL_MIN_ELEMENTS, Dropout, dropout, relu_dropout
+from rlctl.adapters.policies import dropout as threaded
+from rlctl.adapters.policies.dropout import PARALLEL_MIN_ELEMENTS, DrawThreads, ThreadedDropout
+
+THREADS = DrawThreads()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def stop_threads():
+    yield
+    THREADS.close()
+
+
+def Dropout(p: float = 0.5) -> ThreadedDropout:  # noqa: N802
+    layer = nn.Dropout(p)
+    layer.__class__ = ThreadedDropout
+    layer.threads = THREADS
+    return layer  # type: ignore[return-value]
+
+
+def dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    return threaded.dropout(x, p, True, THREADS)
+
+
+def relu_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    return threaded.relu_dropout(x, p, training, THREADS)
 
 
 def test_keeps_one_minus_p_and_scales_the_kept_ones() -> None:

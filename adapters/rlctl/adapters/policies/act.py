@@ -15,13 +15,13 @@ In training a second, BERT-like transformer (the CVAE encoder) reads [cls, state
 and its cls output parameterises z; the loss is L1 on the chunk plus kl_weight * KL(z || N(0, I)).
 
 Tensors are batch-first `(batch, sequence, dim_model)` here; attribute names follow LeRobot's so
-that its `model.safetensors` loads without renaming.
+that its `model.safetensors` loads without renaming. This file is the plain model; training on a
+CPU swaps in quicker modules that compute the same functions (`cpu_kernels`, `act_training`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -29,10 +29,8 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.acting import ActionBuffer
-from rlctl.adapters.policies.attention import Attention
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel
-from rlctl.adapters.policies.dropout import Dropout, relu_dropout
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, InvalidInput
@@ -256,12 +254,18 @@ class ResNetTrunk(nn.Module):
         return self.layer4(self.layer3(self.layer2(self.layer1(x))))
 
 
-def _activation(name: str) -> Callable[[Tensor], Tensor]:
-    return {"relu": F.relu, "gelu": F.gelu, "glu": F.glu}[name]
+def _activation(name: str) -> nn.Module:
+    return {"relu": nn.ReLU, "gelu": nn.GELU, "glu": nn.GLU}[name]()
 
 
 def _with_positions(x: Tensor, positions: Tensor | None) -> Tensor:
     return x if positions is None else x + positions
+
+
+def _attention(config: ACTConfig) -> nn.MultiheadAttention:
+    return nn.MultiheadAttention(
+        config.dim_model, config.n_heads, dropout=config.dropout, batch_first=True
+    )
 
 
 class TransformerEncoder(nn.Module):
@@ -288,13 +292,7 @@ class TransformerEncoder(nn.Module):
 
 
 def feed_forward(layer: EncoderLayer | DecoderLayer, x: Tensor) -> Tensor:
-    """linear1 → activation → dropout → linear2; a ReLU folds into the dropout's mask."""
-    hidden = layer.linear1(x)
-    if layer.activation is F.relu:
-        hidden = relu_dropout(hidden, layer.dropout.p, layer.training)
-    else:
-        hidden = layer.dropout(layer.activation(hidden))
-    return layer.linear2(hidden)
+    return layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))
 
 
 class EncoderLayer(nn.Module):
@@ -306,14 +304,14 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ACTConfig) -> None:
         super().__init__()
         dim = config.dim_model
-        self.self_attn = Attention(dim, config.n_heads, dropout=config.dropout)
+        self.self_attn = _attention(config)
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim)
-        self.dropout1 = Dropout(config.dropout)
-        self.dropout2 = Dropout(config.dropout)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
         self.activation = _activation(config.feedforward_activation)
         self.pre_norm = config.pre_norm
 
@@ -352,8 +350,8 @@ class TransformerDecoder(nn.Module):
         self, x: Tensor, memory: Tensor, query_positions: Tensor, memory_positions: Tensor
     ) -> Tensor:
         """`x` is ACT's decoder input: zeros, which only their positions tell apart."""
-        for index, layer in enumerate(self.layers):
-            x = layer(x, memory, query_positions, memory_positions, zero_input=index == 0)
+        for layer in self.layers:
+            x = layer(x, memory, query_positions, memory_positions)
         return self.norm(x)
 
 
@@ -363,17 +361,17 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ACTConfig) -> None:
         super().__init__()
         dim = config.dim_model
-        self.self_attn = Attention(dim, config.n_heads, dropout=config.dropout)
-        self.multihead_attn = Attention(dim, config.n_heads, dropout=config.dropout)
+        self.self_attn = _attention(config)
+        self.multihead_attn = _attention(config)
         self.linear1 = nn.Linear(dim, config.dim_feedforward)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
         self.linear2 = nn.Linear(config.dim_feedforward, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim)
         self.norm3 = nn.LayerNorm(dim)
-        self.dropout1 = Dropout(config.dropout)
-        self.dropout2 = Dropout(config.dropout)
-        self.dropout3 = Dropout(config.dropout)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout3 = nn.Dropout(config.dropout)
         self.activation = _activation(config.feedforward_activation)
         self.pre_norm = config.pre_norm
 
@@ -383,20 +381,11 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         query_positions: Tensor,
         memory_positions: Tensor,
-        *,
-        zero_input: bool = False,
     ) -> Tensor:
-        """`zero_input`: `x` is all zeros (the first layer's input), so in training the
-        self-attention works from the positions alone (`Attention.attend_from_positions`)."""
         skip = x
         if self.pre_norm:
             x = self.norm1(x)
-        if zero_input and self.training and not self.pre_norm:
-            x = self.self_attn.attend_from_positions(query_positions, batch=x.shape[0])
-        else:
-            qk = _with_positions(x, query_positions)
-            x = self.self_attn(qk, qk, x, need_weights=False)[0]
-        x = skip + self.dropout1(x)
+        x = skip + self.dropout1(self.attend_to_queries(x, query_positions))
         if self.pre_norm:
             skip, x = x, self.norm2(x)
         else:
@@ -417,6 +406,11 @@ class DecoderLayer(nn.Module):
         x = feed_forward(self, x)
         x = skip + self.dropout3(x)
         return x if self.pre_norm else self.norm3(x)
+
+    def attend_to_queries(self, x: Tensor, positions: Tensor) -> Tensor:
+        """The self-attention among the action queries."""
+        qk = _with_positions(x, positions)
+        return self.self_attn(qk, qk, x, need_weights=False)[0]
 
 
 def sinusoidal_positions(n_positions: int, dim: int) -> Tensor:

@@ -1,9 +1,9 @@
-"""Multi-head attention with `nn.MultiheadAttention`'s parameters and a quicker training pass.
+"""A speed path for training: `nn.MultiheadAttention` with a quicker training pass.
 
-The parameters, their names (`in_proj_weight`, `in_proj_bias`, `out_proj.*`) and their
-initialisation are `nn.MultiheadAttention`'s, so LeRobot's checkpoints load unchanged and a
-seed draws the same weights. At inference the forward pass is torch's own. In training it
-computes the same function, batch first, with less work on a CPU:
+`TrainingAttention` is an `nn.MultiheadAttention` with no state of its own (`cpu_kernels`
+turns a model's batch-first attention into one when a training session is built), so its
+parameters and checkpoints are torch's. At inference the forward pass is torch's own. In
+training it computes the same function, batch first, with less work on a CPU:
 
 - queries and keys read the same tensor in self-attention, so they come from one matrix
   product of twice the width (torch makes two);
@@ -16,19 +16,19 @@ computes the same function, batch first, with less work on a CPU:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.dropout import dropout
+from rlctl.adapters.policies.dropout import DrawThreads, dropout
 
 
-class Attention(nn.MultiheadAttention):
-    """`nn.MultiheadAttention(dim, heads, dropout, batch_first=True)`, returning `(out, None)`."""
+class TrainingAttention(nn.MultiheadAttention):
+    """A batch-first `nn.MultiheadAttention` whose training pass takes `threads`' dropout."""
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
-        super().__init__(embed_dim, num_heads, dropout=dropout, batch_first=True)
+    threads: DrawThreads
 
     def forward(  # type: ignore[override]
         self,
@@ -36,13 +36,13 @@ class Attention(nn.MultiheadAttention):
         key: Tensor,
         value: Tensor,
         key_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, None]:
-        if not self.training or need_weights:
-            out, _ = super().forward(
-                query, key, value, key_padding_mask=key_padding_mask, need_weights=False
+        need_weights: bool = True,
+        **options: Any,
+    ) -> tuple[Tensor, Tensor | None]:
+        if not self.training or need_weights or options:
+            return super().forward(
+                query, key, value, key_padding_mask, need_weights=need_weights, **options
             )
-            return out, None
         dim, heads = self.embed_dim, self.num_heads
         weight, bias = self.in_proj_weight, self.in_proj_bias
         if query is key:
@@ -62,7 +62,7 @@ class Attention(nn.MultiheadAttention):
         if key_padding_mask is not None:
             ignored = key_padding_mask.bool().reshape(batch, 1, 1, n_keys)
             scores = scores.masked_fill(ignored, float("-inf"))
-        weights = dropout(torch.softmax(scores, dim=-1), self.dropout, True)
+        weights = dropout(torch.softmax(scores, dim=-1), self.dropout, True, self.threads)
         out = torch.matmul(weights, v).transpose(1, 2).reshape(batch, n_queries, dim)
         return self.out_proj(out), None
 
@@ -84,7 +84,7 @@ class Attention(nn.MultiheadAttention):
         k = k.reshape(1, n, heads, head_dim).transpose(1, 2)
         scores = torch.matmul(q * (1.0 / math.sqrt(head_dim)), k.transpose(-2, -1))
         weights = torch.softmax(scores, dim=-1).expand(batch, heads, n, n)
-        totals = dropout(weights, self.dropout, True).sum(dim=-1)  # (batch, heads, T)
+        totals = dropout(weights, self.dropout, True, self.threads).sum(dim=-1)  # (batch, heads, T)
         value_bias = bias[2 * dim :].reshape(heads, head_dim)
         per_head = torch.einsum(
             "dhe,he->hd", self.out_proj.weight.reshape(dim, heads, head_dim), value_bias

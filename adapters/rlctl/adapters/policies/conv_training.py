@@ -1,4 +1,5 @@
-"""A 3x3 convolution whose weight gradient is one matrix product per slab of images, on the CPU.
+"""A CPU speed path for training: a 3x3 convolution whose weight gradient is one matrix
+product per slab of images.
 
 oneDNN computes a channels-last 3x3 convolution's forward and input gradient at about 190
 GFLOP/s on an AVX2 CPU, but its weight gradient at 85-135: the weight gradient is half the
@@ -8,6 +9,10 @@ runs at the speed of a matrix product: for ACT's ResNet-18 on a batch of eight 2
 the 3x3 weight gradients take about 0.3 s instead of 0.4-0.45 s, the whole forward and
 backward about a tenth less. The sums are the same; only their order, so the rounding,
 differs from oneDNN's. The 7x7 stem and the 1x1 shortcuts gain nothing this way.
+
+`Conv3x3` is an `nn.Conv2d` with no state of its own: `cpu_kernels` turns a model's 3x3
+convolutions into it when a training session is built, and it takes this path where it applies
+(training, float32 channels-last input on the CPU), torch's everywhere else.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ from torch.autograd.function import once_differentiable
 _PATCH_SLAB_BYTES = 6_000_000
 
 
-def conv2d(conv: nn.Conv2d, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """`conv`'s convolution of `x` with `weight` and `bias` (which may be folded from a norm)."""
-    if _fast_weight_grad_applies(conv, x, weight):
-        return _Conv3x3.apply(x, weight, bias, conv.stride, conv.padding)
-    return conv._conv_forward(x, weight, bias)
+class Conv3x3(nn.Conv2d):
+    def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        # Where `forward` and `resnet.conv_norm` (with a norm folded into weight and bias) go.
+        if _fast_weight_grad_applies(self, x, weight):
+            return _Conv3x3.apply(x, weight, bias, self.stride, self.padding)
+        return super()._conv_forward(x, weight, bias)
 
 
 def _fast_weight_grad_applies(conv: nn.Conv2d, x: Tensor, weight: Tensor) -> bool:

@@ -1,4 +1,4 @@
-"""Dropout whose random numbers are drawn on every core.
+"""A CPU speed path for training: dropout whose random numbers are drawn on every core.
 
 torch draws CPU random numbers on one thread (`bernoulli_` behind `nn.Dropout` twice as slowly
 as `rand_like`), while the matrix products around it use all cores: at LeRobot's ACT defaults
@@ -7,13 +7,16 @@ drawn here by numpy generators, one slice per core, seeded from torch's generato
 run, and a run resumed from its saved RNG state, draws the same masks.
 
 Same distribution and scaling as `nn.Dropout`: each element is kept with probability `1 - p`
-(a uniform float32 below `p` drops it, as in torch), kept ones scaled by `1 / (1 - p)`. No
-parameters or buffers, so checkpoints are unchanged.
+(a uniform float32 below `p` drops it, as in torch), kept ones scaled by `1 / (1 - p)`; only
+the draws differ from torch's. The modules here are `nn.Dropout`s with no state of their own,
+so checkpoints are unchanged; `cpu_kernels` turns a model's `nn.Dropout`s into them when a
+training session is built. The threads belong to that session (`DrawThreads`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,36 +27,52 @@ from torch import Tensor, nn
 # Below this many elements one thread is quicker than handing out slices.
 PARALLEL_MIN_ELEMENTS = 1 << 17
 _SEED_BOUND = 1 << 62
-_pool: ThreadPoolExecutor | None = None
 
 
-def _workers() -> int:
-    return max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
+class DrawThreads:
+    """The threads that draw large masks: none until the first such draw, none after `close`.
+
+    A training session owns one and its model's dropouts share it; nothing starts at import.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def workers(self) -> int:
+        return max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
+
+    def run(self, fill: Callable[[int], None], n: int) -> None:
+        """`fill(0)` … `fill(n - 1)` side by side."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rlctl-dropout")
+        list(self._pool.map(fill, range(n)))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DrawThreads:
+        return self  # a copied model (an EMA) shares its original's threads
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="rlctl-dropout")
-    return _pool
+def _parallel(x: Tensor, threads: DrawThreads) -> bool:
+    return x.device.type == "cpu" and x.numel() >= PARALLEL_MIN_ELEMENTS and threads.workers > 1
 
 
-def _parallel(x: Tensor) -> bool:
-    return x.device.type == "cpu" and x.numel() >= PARALLEL_MIN_ELEMENTS and _workers() > 1
-
-
-def keep_mask(x: Tensor, p: float, only_positive: bool = False) -> Tensor:
+def keep_mask(x: Tensor, p: float, threads: DrawThreads, only_positive: bool = False) -> Tensor:
     """`1 / (1 - p)` where an element of `x` is kept, 0 where dropped (float32 on the CPU).
 
     `only_positive` also drops where `x <= 0`: the mask of `dropout(relu(x))` (same draws).
     """
-    if not _parallel(x):
+    if not _parallel(x, threads):
         mask = torch.rand_like(x).ge_(p)
         if only_positive:
             mask.mul_(x > 0)
         return mask.mul_(1.0 / (1.0 - p))
-    mask, _ = _draw(x, p, only_positive=only_positive, product=False)
-    return torch.from_numpy(mask).view(x.shape)
+    drawn, _ = _draw(x, p, threads, only_positive=only_positive, product=False)
+    return torch.from_numpy(drawn).view(x.shape)
 
 
 # Elements a thread draws, compares and scales at a time: a block stays in the cache from the
@@ -63,12 +82,12 @@ _BLOCK = 1 << 17
 
 
 def _draw(
-    x: Tensor, p: float, *, only_positive: bool, product: bool
+    x: Tensor, p: float, threads: DrawThreads, *, only_positive: bool, product: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """The flat mask, and with `product` also `x * mask`, made one slice per core."""
     scale = np.float32(1.0 / (1.0 - p))
     n = x.numel()
-    workers = _workers()
+    workers = threads.workers
     seed = int(torch.randint(_SEED_BOUND, (1,), dtype=torch.int64).item())
     mask = np.empty(n, dtype=np.float32)
     out = np.empty(n, dtype=np.float32) if product else None
@@ -97,7 +116,7 @@ def _draw(
                 np.multiply(factors[start:stop], part, out=out[start:stop])
 
     # numpy lets go of the GIL while it draws and compares, so the slices are made side by side.
-    list(_executor().map(fill, range(workers)))
+    threads.run(fill, workers)
     return mask, out
 
 
@@ -105,19 +124,19 @@ class _ReluDropout(torch.autograd.Function):
     """`x * mask` with the product made alongside the mask, in the same pass over `x`."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, p: float) -> Tensor:
-        mask, out = _draw(x, p, only_positive=True, product=True)
+    def forward(ctx: Any, x: Tensor, p: float, threads: DrawThreads) -> Tensor:
+        mask, out = _draw(x, p, threads, only_positive=True, product=True)
         assert out is not None
         ctx.save_for_backward(torch.from_numpy(mask).view(x.shape))
         return torch.from_numpy(out).view(x.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (mask,) = ctx.saved_tensors
-        return grad * mask, None
+        return grad * mask, None, None
 
 
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+def dropout(x: Tensor, p: float, training: bool, threads: DrawThreads) -> Tensor:
     """`F.dropout(x, p, training)` with the masks of this module."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -125,29 +144,31 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         return x
     if p == 1.0:
         return torch.zeros_like(x)
-    return x * keep_mask(x, p).to(dtype=x.dtype)
+    return x * keep_mask(x, p, threads).to(dtype=x.dtype)
 
 
-def relu_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+def relu_dropout(x: Tensor, p: float, training: bool, threads: DrawThreads) -> Tensor:
     """`dropout(relu(x), p, training)` as one product with one mask.
 
     The mask is zero where `x <= 0` too, so the ReLU and its backward pass (a full pass over
     ACT's largest activations, the feed-forward layers') fold into the dropout's product.
     """
-    if not training or p in (0.0, 1.0) or not _parallel(x) or x.dtype != torch.float32:
-        return dropout(torch.relu(x), p, training)
-    return _ReluDropout.apply(x, p)
+    if not training or p in (0.0, 1.0) or not _parallel(x, threads) or x.dtype != torch.float32:
+        return dropout(torch.relu(x), p, training, threads)
+    return _ReluDropout.apply(x, p, threads)
 
 
-class Dropout(nn.Module):
-    def __init__(self, p: float = 0.5) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
+class ThreadedDropout(nn.Dropout):
+    """An `nn.Dropout` drawing its masks with `threads` (set by `cpu_kernels`)."""
+
+    threads: DrawThreads
 
     def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, self.threads)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
+
+class ReluDropout(ThreadedDropout):
+    """`dropout(relu(x))`: stands for a ReLU followed by an `nn.Dropout` (`act_training`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return relu_dropout(x, self.p, self.training, self.threads)

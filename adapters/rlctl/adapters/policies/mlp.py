@@ -17,7 +17,6 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch, PolicyModel
-from rlctl.adapters.policies.dropout import Dropout
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, MLPConfig
 
@@ -45,7 +44,7 @@ class MLPPolicy(PolicyModel):
         for hidden in config.hidden_dims:
             layers += [nn.Linear(width, hidden), _ACTIVATIONS[config.activation]()]
             if config.dropout > 0:
-                layers.append(Dropout(config.dropout))
+                layers.append(nn.Dropout(config.dropout))
             width = hidden
         layers.append(nn.Linear(width, config.chunk_size * config.action_dim))
         self.network = nn.Sequential(*layers)

@@ -14,8 +14,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from rlctl.adapters.policies import conv_training
-
 NormLayer = Callable[[int], nn.Module]
 
 
@@ -70,15 +68,13 @@ def conv_norm(conv: nn.Conv2d, norm: nn.Module, x: Tensor) -> Tensor:
     a ResNet's training time on a CPU. Inference keeps torchvision's order of operations, so
     pretrained backbones give its outputs to the bit.
     """
-    if not conv.training:
+    if not conv.training or not isinstance(norm, FrozenBatchNorm2d):
         return norm(conv(x))
-    if not isinstance(norm, FrozenBatchNorm2d):
-        return norm(conv_training.conv2d(conv, x, conv.weight, conv.bias))
     scale, shift = norm.scale_and_shift()
     if conv.bias is not None:
         shift = shift + conv.bias * scale
     weight = conv.weight * scale.reshape(-1, *([1] * (conv.weight.dim() - 1)))
-    return conv_training.conv2d(conv, x, weight, shift)
+    return conv._conv_forward(x, weight, shift)  # what conv(x) does with its own weights
 
 
 def stem(conv: nn.Conv2d, norm: nn.Module, relu: nn.Module, pool: nn.Module, x: Tensor) -> Tensor:

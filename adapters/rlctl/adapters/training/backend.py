@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rlctl.adapters.policies.base import PolicyModel
 from rlctl.adapters.policies.checkpoint import load_weights
+from rlctl.adapters.policies.cpu_kernels import use_cpu_kernels
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
@@ -67,12 +68,13 @@ class TorchTrainingBackend:
         *,
         video_backend: str | None = None,
         fused_optimizer: bool = True,
-        keep_freed_memory: bool = True,
+        keep_freed_memory: bool = False,
     ) -> None:
         self.video_backend = None if video_backend in (None, "auto") else video_backend
         self.fused_optimizer = fused_optimizer
-        # CPU runs keep freed memory for the next step (`allocator`); a process-wide setting,
-        # so a service embedding training may turn it off.
+        # CPU runs with `cpu_kernels=auto` may keep freed memory for the next step
+        # (`allocator`): a process-wide setting, so only a command that owns its process
+        # (`rlctl train`) turns it on, never a service embedding training.
         self.keep_freed_memory = keep_freed_memory
 
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
@@ -80,7 +82,7 @@ class TorchTrainingBackend:
 
     def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TorchTrainingSession:
         world = start_world(settings.policy.device)
-        if self.keep_freed_memory and world.device.type == "cpu":
+        if self.keep_freed_memory and settings.cpu_kernels == "auto" and world.device.type == "cpu":
             keep_freed_memory()
         try:
             return self._start(settings, Path(resume.location) if resume else None, world)
@@ -108,6 +110,7 @@ class TorchTrainingBackend:
             # pretrained_model holds the average; the live weights are in training_state.
             load_weights(model, checkpoint / TRAINING_STATE_DIR / state_files.LIVE_MODEL)
         channels_last = to_channels_last(model)
+        draw_threads = use_cpu_kernels(model, settings.cpu_kernels)
         if ema is not None and channels_last:
             to_channels_last(ema.model)
         optimisation = self._optimisation(settings, model, world)
@@ -143,6 +146,7 @@ class TorchTrainingBackend:
             precision=optimisation.precision,
             ema=ema,
             batches=iter(loader),
+            draw_threads=draw_threads,
             batch_size=settings.batch_size,
             grad_clip_norm=optimisation.optimizer_spec.grad_clip_norm,
             output_dir=Path(settings.output_dir or "."),
@@ -233,5 +237,6 @@ def _describe(
         scheduler=unstructure(optimisation.scheduler_spec) if optimisation.scheduler_spec else None,
         precision=str(optimisation.precision.dtype).removeprefix("torch."),
         start_step=start,
+        cpu_kernels=settings.cpu_kernels,
         steps=settings.steps,
     )

@@ -21,6 +21,7 @@ from torch.optim import Optimizer
 
 from rlctl.adapters.policies.base import PolicyModel
 from rlctl.adapters.policies.checkpoint import save_pretrained
+from rlctl.adapters.policies.dropout import DrawThreads
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.checkpoints import (
@@ -51,6 +52,8 @@ class RunParts:
     preprocessor: ProcessorPipeline
     postprocessor: ProcessorPipeline
     optimizer: Optimizer
+    # The threads the model's dropouts draw with (`cpu_kernels=auto`), stopped at `close`.
+    draw_threads: DrawThreads | None
     scheduler: Any
     scaler: torch.amp.GradScaler
     precision: Precision
@@ -198,6 +201,8 @@ class TorchTrainingSession:
 
     def barrier(self) -> None:
         self._p.world.barrier()
+        if self._p.draw_threads is not None:
+            self._p.draw_threads.close()
 
     def close(self) -> None:
         # Dropping the loader's iterator stops its worker processes.

@@ -11,7 +11,7 @@ and keeps the rest of ACT's or Diffusion Policy's recipe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -171,6 +171,10 @@ class TrainSettings:
     # None: the optimiser's (10 in every preset, as LeRobot); 0 or less: no clipping.
     grad_clip_norm: float | None = None
     ema: EmaSettings = attrs.field(factory=EmaSettings)
+    # The training speed paths for the CPU (rlctl.adapters.policies.cpu_kernels): "auto" uses
+    # them, "torch" trains with torch's own modules and allocator (same results within float
+    # tolerance; different dropout draws). Checkpoints are the same either way.
+    cpu_kernels: Literal["auto", "torch"] = "auto"
 
     def __attrs_post_init__(self) -> None:
         if self.num_workers < 0:
