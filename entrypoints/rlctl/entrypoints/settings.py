@@ -12,9 +12,10 @@ import attrs
 
 from rlctl.domain.config import merge_data, parse_value, resolve, set_dotted, unstructure
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.run_layout import RUN_CONFIG_FILE
 
 ENV_PREFIX = "RLCTL_"
-RESOLVED_CONFIG_NAME = "rlctl_config.json"
+RESOLVED_CONFIG_NAME = RUN_CONFIG_FILE
 
 
 @attrs.frozen

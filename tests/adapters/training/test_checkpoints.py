@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.adapters.training.checkpoints import (
-    CHECKPOINTS_DIR,
-    LAST,
-    find_checkpoint,
-    step_name,
-    write_checkpoint,
-)
+from rlctl.adapters.training.checkpoints import LAST, find_checkpoint, write_checkpoint
+from rlctl.domain.run_layout import CHECKPOINTS_DIR, step_name
 
 
 def fill_with_step(step: int):

@@ -16,8 +16,9 @@ import attrs
 
 from rlctl.application.ports.training import CheckpointRef, StepResult
 from rlctl.application.use_cases.train_settings import TrainSettings
+from rlctl.domain.run_layout import CHECKPOINTS_DIR
 
-CHECKPOINTS = "checkpoints"
+CHECKPOINTS = CHECKPOINTS_DIR
 
 
 def scripted_loss(step: int) -> float:

@@ -41,10 +41,9 @@ from rlctl.domain.config import fields_of, structure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, known_policy_types, lerobot_config_data
 from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
+from rlctl.domain.run_layout import MODEL_FILE, POLICY_CONFIG_FILE, PRETRAINED_DIR
 
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.safetensors"
-PRETRAINED_DIR = "pretrained_model"
+CONFIG_FILE = POLICY_CONFIG_FILE
 # Bookkeeping of BatchNorm in training; harmless to lack in a checkpoint.
 _OPTIONAL_KEY_SUFFIXES = ("num_batches_tracked",)
 _LISTED_KEYS = 8

@@ -16,10 +16,10 @@ from typing import IO, Any
 import structlog
 
 from rlctl.application.ports.training import MetricsSink
+from rlctl.domain.run_layout import METRICS_FILE
 
 log = structlog.get_logger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 
 
 class JsonlMetricsSink:

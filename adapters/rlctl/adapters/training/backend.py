@@ -26,7 +26,7 @@ from rlctl.adapters.policies.cpu_kernels import use_cpu_kernels
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
-from rlctl.adapters.training.checkpoints import TRAINING_STATE_DIR, find_checkpoint
+from rlctl.adapters.training.checkpoints import find_checkpoint
 from rlctl.adapters.training.data import make_loader, sample_positions
 from rlctl.adapters.training.distributed import World, start_world
 from rlctl.adapters.training.ema import EmaModel
@@ -42,6 +42,7 @@ from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolv
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
 from rlctl.domain.policies import lerobot_config_data
+from rlctl.domain.run_layout import TRAINING_STATE_DIR
 
 log = structlog.get_logger(__name__)
 

@@ -1,8 +1,5 @@
-"""The run folder on disk, as `lerobot-train` lays it out, and finding what to resume.
-
-    <output_dir>/checkpoints/<step, 6+ digits>/pretrained_model/   the policy (LeRobot's folder)
-                                              training_state/     see `state_files`
-    <output_dir>/checkpoints/last -> <step>                        relative symlink
+"""The run folder on disk, as `lerobot-train` lays it out (`rlctl.domain.run_layout`), and
+finding what to resume.
 
 A checkpoint is written under a hidden staging name and renamed into place, then `last` is
 re-pointed with an atomic replace: a run killed while saving leaves the previous checkpoint and
@@ -18,16 +15,15 @@ from pathlib import Path
 
 from rlctl.adapters.training.state_files import TRAINING_STEP, read_json
 from rlctl.application.ports.training import CheckpointRef
+from rlctl.domain.run_layout import (
+    CHECKPOINTS_DIR,
+    LAST_CHECKPOINT,
+    PRETRAINED_DIR,
+    TRAINING_STATE_DIR,
+)
 
-CHECKPOINTS_DIR = "checkpoints"
-LAST = "last"
-PRETRAINED_DIR = "pretrained_model"
-TRAINING_STATE_DIR = "training_state"
+LAST = LAST_CHECKPOINT
 _STAGING = ".partial-"
-
-
-def step_name(step: int, total_steps: int) -> str:
-    return f"{step:0{max(6, len(str(total_steps)))}d}"
 
 
 def _is_checkpoint(folder: Path) -> bool:

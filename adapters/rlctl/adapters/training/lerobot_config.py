@@ -14,8 +14,9 @@ from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
+from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
 
-TRAIN_CONFIG_NAME = "train_config.json"
+TRAIN_CONFIG_NAME = TRAIN_CONFIG_FILE
 
 
 def _optimizer(spec: OptimizerSpec) -> dict[str, Any]:

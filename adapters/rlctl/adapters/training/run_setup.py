@@ -27,7 +27,6 @@ from rlctl.adapters.policies.checkpoint import (
 )
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy, load_policy
 from rlctl.adapters.policies.processors import make_pre_post_processors
-from rlctl.adapters.training.checkpoints import PRETRAINED_DIR
 from rlctl.adapters.training.data import (
     Stats,
     TrainingData,
@@ -47,6 +46,7 @@ from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import ACTION, PolicyConfig, dataset_policy_features
+from rlctl.domain.run_layout import PRETRAINED_DIR
 
 log = structlog.get_logger(__name__)
 

@@ -24,12 +24,7 @@ from rlctl.adapters.policies.checkpoint import save_pretrained
 from rlctl.adapters.policies.dropout import DrawThreads
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy
 from rlctl.adapters.training import state_files
-from rlctl.adapters.training.checkpoints import (
-    PRETRAINED_DIR,
-    TRAINING_STATE_DIR,
-    step_name,
-    write_checkpoint,
-)
+from rlctl.adapters.training.checkpoints import write_checkpoint
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.ema import EmaModel
 from rlctl.adapters.training.layout import images_channels_last
@@ -38,6 +33,7 @@ from rlctl.adapters.training.precision import Precision
 from rlctl.adapters.training.signals import sigint_deferred
 from rlctl.application.ports.training import CheckpointRef, StepResult
 from rlctl.domain.processors import ProcessorPipeline
+from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR, step_name
 
 log = structlog.get_logger(__name__)
 

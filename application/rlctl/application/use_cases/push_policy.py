@@ -24,13 +24,18 @@ from rlctl.application.hub_cards import model_card
 from rlctl.application.ports.hub import Hub, PushRequest, PushResult, RepoRef, check_repo_id
 from rlctl.application.use_cases.push_dataset import refuse_offline
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.run_layout import (
+    EVAL_INFO_FILE,
+    POLICY_CONFIG_FILE,
+    PRETRAINED_DIR,
+    TRAIN_CONFIG_FILE,
+)
 
 log = structlog.get_logger(__name__)
 
-CONFIG_NAME = "config.json"
-TRAIN_CONFIG_NAME = "train_config.json"
-EVAL_INFO_NAME = "eval_info.json"
-PRETRAINED_DIR = "pretrained_model"
+CONFIG_NAME = POLICY_CONFIG_FILE
+TRAIN_CONFIG_NAME = TRAIN_CONFIG_FILE
+EVAL_INFO_NAME = EVAL_INFO_FILE
 POLICY_FILES = ("*.safetensors", "*.json", "*.yaml", "*.md")
 POLICY_IGNORE = ("*.tmp", "*.log", ".cache/")
 CHECKPOINT_HINT = (

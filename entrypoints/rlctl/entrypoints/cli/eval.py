@@ -27,10 +27,11 @@ import click
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.application.use_cases.eval_settings import EvalPolicySettings, EvalSettings
+from rlctl.domain.run_layout import EVAL_INFO_FILE
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
 from rlctl.entrypoints.settings import AppSettings
 
-EVAL_INFO_NAME = "eval_info.json"
+EVAL_INFO_NAME = EVAL_INFO_FILE
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from rlctl.domain.run_layout import EVAL_INFO_FILE, last_pretrained_model
+
 DEFAULT_TASK = "drawer-open-v3"
 
 
@@ -98,7 +100,7 @@ def quickstart_command(
     slug = task.replace("/", "_")
     root = out / "data" / slug
     run = out / "train" / f"{slug}_{policy_type}"
-    checkpoint = run / "checkpoints" / "last" / "pretrained_model"
+    checkpoint = last_pretrained_model(run)
     evaluation = out / "eval" / slug
     steps_to_run = [
         ("record", record_command, record_args(task, root, episodes)),
@@ -110,7 +112,7 @@ def quickstart_command(
         click.secho(f"\n$ rlctl {name} {shlex.join(args)}", bold=True, err=True)
         command.main(args=args, prog_name=f"rlctl {name}", standalone_mode=False, obj=ctx.obj)
 
-    info = json.loads((evaluation / "eval_info.json").read_text(encoding="utf-8"))
+    info = json.loads((evaluation / EVAL_INFO_FILE).read_text(encoding="utf-8"))
     overall = info["overall"]
     click.echo("")
     click.echo(f"success rate  {overall['pc_success']:.1f}% over {overall['n_episodes']} episodes")

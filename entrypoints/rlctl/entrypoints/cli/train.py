@@ -26,6 +26,7 @@ import click
 
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
 from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
 
@@ -72,9 +73,9 @@ def job_name(settings: TrainCommandSettings | TrainSettings) -> str:
 def run_folder(location: str) -> Path:
     """The run a `--resume` location belongs to: itself, or the run above a checkpoint."""
     path = Path(location).expanduser()
-    if path.name == "pretrained_model":
+    if path.name == PRETRAINED_DIR:
         path = path.parent
-    if (path / "training_state").is_dir():
+    if (path / TRAINING_STATE_DIR).is_dir():
         return path.parent.parent
     return path
 
