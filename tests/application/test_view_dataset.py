@@ -139,3 +139,40 @@ def test_missing_values_reach_the_page_as_null():
     episode = viewer.episode(0)
     episode.series["action"][0, 0] = np.nan
     assert episode.to_dict()["series"]["action"][0][0] is None
+
+
+def test_pictures_of_image_cameras_come_from_the_recorded_frames():
+    from io import BytesIO
+
+    from PIL import Image
+
+    container = build_container(AppSettings(dataset=DatasetSettings(store="memory")))
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [1], "names": ["x"]},
+        "observation.images.top": {
+            "dtype": "image",
+            "shape": [4, 6, 3],
+            "names": ["height", "width", "channels"],
+        },
+    }
+    session = container.dataset_writer().create(ROOT, fps=5, features=features)
+    for frame in range(3):
+        picture = np.full((4, 6, 3), 40 * frame, np.uint8)
+        session.add_frame(
+            {
+                "observation.state": np.array([frame], np.float32),
+                "observation.images.top": picture,
+                "task": "look",
+            }
+        )
+    session.save_episode()
+    session.finalize()
+    container.meta_reader().add(str(ROOT), container.dataset_writer().datasets[ROOT].meta())
+    viewer = container.view_dataset()(str(ROOT))
+    assert viewer.page.image_cameras == ("observation.images.top",)
+    png = viewer.frame_image(0, "observation.images.top", 2)
+    np.testing.assert_array_equal(np.asarray(Image.open(BytesIO(png))), np.full((4, 6, 3), 80))
+    with pytest.raises(InvalidInput, match="not an image camera"):
+        viewer.frame_image(0, "observation.state", 0)
+    with pytest.raises(InvalidInput, match="no frame 3 in episode 0"):
+        viewer.frame_image(0, "observation.images.top", 3)

@@ -23,7 +23,10 @@ def frame_colour(episode: int, frame: int) -> tuple[int, int, int]:
     return 10 + 20 * frame, 40 + 60 * episode, 128
 
 
-def write_viewer_dataset(root: Path, frames: tuple[int, ...] = FRAMES, hw: int = 32) -> Path:
+def write_viewer_dataset(
+    root: Path, frames: tuple[int, ...] = FRAMES, hw: int = 32, dtype: str = "video"
+) -> Path:
+    """`dtype="image"` stores the cameras as PNG pictures in the data files instead."""
     from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer
 
     features: dict = {
@@ -32,7 +35,7 @@ def write_viewer_dataset(root: Path, frames: tuple[int, ...] = FRAMES, hw: int =
     }
     for key in CAMERAS:
         features[key] = {
-            "dtype": "video",
+            "dtype": dtype,
             "shape": [hw, hw, 3],
             "names": ["height", "width", "channels"],
         }
@@ -55,6 +58,12 @@ def write_viewer_dataset(root: Path, frames: tuple[int, ...] = FRAMES, hw: int =
 @pytest.fixture(scope="session")
 def viewer_dataset(tmp_path_factory) -> Path:
     return write_viewer_dataset(tmp_path_factory.mktemp("viewer") / "dataset")
+
+
+@pytest.fixture(scope="session")
+def image_dataset(tmp_path_factory) -> Path:
+    """The same content with the cameras stored as pictures (no video)."""
+    return write_viewer_dataset(tmp_path_factory.mktemp("viewer") / "images", dtype="image")
 
 
 @pytest.fixture(scope="session")

@@ -45,22 +45,35 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def page(viewer_dataset):
+def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
     executable = chromium_path()
-    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(viewer_dataset))
-    with ViewerServer(viewer) as server, sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
             executable_path=executable, headless=True, args=["--no-sandbox", "--headless"]
         )
+        yield launched
+        launched.close()
+
+
+def open_viewer(browser, root: Path, fragment: str = ""):
+    """A page on a served dataset; yields it, then checks it raised no script error."""
+    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(root))
+    with ViewerServer(viewer) as server:
         tab = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         tab.on("pageerror", lambda error: errors.append(str(error)))
-        tab.goto(server.url)
+        tab.goto(server.url + fragment)
+        yield tab
+        tab.close()
+    assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def page(browser, viewer_dataset):
+    for tab in open_viewer(browser, viewer_dataset):
         tab.wait_for_selector("body[data-ready='0']", timeout=15_000)
         yield tab
-        browser.close()
-        assert not errors, errors
 
 
 def shown_colour(page, key: str = FRONT) -> list[int]:
@@ -164,3 +177,38 @@ def test_seeking_reports_when_the_frame_is_shown(page, colour_of):
     assert 0 <= elapsed < 10_000
     assert page.evaluate("rlctlViewer.frame()") == 8
     assert_shows(page, colour_of, episode=1, frame=8)
+
+
+@pytest.fixture(scope="module")
+def image_page(browser, image_dataset):
+    for tab in open_viewer(browser, image_dataset, "#episode=1"):
+        tab.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        yield tab
+
+
+PICTURE = """(key) => {
+  const img = document.querySelector(`img[data-key="${key}"]`);
+  const c = document.createElement("canvas");
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext("2d");
+  g.drawImage(img, 0, 0);
+  return Array.from(g.getImageData(c.width >> 1, c.height >> 1, 1, 1).data.slice(0, 3));
+}"""
+
+
+def test_cameras_stored_as_pictures_follow_the_cursor(image_page, colour_of):
+    page = image_page
+    settled = "() => [...document.querySelectorAll('img[data-key]')].every(i => i.complete)"
+    page.wait_for_function(settled)
+    assert page.evaluate(PICTURE, FRONT) == list(colour_of(1, 0))
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(settled)
+    assert page.evaluate("rlctlViewer.frame()") == 2
+    for key in (FRONT, "observation.images.wrist"):
+        assert page.evaluate(PICTURE, key) == list(colour_of(1, 2))
+    page.keyboard.press("Space")
+    page.wait_for_function("!rlctlViewer.playing()", timeout=10_000)
+    page.wait_for_function(settled)
+    assert page.evaluate("rlctlViewer.frame()") == 11
+    assert page.evaluate(PICTURE, FRONT) == list(colour_of(1, 11))

@@ -115,6 +115,25 @@ def test_episode_json_holds_the_recorded_values_and_the_clip_spans(server):
     assert request(server, "/data/episode-7.json")[0].status == 404
 
 
+def test_pictures_of_image_cameras_are_served_frame_by_frame(image_dataset, colour_of):
+    from io import BytesIO
+
+    from PIL import Image
+
+    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(image_dataset))
+    assert viewer.page.cameras == ()
+    assert viewer.page.image_cameras == ("observation.images.front", "observation.images.wrist")
+    with ViewerServer(viewer) as server:
+        response, body = request(server, "/frames/2/observation.images.wrist/5")
+        assert response.status == 200 and response.getheader("Content-Type") == "image/png"
+        picture = np.asarray(Image.open(BytesIO(body)).convert("RGB"))
+        assert tuple(picture[16, 16]) == colour_of(2, 5)  # PNG is lossless
+        assert request(server, "/frames/2/observation.images.wrist/8")[0].status == 404
+        assert request(server, "/frames/0/observation.state/0")[0].status == 404
+        _, body = request(server, "/data/dataset.json")
+        assert json.loads(body)["image_cameras"] == list(viewer.page.image_cameras)
+
+
 def test_parse_range():
     assert parse_range(None, 100) is None
     assert parse_range("bytes=0-0", 100) == (0, 0)
@@ -139,6 +158,15 @@ def test_the_static_export_holds_the_page_the_data_and_the_videos(viewer, viewer
         assert script.startswith("(window.rlctlData=") and f'"episode-{i}"' in script
     copied = site / "media" / VIDEO
     assert copied.read_bytes() == (viewer_dataset / VIDEO).read_bytes()
+
+
+def test_the_static_export_writes_each_picture_of_image_cameras(image_dataset, tmp_path):
+    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(image_dataset))
+    site = write_site(viewer, tmp_path / "site").parent
+    pictures = sorted((site / "frames").rglob("*"))
+    files = [p for p in pictures if p.is_file()]
+    assert len(files) == 2 * (10 + 12 + 8)
+    assert (site / "frames/1/observation.images.front/11").read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_static_export_refuses_a_folder_with_content(viewer, tmp_path):

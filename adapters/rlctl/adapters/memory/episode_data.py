@@ -52,5 +52,17 @@ class InMemoryEpisodeData:
         self._frames(location, episode_index)
         return ()
 
+    def frame_image(self, location: str, episode_index: int, key: str, frame: int) -> bytes:
+        import io
+
+        from PIL import Image
+
+        _, frames = self._frames(location, episode_index)
+        if not 0 <= frame < len(frames) or key not in frames[frame].values:
+            raise InvalidInput(f"no picture {key!r} at frame {frame}", where=location)
+        buffer = io.BytesIO()
+        Image.fromarray(np.asarray(frames[frame].values[key], np.uint8)).save(buffer, "PNG")
+        return buffer.getvalue()
+
     def root(self, location: str) -> str:
         return location

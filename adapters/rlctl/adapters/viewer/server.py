@@ -6,6 +6,7 @@ export in `site.py` serves the same page from files):
 - `/` and `/static/<file>`: the hand-written page (package data next to this module);
 - `/data/dataset.json`: the episode list, cameras and plot groups;
 - `/data/episode-<i>.json`: one episode's series, timestamps and video clips;
+- `/frames/<i>/<key>/<frame>`: one picture of a camera stored as images (no video);
 - `/media/<path>`: a video file of the dataset, relative to its root, with HTTP range requests
   (browsers seek inside an mp4 by asking for byte ranges); never re-encoded.
 """
@@ -36,6 +37,7 @@ MEDIA_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov"})
 _CHUNK = 256 * 1024
 _EPISODE = re.compile(r"^/data/episode-(\d+)\.json$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_FRAME = re.compile(r"^/frames/(\d+)/([^/]+)/(\d+)$")
 
 
 def static_asset(name: str) -> bytes:
@@ -49,6 +51,16 @@ def content_type(name: str) -> str:
         kind = "html" if name.endswith(".html") else "css"
         return f"text/{kind}; charset=utf-8"
     return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def picture_type(data: bytes) -> str:
+    if data.startswith(b"\x89PNG"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8"):
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "application/octet-stream"
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -102,6 +114,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(self.server.viewer.page.to_dict(), head)
             elif match := _EPISODE.match(path):
                 self._json(self.server.viewer.episode(int(match.group(1))).to_dict(), head)
+            elif match := _FRAME.match(path):
+                episode, key, frame = int(match.group(1)), match.group(2), int(match.group(3))
+                picture = self.server.viewer.frame_image(episode, key, frame)
+                self._bytes(picture, picture_type(picture), head, cache=True)
             elif path.startswith("/media/"):
                 self._media(path[len("/media/") :], head)
             else:
@@ -111,11 +127,14 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser dropped a request it no longer needs (seeking does this)
 
-    def _bytes(self, body: bytes, kind: str, head: bool, status: int = HTTPStatus.OK) -> None:
+    def _bytes(
+        self, body: bytes, kind: str, head: bool, status: int = HTTPStatus.OK, cache: bool = False
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-cache")
+        # Pictures of a frame do not change while the page is open; the page and data may.
+        self.send_header("Cache-Control", "max-age=3600" if cache else "no-cache")
         self.end_headers()
         if not head:
             self.wfile.write(body)

@@ -1,9 +1,10 @@
 """The dataset viewer written as static files: the served page, to open from disk or to host.
 
-The layout mirrors the server's routes (`index.html`, `static/`, `data/*.json`, `media/...`), so
-the page is the same file in both cases. Browsers refuse `fetch()` of `file://` URLs, so each JSON
-file has a `.js` twin that the page loads with a script tag when opened from disk. Video files are
-hard-linked (copied across file systems), never re-encoded.
+The layout mirrors the server's routes (`index.html`, `static/`, `data/*.json`, `media/...`,
+`frames/...`), so the page is the same file in both cases. Browsers refuse `fetch()` of `file://`
+URLs, so each JSON file has a `.js` twin that the page loads with a script tag when opened from
+disk. Video files are hard-linked (copied across file systems), never re-encoded; pictures of
+cameras stored as images are written one file per frame.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def write_site(
         _write_data(out / "data", f"episode-{summary.index}", episode.to_dict())
         for clip in episode.videos:
             _place(root / clip.file, out / "media" / clip.file)
+        for key in viewer.page.image_cameras:
+            folder = out / "frames" / str(summary.index) / key
+            folder.mkdir(parents=True, exist_ok=True)
+            for frame in range(summary.length):
+                (folder / str(frame)).write_bytes(viewer.frame_image(summary.index, key, frame))
         if on_episode is not None:
             on_episode(summary.index)
     return out / "index.html"

@@ -41,6 +41,11 @@ class EpisodeDataReader(Protocol):
         """One clip per video feature, in the order of the dataset's features."""
         ...
 
+    def frame_image(self, location: str, episode_index: int, key: str, frame: int) -> bytes:
+        """The stored picture of an image feature (not a video) at one frame of the episode:
+        the encoded file as the dataset holds it (PNG, JPEG)."""
+        ...
+
     def root(self, location: str) -> str:
         """The local folder the clip files are relative to."""
         ...

@@ -65,6 +65,8 @@ class DatasetPage:
     cameras: tuple[str, ...]
     groups: tuple[PlotGroup, ...]
     episodes: tuple[EpisodeSummary, ...]
+    # Cameras stored as pictures in the data files (no video): shown a frame at a time.
+    image_cameras: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True, value_serializer=_plain)
@@ -178,6 +180,9 @@ class DatasetViewer:
             robot_type=meta.robot_type,
             total_frames=meta.total_frames,
             cameras=tuple(meta.video_keys),
+            image_cameras=tuple(
+                key for key, spec in meta.features.items() if spec.is_image and len(spec.shape) == 3
+            ),
             groups=plot_groups(meta),
             episodes=tuple(
                 EpisodeSummary(
@@ -211,6 +216,19 @@ class DatasetViewer:
             while len(self._cache) > _CACHED_EPISODES:
                 self._cache.popitem(last=False)
         return page
+
+    def frame_image(self, index: int, key: str, frame: int) -> bytes:
+        """One picture of an image camera (see `DatasetPage.image_cameras`)."""
+        if key not in self.page.image_cameras:
+            raise InvalidInput(
+                f"{key!r} is not an image camera of this dataset",
+                where=self.location,
+                hint=f"its image cameras are {', '.join(self.page.image_cameras) or 'none'}",
+            )
+        record = self._records.get(index)
+        if record is None or not 0 <= frame < record.length:
+            raise InvalidInput(f"no frame {frame} in episode {index}", where=self.location)
+        return self._reader.frame_image(self.location, index, key, frame)
 
     def _build(self, index: int) -> EpisodePage:
         record = self._records.get(index)

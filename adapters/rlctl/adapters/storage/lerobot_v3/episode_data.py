@@ -7,6 +7,8 @@ episodes in milliseconds whatever the dataset's size.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,11 +30,16 @@ from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import CorruptDataset, InvalidInput
 from rlctl.domain.features import FeatureSpec
 
+# Episodes' cameras whose pictures stay in memory (one camera of one episode each).
+_CACHED_CAMERAS = 4
+
 
 class LeRobotEpisodeData:
     def __init__(self) -> None:
         # Reread when info.json changes (a recording appended episodes); a page asks per episode.
         self._metas: dict[Path, tuple[int, DatasetMeta]] = {}
+        self._pictures_cache: OrderedDict[tuple[Path, int, str], list[bytes | None]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _meta(self, location: str) -> tuple[Path, DatasetMeta]:
         root = dataset_root(location).resolve()
@@ -94,6 +101,57 @@ class LeRobotEpisodeData:
                 )
             )
         return clips
+
+    def frame_image(self, location: str, episode_index: int, key: str, frame: int) -> bytes:
+        root, meta, record = self._record(location, episode_index)
+        spec = meta.features.get(key)
+        if spec is None or not spec.is_image:
+            raise InvalidInput(f"{key!r} is not an image feature of this dataset", where=str(root))
+        if not 0 <= frame < record.length:
+            raise InvalidInput(
+                f"frame {frame} is outside episode {episode_index} (0..{record.length - 1})",
+                where=str(root),
+            )
+        pictures = self._pictures(root, meta, record, key)
+        picture = pictures[frame]
+        if picture is None:
+            raise CorruptDataset(
+                f"episode {episode_index} has no picture for {key!r} at frame {frame}",
+                where=f"{root / episode_data_file(meta, record)}: {key}",
+                hint="`rlctl dataset check ROOT` lists every problem",
+            )
+        return picture
+
+    def _pictures(
+        self, root: Path, meta: DatasetMeta, record: EpisodeRecord, key: str
+    ) -> list[bytes | None]:
+        """Every picture of one camera of one episode, read once: a page steps through them."""
+        cache_key = (root, record.index, key)
+        with self._lock:
+            if cache_key in self._pictures_cache:
+                self._pictures_cache.move_to_end(cache_key)
+                return self._pictures_cache[cache_key]
+        path = root / episode_data_file(meta, record)
+        table = read_parquet_table(
+            path, "data file", root, columns=[key, "episode_index", "frame_index"]
+        )
+        rows = table.filter(pc.equal(table.column("episode_index"), pa.scalar(record.index)))
+        rows = rows.take(pc.sort_indices(rows.column("frame_index")))
+        pictures: list[bytes | None] = []
+        for value in rows.column(key).to_pylist():
+            if isinstance(value, dict):
+                data = value.get("bytes")
+                if data is None and value.get("path"):
+                    file = root / value["path"]
+                    data = file.read_bytes() if file.is_file() else None
+            else:
+                data = value
+            pictures.append(bytes(data) if data is not None else None)
+        with self._lock:
+            self._pictures_cache[cache_key] = pictures
+            while len(self._pictures_cache) > _CACHED_CAMERAS:
+                self._pictures_cache.popitem(last=False)
+        return pictures
 
     def root(self, location: str) -> str:
         return str(self._meta(location)[0])

@@ -15,6 +15,7 @@
     t: 0,             // episode time in seconds, from 0
     playing: false,
     videos: [],       // {el, clip}
+    pictures: [],     // {el, key}: cameras stored as images, one picture a frame
     plots: [],        // {group, base, cursor, legend, values}
     clockStart: 0,    // for episodes without video: performance.now() when play started
     clockFrom: 0,
@@ -98,8 +99,9 @@
     $("episode-tasks").textContent = episode.tasks.length ? "Task: " + episode.tasks.join(" · ") : "";
     buildVideos(episode);
     buildPlots(episode);
-    await Promise.all(view.videos.map(videoReady));
+    await Promise.all([...view.videos.map(videoReady), ...view.pictures.map(pictureReady)]);
     if (token !== view.loadToken) return;
+    prefetchPictures(episode);
     seek(0);
     document.body.dataset.ready = String(index);
     document.dispatchEvent(new CustomEvent("rlctl:episode-ready", { detail: index }));
@@ -113,6 +115,28 @@
       el.addEventListener("loadeddata", done, { once: true });
       el.addEventListener("error", done, { once: true });
     });
+  }
+
+  function frameUrl(key, frame) {
+    return "frames/" + view.episode.index + "/" + encodeURIComponent(key) + "/" + frame;
+  }
+
+  function pictureReady(picture) {
+    return new Promise((resolve) => {
+      picture.el.addEventListener("load", () => resolve(), { once: true });
+      picture.el.addEventListener("error", () => resolve(), { once: true });
+      picture.el.src = frameUrl(picture.key, 0);
+    });
+  }
+
+  // The browser keeps the pictures it fetched: fetch the episode's ahead of playback.
+  function prefetchPictures(episode) {
+    let budget = 3000;
+    for (const { key } of view.pictures) {
+      for (let frame = 1; frame < episode.length && budget > 0; frame++, budget--) {
+        new Image().src = frameUrl(key, frame);
+      }
+    }
   }
 
   function buildVideos(episode) {
@@ -135,8 +159,20 @@
       box.appendChild(figure);
       return { el, clip };
     });
-    if (!view.videos.length && view.dataset.cameras.length === 0) {
-      box.innerHTML = '<div class="empty">This dataset has no video cameras.</div>';
+    view.pictures = (view.dataset.image_cameras || []).map((key) => {
+      const figure = document.createElement("figure");
+      figure.className = "camera";
+      const el = document.createElement("img");
+      el.dataset.key = key;
+      el.alt = key;
+      const caption = document.createElement("figcaption");
+      caption.textContent = key;
+      figure.append(el, caption);
+      box.appendChild(figure);
+      return { el, key };
+    });
+    if (!view.videos.length && !view.pictures.length) {
+      box.innerHTML = '<div class="empty">This dataset has no cameras.</div>';
     }
   }
 
@@ -358,6 +394,10 @@
         });
       }
       renderLanguage(frame);
+      for (const picture of view.pictures) {
+        const url = frameUrl(picture.key, frame);
+        if (!picture.el.src.endsWith(url)) picture.el.src = url;
+      }
     }
   }
 
@@ -399,6 +439,11 @@
     }
   }
 
+  function cameraCount(dataset) {
+    const n = dataset.cameras.length + (dataset.image_cameras || []).length;
+    return n + " camera" + (n === 1 ? "" : "s");
+  }
+
   async function start() {
     // The episode in the address (or the first) is fetched beside the list, not after it.
     const wanted = Number((location.hash.match(/episode=(\d+)/) || [])[1] || 0);
@@ -410,7 +455,7 @@
     $("title").textContent = dataset.title;
     $("facts").textContent = [
       dataset.episodes.length + " episodes", dataset.total_frames + " frames", dataset.fps + " fps",
-      dataset.robot_type || "", dataset.cameras.length + " camera" + (dataset.cameras.length === 1 ? "" : "s"),
+      dataset.robot_type || "", cameraCount(dataset),
     ].filter(Boolean).join(" · ");
     renderList();
     $("filter").addEventListener("input", applyFilter);
