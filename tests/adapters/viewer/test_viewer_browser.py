@@ -212,3 +212,23 @@ def test_cameras_stored_as_pictures_follow_the_cursor(image_page, colour_of):
     page.wait_for_function(settled)
     assert page.evaluate("rlctlViewer.frame()") == 11
     assert page.evaluate(PICTURE, FRONT) == list(colour_of(1, 11))
+
+
+def test_the_static_export_works_opened_from_disk(browser, viewer_dataset, tmp_path):
+    from rlctl.adapters.viewer.site import write_site
+
+    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(viewer_dataset))
+    index = write_site(viewer, tmp_path / "site")
+    tab = browser.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(index.as_uri() + "#episode=2")
+    tab.wait_for_selector("body[data-ready='2']", timeout=15_000)
+    assert tab.locator("#episodes li").count() == 3
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_function(SETTLED)
+    video = f"document.querySelector('video[data-key=\"{FRONT}\"]').currentTime"
+    # Episode 2 starts after episodes 0 and 1 (22 frames at 10 fps) in the copied file.
+    assert int((tab.evaluate(video) - 2.2) * 10 + 1e-6) == 1
+    tab.close()
+    assert not errors, errors
