@@ -95,7 +95,7 @@ class TorchTrainingBackend:
         self, settings: TrainSettings, checkpoint: Path | None, world: World
     ) -> TorchTrainingSession:
         step_info = (
-            state_files.read_json(checkpoint / TRAINING_STATE_DIR / state_files.TRAINING_STEP)
+            state_files.read_state_json(checkpoint / TRAINING_STATE_DIR / state_files.TRAINING_STEP)
             if checkpoint is not None
             else {}
         )
@@ -192,10 +192,10 @@ def _restore(checkpoint: Path, optimisation: Optimisation, world: World) -> int:
         state_files.load_scheduler(optimisation.scheduler, folder)
     scaler_file = folder / state_files.GRAD_SCALER_STATE
     if optimisation.scaler.is_enabled() and scaler_file.is_file():
-        optimisation.scaler.load_state_dict(state_files.read_json(scaler_file))
+        optimisation.scaler.load_state_dict(state_files.read_state_json(scaler_file))
     # Last, so that nothing built after it draws from the restored streams.
     state_files.restore_rng(state_files.read_tensors(folder / state_files.RNG_STATE), world.rank)
-    return int(state_files.read_json(folder / state_files.TRAINING_STEP)["step"])
+    return int(state_files.read_state_json(folder / state_files.TRAINING_STEP)["step"])
 
 
 def _distributed(model: PolicyModel, world: World) -> torch.nn.Module:

@@ -153,9 +153,8 @@ def dataset_root(location: str | Path) -> Path:
 def parse_version(version: object, where: str) -> tuple[int, int]:
     match = _VERSION.match(version) if isinstance(version, str) else None
     if match is None or len(version) > 64:  # type: ignore[arg-type]
-        shown = version if not isinstance(version, str) else _short(version)
         raise CorruptDataset(
-            f"codebase_version {shown!r} is not a version like 'v3.0'",
+            f"codebase_version {_shown(version)} is not a version like 'v3.0'",
             where=where,
             hint="set codebase_version to the LeRobot format version of the files, e.g. 'v3.0'",
         )
@@ -370,7 +369,7 @@ def info_fields(info: Mapping[str, Any], root: Path, verdicts: Verdicts) -> Info
     templates_ok = _template_ok(keys, data_path, "data_path", ("chunk_index", "file_index"), [""])
     if video_keys and video_path is None and not keys.bad:
         keys.fault(
-            f"feature {video_keys[0]!r} is a video but info.json has no video_path",
+            f"feature {_short(video_keys[0])!r} is a video but info.json has no video_path",
             "video_path",
             hint=f"set video_path to {DEFAULT_VIDEO_PATH!r}",
         )
@@ -430,8 +429,11 @@ def check_template(template: str, key: str, fields: Sequence[str]) -> None:
             raise CorruptDataset(
                 f"the path template {_short(template)!r} may only use "
                 f"{', '.join('{' + f + '}' for f in fields)} with an integer width like :03d, "
-                f"found {{{name}{'!' + conversion if conversion else ''}"
-                f"{':' + spec if spec else ''}}}",
+                "found "
+                + _short(
+                    f"{{{name}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}}"
+                ),
                 where=f"{INFO_PATH}: {key}",
                 hint=hint,
             )
@@ -499,11 +501,31 @@ def _feature_entries_problem(raw: object) -> tuple[str, str] | None:
                 f"shape must be a list of at most 8 whole numbers >= 0, found {_shown(shape)}",
                 f"{where}.shape",
             )
+        if dtype in ("image", "video") and isinstance(shape, list) and len(shape) != 3:
+            return (
+                f"an {dtype} feature's shape must be [height, width, channels], found {shape}",
+                f"{where}.shape",
+            )
         if isinstance(shape, list) and math.prod(shape) > MAX_FEATURE_VALUES:
             return f"shape {shape} is more than 2**31 values per frame", f"{where}.shape"
+        if not _names_ok(entry.get("names")):
+            return (
+                "names must be a list of strings or an object of such lists, found "
+                f"{_shown(entry.get('names'))}",
+                f"{where}.names",
+            )
         if entry.get("info") is not None and not isinstance(entry["info"], dict):
             return f"info must be an object, found {_shown(entry['info'])}", f"{where}.info"
     return None
+
+
+def _names_ok(names: object) -> bool:
+    def strings(value: object) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    if names is None or strings(names):
+        return True
+    return isinstance(names, dict) and all(strings(v) or isinstance(v, str) for v in names.values())
 
 
 # --- tasks.parquet ----------------------------------------------------------------------------

@@ -119,6 +119,14 @@ def load_frame_table(
     for key in columns:
         spec = meta.features.get(key) or FeatureSpec(key=key, dtype="int64", shape=(1,))
         column = table.column(key)
+        if spec.is_visual and _is_numeric(column.type):
+            raise CorruptDataset(
+                f"feature {key!r} is an {spec.dtype} in meta/info.json but its data column "
+                f"holds {column.type}",
+                where=_where(plan, key),
+                hint="restore meta/info.json from the original dataset; "
+                + check_hint(root, "`rlctl dataset check ROOT` lists every problem"),
+            )
         if _is_numeric(column.type):
             numeric[key] = numeric_column(column, spec, where=_where(plan, key))
         else:

@@ -54,6 +54,8 @@ def check_data_file(
     if any(k in missing for k in ("index", "episode_index")):
         return
     columns = _numeric_columns(path, table, meta, findings, skip=missing)
+    if "episode_index" not in columns:
+        return  # unreadable as numbers: noted; the rows cannot be told apart
     _check_episode_rows(path, columns, meta, episodes, findings)
     for key, spec in meta.features.items():
         if spec.is_image and key not in missing:
