@@ -130,3 +130,49 @@ def test_a_folder_that_is_no_run_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert "neither a training run nor an evaluation" in result.output
     assert "Traceback" not in result.output
+
+
+def test_watch_rewrites_the_report_until_ctrl_c(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = run / "metrics.jsonl"
+    metrics.write_text(json.dumps({"step": 1, "phase": "train", "loss": 1.0}) + "\n")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from rlctl.entrypoints.cli.main import main; main()",
+            "report",
+            str(run),
+            "--watch",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RLCTL_LOG_LEVEL": "warning"},
+    )
+    try:
+        assert process.stdout.readline().startswith(f"wrote {run / 'report.html'}")
+        page = (run / "report.html").read_text()
+        assert '<meta http-equiv="refresh" content="1">' in page
+        # The run goes on: the next rewrite shows the new step.
+        with metrics.open("a") as file:
+            file.write(json.dumps({"step": 2, "phase": "train", "loss": 0.5}) + "\n")
+        assert process.stdout.readline().startswith("wrote ")
+        deadline = time.monotonic() + 10
+        while "2 of ?" not in (run / "report.html").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "2 of ?" in (run / "report.html").read_text()
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "stopped" in out

@@ -61,7 +61,7 @@
       li.querySelector(".ep-length").textContent = ep.length + " frames · " + ep.duration_s.toFixed(1) + " s";
       li.querySelector(".ep-tasks").textContent = ep.tasks.join(" · ");
       li.querySelector(".ep-notes").textContent = notes;
-      li.addEventListener("click", () => selectEpisode(ep.index));
+      li.addEventListener("click", () => selectEpisode(ep.index).catch(showError));
       list.appendChild(li);
     }
     applyFilter();
@@ -477,8 +477,10 @@
     frame: () => (view.episode ? frameOf(view.t) : -1),
     playing: () => view.playing,
   };
-  start().catch((error) => {
-    $("episode-title").textContent = "Cannot load the dataset: " + error.message;
+  function showError(error) {
+    $("episode-title").textContent = "Cannot load: " + error.message;
     document.body.dataset.error = error.message;
-  });
+  }
+
+  start().catch(showError);
 })();
