@@ -232,3 +232,27 @@ def test_the_static_export_works_opened_from_disk(browser, viewer_dataset, tmp_p
     assert int((tab.evaluate(video) - 2.2) * 10 + 1e-6) == 1
     tab.close()
     assert not errors, errors
+
+
+class _ShortClips(LeRobotEpisodeData):
+    """Episodes whose clips end 0.3 s before their data: `to_timestamp` must win."""
+
+    def video_clips(self, location, episode_index):
+        import attrs
+
+        clips = super().video_clips(location, episode_index)
+        return [attrs.evolve(clip, end_s=clip.end_s - 0.3) for clip in clips]
+
+
+def test_playback_stops_at_the_clips_to_timestamp(browser, viewer_dataset, colour_of):
+    viewer = ViewDataset(LeRobotMetaReader(), _ShortClips())(str(viewer_dataset))
+    with ViewerServer(viewer) as server:
+        tab = browser.new_page()
+        tab.goto(server.url + "#episode=0")
+        tab.wait_for_selector("body[data-ready='0']", timeout=15_000)
+        tab.keyboard.press("Space")
+        tab.wait_for_function("!rlctlViewer.playing()", timeout=10_000)
+        # Episode 0's clip now ends at 0.7 s: its last frame shown is frame 6.
+        assert tab.evaluate("rlctlViewer.frame()") == 6
+        assert_shows(tab, colour_of, episode=0, frame=6)
+        tab.close()

@@ -44,7 +44,13 @@
 
   const fps = () => view.episode.fps;
   const frameOf = (t) => Math.max(0, Math.min(view.episode.length - 1, Math.floor(t * fps() + 1e-6)));
-  const lastTime = () => Math.max(0, (view.episode.length - 1) / fps());
+  // The last frame's start: the episode's, and never past a clip's `to_timestamp`, so that
+  // playback stops before the next episode of a shared file.
+  function lastTime() {
+    let last = (view.episode.length - 1) / fps();
+    for (const { clip } of view.videos) last = Math.min(last, clip.end_s - clip.start_s - 1 / fps());
+    return Math.max(0, last);
+  }
 
   // ---- episode list -------------------------------------------------------------------------
   function renderList() {
@@ -363,7 +369,8 @@
   function tick() {
     if (!view.playing) return;
     let t = currentTime();
-    if (t >= lastTime()) {
+    // A file that ends early (a truncated recording) ends playback too.
+    if (t >= lastTime() || (view.videos.length && view.videos[0].el.ended)) {
       view.playing = false;
       for (const { el } of view.videos) el.pause();
       $("play").textContent = "Play";
