@@ -84,7 +84,9 @@ def measure(root: Path, chromium: str, repeat: int, seeks: int) -> dict:
     rng = np.random.default_rng(1)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=["--no-sandbox", "--headless"]
+            executable_path=chromium,
+            headless=True,
+            args=["--no-sandbox", "--headless", "--disable-dev-shm-usage"],
         )
         for attempt in range(repeat):
             context = browser.new_context(viewport={"width": 1280, "height": 900})

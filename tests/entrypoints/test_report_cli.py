@@ -109,7 +109,9 @@ def test_an_evaluation_report_shows_success_rewards_and_its_videos(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=["--no-sandbox", "--headless"]
+            executable_path=chromium,
+            headless=True,
+            args=["--no-sandbox", "--headless", "--disable-dev-shm-usage"],
         )
         tab = browser.new_page()
         errors: list[str] = []

@@ -50,7 +50,9 @@ def browser():
     executable = chromium_path()
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=["--no-sandbox", "--headless"]
+            executable_path=executable,
+            headless=True,
+            args=["--no-sandbox", "--headless", "--disable-dev-shm-usage"],
         )
         yield launched
         launched.close()
