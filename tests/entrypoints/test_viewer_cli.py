@@ -79,3 +79,32 @@ def test_serving_prints_the_address_and_stops_on_ctrl_c(fixtures_dir):
         out, err = process.communicate(timeout=20)
     assert process.returncode == 0, err
     assert "stopped" in out
+
+
+def test_a_hub_repo_id_is_pulled_then_viewed(fixtures_dir, tmp_path, monkeypatch):
+    """REPO_ID goes through the container's dataset resolver (an in-memory Hub here)."""
+    from dependency_injector import providers
+
+    import rlctl.entrypoints.container as wiring
+    from rlctl.adapters.memory.hub import InMemoryHub
+    from rlctl.application.use_cases.push_dataset import PushDatasetRequest
+
+    hub = InMemoryHub(tmp_path / "hub")
+    build = wiring.build_container
+
+    def with_hub(*args, **kwargs):
+        container = build(*args, **kwargs)
+        container.hub.override(providers.Object(hub))
+        return container
+
+    with_hub().push_dataset()(PushDatasetRequest(str(fixtures_dir / "sim_video"), "alice/sim"))
+    monkeypatch.setattr(wiring, "build_container", with_hub)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "site"
+    result = CliRunner().invoke(cli, ["dataset", "view", "alice/sim", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert hub.fetched
+    page = json.loads((out / "data" / "dataset.json").read_text())
+    assert [e["length"] for e in page["episodes"]] == [20, 25, 30]
+    clip = json.loads((out / "data" / "episode-2.json").read_text())["videos"][0]
+    assert (out / "media" / clip["file"]).is_file()
