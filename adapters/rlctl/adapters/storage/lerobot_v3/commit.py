@@ -185,7 +185,7 @@ class DatasetFiles:
             tasks=entry.tasks,
             dataset_from_index=entry.dataset_from_index,
             dataset_to_index=entry.dataset_to_index,
-            columns=_record_columns(entry, meta_chunk, meta_file),
+            columns=entry.row(with_stats=False, meta_file=(meta_chunk, meta_file)),
         )
 
     def _record_video_info(self, key: str, encoded: EncodedEpisode) -> None:
@@ -208,26 +208,6 @@ class DatasetFiles:
         features = dict(self.info["features"])
         features[key] = {**features[key], "info": info}
         self.info = {**self.info, "features": features}
-
-
-def _record_columns(entry: EpisodeEntry, meta_chunk: int, meta_file: int) -> dict[str, Any]:
-    columns: dict[str, Any] = {
-        "episode_index": entry.episode_index,
-        "tasks": list(entry.tasks),
-        "length": entry.length,
-        "data/chunk_index": entry.data_chunk_index,
-        "data/file_index": entry.data_file_index,
-        "dataset_from_index": entry.dataset_from_index,
-        "dataset_to_index": entry.dataset_to_index,
-    }
-    for key, placement in entry.videos.items():
-        columns[f"videos/{key}/chunk_index"] = placement.chunk_index
-        columns[f"videos/{key}/file_index"] = placement.file_index
-        columns[f"videos/{key}/from_timestamp"] = placement.from_timestamp
-        columns[f"videos/{key}/to_timestamp"] = placement.to_timestamp
-    columns["meta/episodes/chunk_index"] = meta_chunk
-    columns["meta/episodes/file_index"] = meta_file
-    return columns
 
 
 class EpisodeCommitter:

@@ -168,6 +168,42 @@ class EpisodeEntry:
     videos: Mapping[str, VideoPlacement]
     stats: Mapping[str, FeatureStats]
 
+    def row(
+        self, *, with_stats: bool = True, meta_file: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
+        """The episode's row of `meta/episodes`, column for column as LeRobot names them: the
+        one place it is built (the writer, the rebuilder, the record a commit returns).
+        `meta_file`: the (chunk, file) of the episodes file the row goes to."""
+        row: dict[str, Any] = {
+            "episode_index": self.episode_index,
+            "tasks": list(self.tasks),
+            "length": self.length,
+            "data/chunk_index": self.data_chunk_index,
+            "data/file_index": self.data_file_index,
+            "dataset_from_index": self.dataset_from_index,
+            "dataset_to_index": self.dataset_to_index,
+        }
+        for key, placement in self.videos.items():
+            row[f"videos/{key}/chunk_index"] = placement.chunk_index
+            row[f"videos/{key}/file_index"] = placement.file_index
+            row[f"videos/{key}/from_timestamp"] = placement.from_timestamp
+            row[f"videos/{key}/to_timestamp"] = placement.to_timestamp
+        if with_stats:
+            row.update(stats_columns(self.stats))
+        if meta_file is not None:
+            row["meta/episodes/chunk_index"], row["meta/episodes/file_index"] = meta_file
+        return row
+
+
+def stats_columns(stats: Mapping[str, FeatureStats]) -> dict[str, Any]:
+    """`stats/<key>/<stat>` columns of per-episode statistics (LeRobot's names, its stats)."""
+    columns: dict[str, Any] = {}
+    for key, feature in stats.items():
+        for stat, value in feature.to_json().items():
+            if stat in STAT_KEYS:
+                columns[f"stats/{key}/{stat}"] = value
+    return columns
+
 
 def _nested_float_list(depth: int) -> pa.DataType:
     kind: pa.DataType = pa.float64()
@@ -211,27 +247,7 @@ class EpisodesSchema:
         self.arrow = pa.schema(fields)
 
     def row(self, entry: EpisodeEntry, meta_chunk_index: int, meta_file_index: int) -> pa.Table:
-        values: dict[str, Any] = {
-            "episode_index": entry.episode_index,
-            "tasks": list(entry.tasks),
-            "length": entry.length,
-            "data/chunk_index": entry.data_chunk_index,
-            "data/file_index": entry.data_file_index,
-            "dataset_from_index": entry.dataset_from_index,
-            "dataset_to_index": entry.dataset_to_index,
-        }
-        for key in self.video_keys:
-            placement = entry.videos[key]
-            values[f"videos/{key}/chunk_index"] = placement.chunk_index
-            values[f"videos/{key}/file_index"] = placement.file_index
-            values[f"videos/{key}/from_timestamp"] = placement.from_timestamp
-            values[f"videos/{key}/to_timestamp"] = placement.to_timestamp
-        for key in self.stats_shapes:
-            stats = entry.stats[key].to_json()
-            for stat in STAT_KEYS:
-                values[f"stats/{key}/{stat}"] = stats[stat]
-        values["meta/episodes/chunk_index"] = meta_chunk_index
-        values["meta/episodes/file_index"] = meta_file_index
+        values = entry.row(meta_file=(meta_chunk_index, meta_file_index))
         return pa.Table.from_pylist([values], schema=self.arrow)
 
 

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
-    STAT_KEYS,
     EpisodeEntry,
     EpisodesSchema,
     next_file,
@@ -36,25 +35,7 @@ class EpisodesFile:
     rows: list[dict[str, Any]] = attrs.field(factory=list)
 
     def add(self, entry: EpisodeEntry) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "episode_index": entry.episode_index,
-            "tasks": list(entry.tasks),
-            "length": entry.length,
-            "data/chunk_index": entry.data_chunk_index,
-            "data/file_index": entry.data_file_index,
-            "dataset_from_index": entry.dataset_from_index,
-            "dataset_to_index": entry.dataset_to_index,
-        }
-        for key in self.video_keys:
-            placement = entry.videos[key]
-            row[f"videos/{key}/chunk_index"] = placement.chunk_index
-            row[f"videos/{key}/file_index"] = placement.file_index
-            row[f"videos/{key}/from_timestamp"] = placement.from_timestamp
-            row[f"videos/{key}/to_timestamp"] = placement.to_timestamp
-        for key, stats in entry.stats.items():
-            for stat, value in stats.to_json().items():
-                if stat in STAT_KEYS:
-                    row[f"stats/{key}/{stat}"] = value
+        row = entry.row()
         self.rows.append(row)
         return row
 

@@ -19,7 +19,11 @@ from rlctl.adapters.storage.lerobot_v3.meta_reader import (
     dataset_root,
     episode_files,
 )
-from rlctl.adapters.storage.lerobot_v3.meta_writer import STAT_KEYS, EpisodesSchema, stats_shapes
+from rlctl.adapters.storage.lerobot_v3.meta_writer import (
+    EpisodesSchema,
+    stats_columns,
+    stats_shapes,
+)
 from rlctl.adapters.storage.lerobot_v3.paths import (
     STATS_PATH,
     episode_data_file,
@@ -98,10 +102,7 @@ class LeRobotStatsAccess:
             table = read_parquet_table(path, "episodes metadata file", root)
             rows = table.to_pylist()
             for row in rows:
-                for key, feature in episode_stats.get(int(row["episode_index"]), {}).items():
-                    for stat, value in feature.to_json().items():
-                        if stat in STAT_KEYS:
-                            row[f"stats/{key}/{stat}"] = value
+                row.update(stats_columns(episode_stats.get(int(row["episode_index"]), {})))
             schema = _widened(table.schema, full, rows)
             write_atomic(
                 path,
