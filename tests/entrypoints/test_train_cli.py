@@ -9,7 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.frames import Transition
 from rlctl.entrypoints.cli.main import cli
 from rlctl.entrypoints.cli.train import TrainCommandSettings, run_folder
@@ -63,7 +63,7 @@ def test_train_writes_config_metrics_and_loadable_checkpoints(runner, fixtures_d
     assert {"loss", "lr", "grad_norm", "samples_per_s", "data_wait"} <= set(metrics(out)[0])
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["000002", "000004", "last"]
 
-    policy = load_policy(out / "checkpoints" / "last" / "pretrained_model")
+    policy = load_policy_folder(out / "checkpoints" / "last" / "pretrained_model")
     chunk = policy.predict_chunk({"observation.state": torch.zeros(1, 6)})
     assert chunk.actions.shape == (1, 5, 6)
 
@@ -174,7 +174,7 @@ def test_relative_actions_then_fine_tuning_as_a_user_types_them(runner, fixtures
     assert env["features"]["pixels"] == {"type": "VISUAL", "shape": [96, 96, 3]}
 
     # The checkpoint acts in absolute terms: the state plus its relative prediction.
-    policy = load_policy(pretrained)
+    policy = load_policy_folder(pretrained)
     state = torch.tensor([[0.5, -0.5, 0.25, 1.0, -1.0, 2.0]])
     chunk = policy.predict_chunk({"observation.state": state}).actions
     with torch.no_grad():

@@ -20,7 +20,7 @@ from rlctl.adapters.policies.loaded_policy import (
     LeRobotPolicyLoader,
     LoadedPolicy,
     create_policy,
-    load_policy,
+    load_policy_folder,
 )
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.domain.errors import RlctlError
@@ -65,7 +65,7 @@ def test_loaded_policy_serves_the_ports(saved: Path) -> None:
 
 def test_round_trip_predicts_identically(saved: Path) -> None:
     original = mlp_policy()
-    reloaded = load_policy(saved)
+    reloaded = load_policy_folder(saved)
     expected = original.predict_chunk(OBSERVATION).actions
     assert torch.equal(reloaded.predict_chunk(OBSERVATION).actions, expected)
     # Actions come back in the dataset's units: the post-processor undoes the normalisation.
@@ -76,7 +76,7 @@ def test_round_trip_predicts_identically(saved: Path) -> None:
 
 
 def test_select_action_follows_the_chunk(saved: Path) -> None:
-    policy = load_policy(saved)
+    policy = load_policy_folder(saved)
     chunk = policy.predict_chunk(OBSERVATION).actions
     policy.reset()
     first, second = policy.select_action(OBSERVATION), policy.select_action(OBSERVATION)
@@ -85,7 +85,7 @@ def test_select_action_follows_the_chunk(saved: Path) -> None:
 
 
 def test_observations_between_chunks_are_not_preprocessed(saved: Path) -> None:
-    policy = load_policy(saved)
+    policy = load_policy_folder(saved)
     calls = []
     process_batch = policy.preprocessor.process_batch
     policy.preprocessor.process_batch = lambda batch: calls.append(1) or process_batch(batch)
@@ -100,7 +100,7 @@ def test_observations_between_chunks_are_not_preprocessed(saved: Path) -> None:
 
 def test_a_training_run_folder_is_found_by_its_pretrained_model(tmp_path: Path) -> None:
     mlp_policy().save(tmp_path / "checkpoints" / "last" / "pretrained_model")
-    assert load_policy(tmp_path / "checkpoints" / "last").config.type_name == "mlp"
+    assert load_policy_folder(tmp_path / "checkpoints" / "last").config.type_name == "mlp"
 
 
 def test_saving_over_a_checkpoint_replaces_it(saved: Path) -> None:
@@ -112,7 +112,7 @@ def test_saving_over_a_checkpoint_replaces_it(saved: Path) -> None:
 
 def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(CheckpointNotFound) as caught:
-        load_policy(tmp_path / "nowhere")
+        load_policy_folder(tmp_path / "nowhere")
     assert "nowhere" in str(caught.value)
 
 
@@ -128,7 +128,7 @@ def test_missing_folder(tmp_path: Path) -> None:
 def test_missing_file_is_named(saved: Path, file: str) -> None:
     (saved / file).unlink()
     with pytest.raises(CheckpointNotFound) as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     assert caught.value.where == str(saved / file)
     assert caught.value.hint
 
@@ -138,7 +138,7 @@ def test_wrong_shapes_list_the_offending_keys(saved: Path) -> None:
     config["hidden_dims"] = [8]
     (saved / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointMismatch) as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     error = caught.value
     assert error.where == str(saved / "model.safetensors")
     assert "network.0.weight (model [8, 3], file [16, 3])" in error.message
@@ -150,7 +150,7 @@ def test_missing_and_unexpected_keys_are_listed(saved: Path) -> None:
     config["hidden_dims"] = [16, 16]
     (saved / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointMismatch, match=r"keys missing from the file: network\.4"):
-        load_policy(saved)
+        load_policy_folder(saved)
 
 
 def test_unknown_policy_type_names_the_config(saved: Path) -> None:
@@ -158,7 +158,7 @@ def test_unknown_policy_type_names_the_config(saved: Path) -> None:
     config["type"] = "pi0"
     (saved / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnknownPolicyType) as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     assert str(saved / "config.json") in str(caught.value)
     assert "act" in (caught.value.hint or "") and "diffusion" in (caught.value.hint or "")
 
@@ -168,7 +168,7 @@ def test_invalid_config_value_names_the_file(saved: Path) -> None:
     config["n_action_steps"] = 9
     (saved / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="n_action_steps") as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     assert str(saved / "config.json") in str(caught.value)
 
 
@@ -176,14 +176,14 @@ def test_keys_from_a_newer_lerobot_are_ignored(saved: Path) -> None:
     config = json.loads((saved / "config.json").read_text())
     config["some_future_option"] = True
     (saved / "config.json").write_text(json.dumps(config))
-    assert load_policy(saved).config.chunk_size == 4
+    assert load_policy_folder(saved).config.chunk_size == 4
 
 
 @pytest.mark.parametrize("file", ["model.safetensors", "config.json", "policy_postprocessor.json"])
 def test_damaged_files_are_named(saved: Path, file: str) -> None:
     (saved / file).write_bytes(b"\x00garbage")
     with pytest.raises(RlctlError) as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     assert str(saved / file) in str(caught.value)
 
 
@@ -192,7 +192,7 @@ def test_unknown_processor_step_names_the_pipeline_file(saved: Path) -> None:
     data["steps"].append({"registry_name": "tokenizer_processor", "config": {}})
     (saved / "policy_preprocessor.json").write_text(json.dumps(data))
     with pytest.raises(CheckpointError, match="tokenizer_processor") as caught:
-        load_policy(saved)
+        load_policy_folder(saved)
     assert str(saved / "policy_preprocessor.json") in str(caught.value)
 
 

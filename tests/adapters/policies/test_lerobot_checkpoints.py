@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from safetensors.numpy import load_file
 
-from rlctl.adapters.policies.loaded_policy import LoadedPolicy, load_policy
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy, load_policy_folder
 
 TOLERANCE = 1e-4
 CHECKPOINTS = ["act_tiny", "diffusion_tiny"]
@@ -42,7 +41,7 @@ def loaded(fixtures_dir: Path):
 
     def get(name: str) -> LoadedPolicy:
         if name not in cache:
-            cache[name] = load_policy(fixtures_dir / name, device="cpu")
+            cache[name] = load_policy_folder(fixtures_dir / name, device="cpu")
         cache[name].reset()
         return cache[name]
 
@@ -93,7 +92,7 @@ def test_saved_checkpoint_matches_lerobots_and_predicts_the_same(
     assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
 
     arrays = np.load(fixtures_dir / f"{name}.reference.npz")
-    reloaded = load_policy(saved, device="cpu")
+    reloaded = load_policy_folder(saved, device="cpu")
     before, after = predict_all(policy, arrays), predict_all(reloaded, arrays)
     assert all(np.array_equal(before[j], after[j]) for j in before)
 
@@ -121,7 +120,7 @@ def test_select_action_pops_the_chunk_in_order(loaded, fixtures_dir: Path) -> No
 def test_lerobot_loads_what_rlctl_saved(
     lerobot, name: str, fixtures_dir: Path, tmp_path: Path
 ) -> None:
-    saved = load_policy(fixtures_dir / name, device="cpu").save(tmp_path / name)
+    saved = load_policy_folder(fixtures_dir / name, device="cpu").save(tmp_path / name)
     reference = fixtures_dir / f"{name}.reference.npz"
     report = lerobot(LEROBOT_SCRIPT, saved, reference, timeout=900)
     assert report["frames"] > 0

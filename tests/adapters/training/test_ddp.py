@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
@@ -41,7 +41,7 @@ def test_two_processes_train_one_model_and_resume(fixtures_dir, tmp_path):
     assert step["num_processes"] == 2 and step["step"] == 4
     rng = load_file(str(checkpoint / "training_state/rng_state.safetensors"))
     assert "torch_rng_state.rank1" in rng
-    assert load_policy(checkpoint).config.type_name == "mlp"
+    assert load_policy_folder(checkpoint).config.type_name == "mlp"
 
     for rank in (out / "rank0.json", out / "rank1.json"):
         rank.unlink()

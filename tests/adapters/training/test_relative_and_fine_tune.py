@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from rlctl.adapters.policies.checkpoint import read_config
-from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.application.use_cases.train_settings import OptimizerOverrides
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
@@ -59,7 +59,7 @@ def test_relative_actions_train_and_the_checkpoint_acts_in_absolute_terms(
     assert config["relative_exclude_joints"] == ["joint_5"]
     assert config["action_feature_names"] == NAMES
 
-    policy = load_policy(folder)
+    policy = load_policy_folder(folder)
     assert [s.name for s in policy.preprocessor][-2:] == [
         "relative_actions_processor",
         "normalizer_processor",
@@ -162,12 +162,12 @@ def test_a_missing_pretrained_checkpoint_is_named(make_settings, train, tiny, tm
 
 def test_a_relative_run_resumes_with_its_processors(make_settings, train, tiny):
     first, _ = train(make_settings(policy=relative_mlp(tiny), steps=1, save_freq=1))
-    saved = load_policy(first.last_checkpoint.location).preprocessor[-1].stats["action"]
+    saved = load_policy_folder(first.last_checkpoint.location).preprocessor[-1].stats["action"]
     report, _ = train(
         make_settings(policy=relative_mlp(tiny), steps=2, resume=first.last_checkpoint.location)
     )
     assert (report.start_step, report.steps_done) == (1, 2)
-    policy = load_policy(report.last_checkpoint.location)
+    policy = load_policy_folder(report.last_checkpoint.location)
     assert policy.config.use_relative_actions and policy.config.action_feature_names == tuple(NAMES)
     assert policy.preprocessor[-2].name == "relative_actions_processor"
     np.testing.assert_array_equal(policy.preprocessor[-1].stats["action"]["mean"], saved["mean"])

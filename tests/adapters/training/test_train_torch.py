@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlctl.adapters.policies.loaded_policy import load_policy
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.train_settings import (
     DatasetSource,
@@ -41,7 +41,7 @@ def test_the_mlp_overfits_a_handful_of_frames(make_settings, train, tiny, sim_vi
 
 def test_a_state_only_policy_neither_reads_nor_normalises_cameras(make_settings, train, tmp_path):
     report, _ = train(make_settings(steps=1, save_freq=1))
-    policy = load_policy(report.last_checkpoint.location)
+    policy = load_policy_folder(report.last_checkpoint.location)
     assert set(policy.input_features) == {"observation.state"}
     assert set(policy.output_features) == {"action"}
 
@@ -92,7 +92,7 @@ def test_act_trains_and_its_checkpoint_loads(make_settings, train, tiny, tmp_pat
     assert train_config["policy"]["type"] == "act" and train_config["steps"] == 2
     assert train_config["optimizer"]["type"] == "adamw" and train_config["scheduler"] is None
 
-    policy = load_policy(checkpoint / "pretrained_model")
+    policy = load_policy_folder(checkpoint / "pretrained_model")
     observation = {
         "observation.state": torch.zeros(1, 6),
         "observation.images.front": torch.rand(1, 3, 48, 64),
@@ -126,7 +126,7 @@ def test_diffusion_with_augmentations_and_ema(make_settings, train, tiny, sim_vi
     assert averaged.keys() == live.keys()
     assert any(not torch.equal(averaged[k], live[k]) for k in live)
 
-    policy = load_policy(checkpoint)
+    policy = load_policy_folder(checkpoint)
     observation = {
         "observation.state": torch.zeros(1, 2, 6),
         "observation.images.front": torch.rand(1, 2, 3, 48, 64),

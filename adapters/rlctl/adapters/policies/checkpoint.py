@@ -30,7 +30,7 @@ from rlctl.adapters.policies.errors import (
     CheckpointNotFound,
     UnknownPolicyType,
 )
-from rlctl.adapters.policies.files import read_json
+from rlctl.adapters.policies.files import read_checkpoint_json
 from rlctl.adapters.policies.processors import (
     POSTPROCESSOR_NAME,
     PREPROCESSOR_NAME,
@@ -68,7 +68,7 @@ def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
 
 def read_config(folder: Path) -> PolicyConfig:
     path = folder / CONFIG_FILE
-    data = read_json(path)
+    data = read_checkpoint_json(path)
     if not isinstance(data, dict):
         raise CheckpointError("config.json must hold a JSON object", where=str(path))
     known = known_policy_types()

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 from rlctl.adapters.policies.errors import CheckpointError, CheckpointNotFound
 
 
-def read_json(path: Path) -> Any:
+def read_checkpoint_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,7 +1,8 @@
 """A policy ready for inference: the model between its pre- and post-processor.
 
-`load_policy(path)` reads a LeRobot `pretrained_model` folder (or one rlctl saved) and returns a
-`LoadedPolicy`, which serves the application's `Policy` port: raw observations in, raw actions out.
+`load_policy_folder(path)` reads a LeRobot `pretrained_model` folder (or one rlctl saved) and
+returns a `LoadedPolicy`, which serves the application's `Policy` port: raw observations in, raw
+actions out.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def _as_tensors(observation: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_policy(location: str | os.PathLike[str], *, device: str | None = None) -> LoadedPolicy:
+def load_policy_folder(location: str | os.PathLike[str], *, device: str | None = None) -> LoadedPolicy:
     """Load a policy folder; `device` defaults to the one it was trained on, if present here."""
     folder = checkpoint_folder(location)
     config = read_config(folder)
@@ -160,7 +161,7 @@ class LeRobotPolicyLoader:
     """The `PolicyLoader` port: local checkpoint folders, and registered untrained types."""
 
     def load(self, location: str | Path, *, device: str | None = None) -> LoadedPolicy:
-        return load_policy(location, device=device)
+        return load_policy_folder(location, device=device)
 
     def create_for_simulation(
         self, policy_type: str, simulation: Simulation, *, seed: int | None = None

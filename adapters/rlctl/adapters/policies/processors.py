@@ -23,7 +23,7 @@ import torch
 from safetensors.numpy import save_file
 
 from rlctl.adapters.policies.errors import CheckpointError
-from rlctl.adapters.policies.files import read_arrays, read_json
+from rlctl.adapters.policies.files import read_arrays, read_checkpoint_json
 from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
@@ -189,7 +189,7 @@ def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> Proc
     trained on a GPU can run on a CPU.
     """
     path = folder / f"{name}.json"
-    data = read_json(path)
+    data = read_checkpoint_json(path)
     state: dict[str, dict[str, np.ndarray]] = {}
     steps = data.get("steps") if isinstance(data, dict) else None
     for index, entry in enumerate(steps if isinstance(steps, list) else []):

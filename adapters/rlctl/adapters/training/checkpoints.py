@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from rlctl.adapters.training.state_files import TRAINING_STEP, read_json
+from rlctl.adapters.training.state_files import TRAINING_STEP, read_state_json
 from rlctl.application.ports.training import CheckpointRef
 from rlctl.domain.run_layout import (
     CHECKPOINTS_DIR,
@@ -33,7 +33,7 @@ def _is_checkpoint(folder: Path) -> bool:
 
 
 def _ref(folder: Path) -> CheckpointRef:
-    step = int(read_json(folder / TRAINING_STATE_DIR / TRAINING_STEP)["step"])
+    step = int(read_state_json(folder / TRAINING_STATE_DIR / TRAINING_STEP)["step"])
     return CheckpointRef(str(folder), step)
 
 

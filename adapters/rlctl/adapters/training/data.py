@@ -38,7 +38,7 @@ IMAGENET_STATS = {
 Stats = dict[str, dict[str, Any]]
 
 
-def dataset_root(source: DatasetSource) -> Path:
+def local_dataset_root(source: DatasetSource) -> Path:
     """The local folder: `root` as given, or the Hub `repo_id` pulled into the cache."""
     if source.root:
         return Path(source.root).expanduser()

@@ -25,13 +25,13 @@ from rlctl.adapters.policies.checkpoint import (
     read_config,
     read_model,
 )
-from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy, load_policy
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy, load_policy_folder
 from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.training.data import (
     Stats,
     TrainingData,
     action_and_state_columns,
-    dataset_root,
+    local_dataset_root,
     normalization_stats,
     open_training_data,
     read_dataset_meta,
@@ -71,7 +71,7 @@ def prepare_run(
 ) -> PreparedRun:
     loaded = None
     if checkpoint is not None:
-        loaded = load_policy(checkpoint / PRETRAINED_DIR, device=str(world.device))
+        loaded = load_policy_folder(checkpoint / PRETRAINED_DIR, device=str(world.device))
         settings = attrs.evolve(settings, policy=loaded.config)
     root = dataset_root_once(settings, world)
     meta = read_dataset_meta(root)
@@ -154,10 +154,10 @@ def dataset_root_once(settings: TrainSettings, world: World) -> Path:
     """The local dataset folder. A Hub dataset under several processes is pulled by rank 0
     while the others wait, then they find it in the cache."""
     if settings.dataset.root or not world.distributed:
-        return dataset_root(settings.dataset)
-    root = dataset_root(settings.dataset) if world.is_main else None
+        return local_dataset_root(settings.dataset)
+    root = local_dataset_root(settings.dataset) if world.is_main else None
     world.barrier()
-    return root if root is not None else dataset_root(settings.dataset)
+    return root if root is not None else local_dataset_root(settings.dataset)
 
 
 def with_dataset_features(config: PolicyConfig, meta: DatasetMeta) -> PolicyConfig:

@@ -37,7 +37,7 @@ def write_json(data: Any, path: Path) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def read_json(path: Path) -> Any:
+def read_state_json(path: Path) -> Any:
     if not path.is_file():
         raise CheckpointNotFound(
             "the file is missing from the training state",
@@ -97,7 +97,7 @@ def load_optimizer(optimizer: Optimizer, folder: Path) -> None:
     for key, value in read_tensors(folder / OPTIMIZER_STATE).items():
         _, param, name = key.split("/", 2)
         state.setdefault(int(param), {})[name] = value
-    groups = read_json(folder / OPTIMIZER_PARAM_GROUPS)
+    groups = read_state_json(folder / OPTIMIZER_PARAM_GROUPS)
     if len(groups) != len(current["param_groups"]):
         raise CheckpointError(
             f"the optimiser has {len(current['param_groups'])} parameter groups, the checkpoint "
@@ -121,7 +121,7 @@ def save_scheduler(scheduler: Any, folder: Path) -> None:
 
 
 def load_scheduler(scheduler: Any, folder: Path) -> None:
-    scheduler.load_state_dict(read_json(folder / SCHEDULER_STATE))
+    scheduler.load_state_dict(read_state_json(folder / SCHEDULER_STATE))
 
 
 # --- random generators --------------------------------------------------------------------

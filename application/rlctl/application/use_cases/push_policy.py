@@ -70,7 +70,7 @@ def checkpoint_dir(directory: str | Path) -> Path:
     )
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
+def read_policy_json(path: Path, what: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -100,9 +100,9 @@ class PushPolicy:
                 where=str(folder),
                 hint=CHECKPOINT_HINT,
             )
-        config = read_json(folder / CONFIG_NAME, "policy config")
+        config = read_policy_json(folder / CONFIG_NAME, "policy config")
         train_path = folder / TRAIN_CONFIG_NAME
-        train_config = read_json(train_path, "training config") if train_path.is_file() else None
+        train_config = read_policy_json(train_path, "training config") if train_path.is_file() else None
         eval_info = self._eval_info(folder, request.eval_info)
         card = model_card(
             config,
@@ -130,6 +130,6 @@ class PushPolicy:
     @staticmethod
     def _eval_info(folder: Path, given: str | None) -> dict[str, Any] | None:
         if given is not None:
-            return read_json(Path(given).expanduser(), "evaluation results")
+            return read_policy_json(Path(given).expanduser(), "evaluation results")
         beside = folder / EVAL_INFO_NAME
-        return read_json(beside, "evaluation results") if beside.is_file() else None
+        return read_policy_json(beside, "evaluation results") if beside.is_file() else None

@@ -45,7 +45,7 @@ def build_device(container: Any, kind: str, config: Any, *, cameras: bool = True
     return container.teleoperator(config)
 
 
-def dataset_root(root: str | None, repo_id: str) -> Path:
+def recording_root(root: str | None, repo_id: str) -> Path:
     """`--dataset.root`, else `$HF_LEROBOT_HOME/<repo_id>` as LeRobot records there."""
     if root:
         return Path(root).expanduser()

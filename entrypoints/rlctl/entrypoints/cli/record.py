@@ -72,11 +72,11 @@ class RecordCommandSettings(AppSettings):
 def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
     """Record episodes from a robot driven by a teleoperator (or a policy) into a dataset."""
     from rlctl.application.use_cases.record_episodes import DatasetTarget, RecordSettings
-    from rlctl.entrypoints.cli.devices import dataset_root, record_controls, require_robot
+    from rlctl.entrypoints.cli.devices import record_controls, recording_root, require_robot
     from rlctl.entrypoints.container import build_container
 
     ds = config.dataset
-    root = dataset_root(ds.root, ds.repo_id)
+    root = recording_root(ds.root, ds.repo_id)
     container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     robot = container.robot(require_robot(config.robot))
     teleop = container.teleoperator(config.teleop) if config.teleop is not None else None
