@@ -132,7 +132,9 @@ def _as_tensors(observation: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_policy_folder(location: str | os.PathLike[str], *, device: str | None = None) -> LoadedPolicy:
+def load_policy_folder(
+    location: str | os.PathLike[str], *, device: str | None = None
+) -> LoadedPolicy:
     """Load a policy folder; `device` defaults to the one it was trained on, if present here."""
     folder = checkpoint_folder(location)
     config = read_config(folder)
@@ -163,13 +165,14 @@ class LeRobotPolicyLoader:
     def load(self, location: str | Path, *, device: str | None = None) -> LoadedPolicy:
         return load_policy_folder(location, device=device)
 
+    def read_config(self, location: str | Path) -> PolicyConfig:
+        return read_config(checkpoint_folder(location))
+
     def create_for_simulation(
         self, policy_type: str, simulation: Simulation, *, seed: int | None = None
     ) -> Policy:
         config_class = policy_config_class(policy_type)
-        return implementation_of(config_class).for_simulation(
-            config_class(), simulation, seed=seed
-        )
+        return implementation_of(config_class).for_simulation(config_class(), simulation, seed=seed)
 
 
 def _available(device: str) -> bool:

@@ -77,6 +77,10 @@ class PolicyLoader(Protocol):
         """Raise an `RlctlError` naming the file when the checkpoint is missing or malformed."""
         ...
 
+    def read_config(self, location: str | Path) -> PolicyConfig:
+        """The config of a saved policy, without loading its weights."""
+        ...
+
     def create_for_simulation(
         self, policy_type: str, simulation: Simulation, *, seed: int | None = None
     ) -> Policy:

@@ -113,14 +113,13 @@ def pretrained_settings(
 ) -> TrainCommandSettings:
     """Fine-tuning: the pretrained checkpoint's policy config, then this command's settings
     (file, environment, overrides) on top, as `lerobot-train --policy.path` does."""
-    from rlctl.adapters.policies.checkpoint import checkpoint_folder, read_config
     from rlctl.domain.config import fields_of, merge_data, parse_overrides, resolve, unstructure
     from rlctl.entrypoints.settings import environment_layer, read_config_file
 
     policy = config.policy
     assert policy.pretrained_path is not None
     pulled = container.resolve_policy()(policy.pretrained_path, revision=policy.pretrained_revision)
-    pretrained = unstructure(read_config(checkpoint_folder(pulled)))
+    pretrained = unstructure(container.policy_loader().read_config(pulled))
     for key in _NOT_INHERITED:
         pretrained.pop(key, None)
     layers = [merge_data({}, unstructure(TrainCommandSettings())), {"policy": pretrained}]
