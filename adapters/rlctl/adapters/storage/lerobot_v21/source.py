@@ -23,6 +23,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from rlctl.adapters.storage.episode_source import (
+    SourceEpisode,
+    VideoSpan,
+    dataset_root,
+    parse_version,
+)
 from rlctl.adapters.storage.lerobot_v3.errors import (
     CORRUPT_HINT,
     INCOMPLETE_HINT,
@@ -36,13 +42,8 @@ from rlctl.adapters.storage.lerobot_v3.image_sampling import (
     uint8_channel_stats,
 )
 from rlctl.adapters.storage.lerobot_v3.images import decode_image
-from rlctl.adapters.storage.lerobot_v3.meta_reader import dataset_root, parse_version
 from rlctl.adapters.storage.lerobot_v3.paths import INFO_PATH
-from rlctl.adapters.storage.lerobot_v3.tools.sources import (
-    SourceEpisode,
-    VideoSpan,
-    episode_rows,
-)
+from rlctl.adapters.storage.lerobot_v3.tools.sources import episode_rows
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import decode_span, video_facts
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import (

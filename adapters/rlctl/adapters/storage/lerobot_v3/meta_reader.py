@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlctl.adapters.storage.episode_source import dataset_root, parse_version
 from rlctl.adapters.storage.lerobot_v3.meta_rules import (
     REQUIRED_EPISODE_COLUMNS,
     Refuse,
-    dataset_root,
     episode_files,
     load_meta,
-    parse_version,
     read_stats,
     read_tasks,
 )

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import structlog
 
+from rlctl.adapters.storage.episode_source import parse_version
 from rlctl.adapters.storage.lerobot_v3.errors import (
     CORRUPT_HINT,
     INCOMPLETE_HINT,
@@ -70,7 +71,6 @@ MAX_FEATURE_VALUES = 2**31
 REQUIRED_EPISODE_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index")
 RESTORE_INFO_HINT = "restore info.json from the original dataset"
 RECOVER_HINT = "reopen the dataset with resume (or ignore: readers skip it)"
-_VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})")
 _FORMAT_SPEC = re.compile(r"^0?\d{0,2}d?$")
 
 Severity = Literal["error", "warning"]
@@ -137,28 +137,6 @@ class Collect:
 
 
 # --- the folder and info.json ------------------------------------------------------------------
-
-
-def dataset_root(location: str | Path) -> Path:
-    root = Path(location).expanduser()
-    if not root.is_dir():
-        raise DatasetNotFound(
-            "no dataset folder here",
-            where=str(root),
-            hint="give the dataset's root folder (the one holding meta/ and data/)",
-        )
-    return root
-
-
-def parse_version(version: object, where: str) -> tuple[int, int]:
-    match = _VERSION.match(version) if isinstance(version, str) else None
-    if match is None or len(version) > 64:  # type: ignore[arg-type]
-        raise CorruptDataset(
-            f"codebase_version {_shown(version)} is not a version like 'v3.0'",
-            where=where,
-            hint="set codebase_version to the LeRobot format version of the files, e.g. 'v3.0'",
-        )
-    return int(match.group(1)), int(match.group(2))
 
 
 def _version_fault(version: object, root: Path) -> Fault | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from rlctl.adapters.storage.dataset_lock import DatasetLock
-from rlctl.adapters.storage.lerobot_v3.meta_rules import dataset_root
+from rlctl.adapters.storage.episode_source import dataset_root
 from rlctl.domain.errors import DatasetError
 
 log = structlog.get_logger(__name__)

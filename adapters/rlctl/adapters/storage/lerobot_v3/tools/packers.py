@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlctl.adapters.storage.episode_source import VideoSpan
 from rlctl.adapters.storage.lerobot_v3.meta_writer import VideoPlacement, next_file
 from rlctl.adapters.storage.lerobot_v3.paths import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH
-from rlctl.adapters.storage.lerobot_v3.tools.sources import VideoSpan
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import (
     Piece,
     StreamParams,

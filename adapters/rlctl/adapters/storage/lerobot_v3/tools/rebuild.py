@@ -20,6 +20,12 @@ import numpy as np
 import pyarrow as pa
 import structlog
 
+from rlctl.adapters.storage.episode_source import (
+    EpisodeSource,
+    SourceEpisode,
+    VideoSpan,
+    open_source,
+)
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, fsync_file
 from rlctl.adapters.storage.lerobot_v3.data_writer import DataTableBuilder, check_writable
 from rlctl.adapters.storage.lerobot_v3.frame_validation import dataset_features
@@ -38,12 +44,6 @@ from rlctl.adapters.storage.lerobot_v3.recovery import STAGING_DIR
 from rlctl.adapters.storage.lerobot_v3.table import numeric_column
 from rlctl.adapters.storage.lerobot_v3.tools.episodes_file import EpisodesFile
 from rlctl.adapters.storage.lerobot_v3.tools.packers import DataPacker, VideoPacker
-from rlctl.adapters.storage.lerobot_v3.tools.sources import (
-    EpisodeSource,
-    SourceEpisode,
-    VideoSpan,
-    open_source,
-)
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import (
     VideoFacts,
     reencode_span,

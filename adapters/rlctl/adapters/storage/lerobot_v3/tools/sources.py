@@ -1,32 +1,25 @@
-"""Episodes of an existing dataset as the rebuilder reads them: rows, video spans, statistics.
+"""Episodes of a v3.0 dataset as the rebuilder reads them: rows, video spans, statistics.
 
-`open_source` picks the reader by `codebase_version`: v3.0 folders here, v2.x through
-`rlctl.adapters.storage.lerobot_v21`. Both hand out the same `SourceEpisode`, so merging,
-splitting, deleting and converting are one rebuild.
+`V3Source` hands out the version-neutral `SourceEpisode` (`rlctl.adapters.storage.episode_source`),
+as the v2.x reader does, so merging, splitting, deleting and converting are one rebuild.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import pyarrow as pa
 
+from rlctl.adapters.storage.episode_source import SourceEpisode, VideoSpan, dataset_root
 from rlctl.adapters.storage.lerobot_v3.errors import (
     CORRUPT_HINT,
     check_hint,
-    read_json,
     read_parquet_table,
 )
-from rlctl.adapters.storage.lerobot_v3.meta_reader import (
-    LeRobotMetaReader,
-    dataset_root,
-    parse_version,
-)
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.paths import (
-    INFO_PATH,
     episode_data_file,
     episode_video_file,
     episode_video_span,
@@ -34,46 +27,6 @@ from rlctl.adapters.storage.lerobot_v3.paths import (
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import CorruptDataset, InvalidInput
 from rlctl.domain.statistics import FeatureStats
-
-
-@attrs.frozen
-class VideoSpan:
-    """Where an episode's frames of one camera are: a file and a span of it, in seconds."""
-
-    path: Path
-    from_timestamp: float
-    to_timestamp: float
-
-    @property
-    def duration(self) -> float:
-        return self.to_timestamp - self.from_timestamp
-
-
-@attrs.frozen
-class SourceEpisode:
-    index: int
-    length: int
-    tasks: tuple[str, ...]
-    # Per-feature statistics as stored (features without them are absent).
-    stats: Mapping[str, FeatureStats]
-    videos: Mapping[str, VideoSpan]
-    data_file: Path
-
-
-class EpisodeSource(Protocol):
-    """A dataset whose episodes can be copied: its metadata, each episode and its rows."""
-
-    @property
-    def root(self) -> Path: ...
-
-    @property
-    def meta(self) -> DatasetMeta: ...
-
-    def episode(self, index: int) -> SourceEpisode: ...
-
-    def rows(self, index: int) -> pa.Table:
-        """The data rows of one episode, in frame order, with the source's columns and types."""
-        ...
 
 
 def stats_from_columns(columns: Mapping[str, Any], where: str) -> dict[str, FeatureStats]:
@@ -150,20 +103,3 @@ class V3Source:
         record = self._record(index)
         path = self._root / episode_data_file(self._meta, record)
         return episode_rows(path, self._root, index, record.length)
-
-
-def codebase_major(root: Path) -> int:
-    """The major format version of the dataset at `root` (2 for v2.1, 3 for v3.0)."""
-    path = root / INFO_PATH
-    info = read_json(path, "dataset info file", root)
-    version = info.get("codebase_version") if isinstance(info, dict) else None
-    return parse_version(version, f"{path}: codebase_version")[0]
-
-
-def open_source(location: str | Path) -> EpisodeSource:
-    root = dataset_root(location)
-    if (root / INFO_PATH).is_file() and codebase_major(root) == 2:
-        from rlctl.adapters.storage.lerobot_v21.source import V21Source
-
-        return V21Source(root)
-    return V3Source(root)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rlctl.adapters.storage.dataset_lock import DatasetLock
+from rlctl.adapters.storage.episode_source import VideoSpan
 from rlctl.adapters.storage.lerobot_v3.atomic_files import write_atomic, write_json_atomic
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
 from rlctl.adapters.storage.lerobot_v3.images import decode_image
@@ -31,7 +32,7 @@ from rlctl.adapters.storage.lerobot_v3.paths import (
     episode_video_span,
 )
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order, numeric_column
-from rlctl.adapters.storage.lerobot_v3.tools.sources import VideoSpan, episode_rows
+from rlctl.adapters.storage.lerobot_v3.tools.sources import episode_rows
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import decode_span
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import CorruptDataset

@@ -18,7 +18,7 @@ import attrs
 import av
 import numpy as np
 
-from rlctl.adapters.storage.lerobot_v3.tools.sources import VideoSpan
+from rlctl.adapters.storage.episode_source import VideoSpan
 from rlctl.adapters.video.errors import ensure_file, translated
 from rlctl.adapters.video.pyav_encoder import encode_frames
 from rlctl.adapters.video.pyav_probe import stream_duration
