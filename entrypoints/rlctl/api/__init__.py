@@ -55,7 +55,7 @@ def open_dataset(
     """
     c = using or build_container()
     backend = {"video_backend": video_backend} if video_backend else {}
-    if isinstance(location, (list, tuple)):
+    if not isinstance(location, (str, Path)):
         roots = [_local_dataset(loc, c, revision=revision) for loc in location]
         return c.multi_torch_dataset(
             roots, delta_timestamps=delta_timestamps, image_transforms=image_transforms, **backend

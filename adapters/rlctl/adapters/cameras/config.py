@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.domain.config import converter, tagged_union
+from rlctl.domain.config import Register, converter, tagged_union
 from rlctl.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class CameraConfig:
     height: int | None = None
 
     type_name: ClassVar[str]
+    register: ClassVar[Register]
     # "package.module:factory", called with the config; imported only when a camera is built.
     adapter: ClassVar[str]
 

@@ -173,7 +173,8 @@ def files_to_push(request: PushRequest) -> list[str]:
     names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     # A writer's lock file (or one a killed writer left) is no part of the dataset.
     ignore = [*request.ignore, *DEFAULT_IGNORE_PATTERNS, CARD_NAME, LOCK_NAME]
-    return list(filter_repo_objects(names, allow_patterns=request.allow, ignore_patterns=ignore))
+    allow = list(request.allow) if request.allow is not None else None
+    return list(filter_repo_objects(names, allow_patterns=allow, ignore_patterns=ignore))
 
 
 def _local_dir_commit(root: Path) -> str | None:

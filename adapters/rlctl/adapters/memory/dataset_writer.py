@@ -61,7 +61,7 @@ class InMemoryWriteSession:
     """`DatasetWriteSession` appending to a `RecordedDataset`."""
 
     def __init__(
-        self, root: Path, dataset: RecordedDataset, forget: Callable[[], None] | None = None
+        self, root: Path, dataset: RecordedDataset, forget: Callable[[], object] | None = None
     ) -> None:
         """`forget` removes the dataset from its writer: given when this session created it."""
         self._root = root

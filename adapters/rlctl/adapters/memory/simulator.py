@@ -11,7 +11,7 @@ test can check that a suite never has more than one task's workers alive.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -28,10 +28,14 @@ from rlctl.domain.features import FeatureSpec
 from rlctl.domain.processors import ProcessorPipeline
 
 
+def _rewards(value: Iterable[float]) -> tuple[float, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class FakeEpisode:
     length: int
-    rewards: tuple[float, ...] = attrs.field(converter=tuple, default=())
+    rewards: tuple[float, ...] = attrs.field(converter=_rewards, default=())
     success: bool = False
 
     def reward_at(self, t: int) -> float:

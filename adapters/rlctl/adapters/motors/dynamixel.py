@@ -22,7 +22,7 @@ _HARDWARE_ERROR_BITS = {
     0x10: "an electrical shock",
     0x20: "an overload",
 }
-_INSTRUCTION_ERRORS = {
+_INSTRUCTION_ERRORS: dict[int, tuple[str, str]] = {
     ErrorNumber.ACCESS: (
         "an access error (a read-only register, or an EEPROM register while torque is on)",
         "disable torque before writing EEPROM registers (ID, Baud_Rate, Operating_Mode, "
@@ -93,7 +93,7 @@ class DynamixelMotorBus(SerialServoBus):
         )
 
     def _parse_ping_replies(self, data: bytes) -> dict[int, int | None]:
-        replies = {}
+        replies: dict[int, int | None] = {}
         for packet in dynamixel_protocol.PacketReader().feed(data):
             if (
                 packet.instruction == dynamixel_protocol.Instruction.STATUS

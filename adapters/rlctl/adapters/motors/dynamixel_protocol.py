@@ -16,7 +16,6 @@ import attrs
 
 from rlctl.adapters.motors.packet_framing import (
     BROADCAST_ID,
-    SHARED_INSTRUCTIONS,
     FrameReader,
     pack_entries,
     split_entries,
@@ -26,19 +25,21 @@ from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
 HEADER = b"\xff\xff\xfd\x00"
 _MAX_LENGTH = 1024  # the SDK's RXPACKET_MAX_LEN
 
-Instruction = enum.IntEnum(
-    "Instruction",
-    {
-        **SHARED_INSTRUCTIONS,
-        "FACTORY_RESET": 0x06,
-        "REBOOT": 0x08,
-        "CLEAR": 0x10,
-        "STATUS": 0x55,
-        "BULK_READ": 0x92,
-        "BULK_WRITE": 0x93,
-    },
-    module=__name__,
-)
+class Instruction(enum.IntEnum):
+    # The first seven are Feetech's too (same codes, same meaning).
+    PING = 0x01
+    READ = 0x02
+    WRITE = 0x03
+    REG_WRITE = 0x04
+    ACTION = 0x05
+    SYNC_READ = 0x82
+    SYNC_WRITE = 0x83
+    FACTORY_RESET = 0x06
+    REBOOT = 0x08
+    CLEAR = 0x10
+    STATUS = 0x55
+    BULK_READ = 0x92
+    BULK_WRITE = 0x93
 
 
 class ErrorNumber(enum.IntEnum):

@@ -16,7 +16,6 @@ import attrs
 
 from rlctl.adapters.motors.packet_framing import (
     BROADCAST_ID,
-    SHARED_INSTRUCTIONS,
     FrameReader,
     pack_entries,
     split_entries,
@@ -26,8 +25,17 @@ from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
 HEADER = b"\xff\xff"
 _MAX_LENGTH = 250  # the SDK's RXPACKET_MAX_LEN
 
-# The instructions the STS/SMS series answer are exactly those it shares with Dynamixel.
-Instruction = enum.IntEnum("Instruction", SHARED_INSTRUCTIONS, module=__name__)
+class Instruction(enum.IntEnum):
+    """The instructions the STS/SMS series answer: exactly those it shares with Dynamixel
+    (same codes, same meaning)."""
+
+    PING = 0x01
+    READ = 0x02
+    WRITE = 0x03
+    REG_WRITE = 0x04
+    ACTION = 0x05
+    SYNC_READ = 0x82
+    SYNC_WRITE = 0x83
 
 
 class StatusError(enum.IntFlag):

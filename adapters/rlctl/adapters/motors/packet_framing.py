@@ -14,17 +14,6 @@ from collections.abc import Iterator, Mapping
 BROADCAST_ID = 0xFE
 MAX_ID = 0xFC
 
-# Instruction codes both protocols give the same meaning; each protocol's `Instruction` enum
-# starts from these.
-SHARED_INSTRUCTIONS = {
-    "PING": 0x01,
-    "READ": 0x02,
-    "WRITE": 0x03,
-    "REG_WRITE": 0x04,
-    "ACTION": 0x05,
-    "SYNC_READ": 0x82,
-    "SYNC_WRITE": 0x83,
-}
 
 
 class FrameReader[P]:

@@ -171,6 +171,7 @@ class SdkTransport:
                     break
                 self._log_retry(failure[0], action, attempt, failure[1])
             else:
+                assert failure is not None  # every try failed
                 motor_id, comm = failure
                 raise self._comm_error(comm, names.get(motor_id), motor_id, action, tries)
             for motor_id, error in errors.items():
@@ -228,7 +229,8 @@ class SdkTransport:
         comm = self._sync_reader.txPacket()
         if comm != self.sdk.COMM_SUCCESS:
             return {}, {}, (ids[0], comm)
-        values, errors = {}, {}
+        values: dict[int, int] = {}
+        errors: dict[int, int] = {}
         for motor_id in ids:
             data, comm, error = self._packets.readRx(self._port, motor_id, size)
             comm = self._checked_size(comm, data, size)

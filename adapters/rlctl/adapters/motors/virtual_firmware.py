@@ -58,14 +58,14 @@ class _ServoFirmware:
             for motor in motors.values():
                 self._execute(motor, op, params)
             return []
-        motor = motors.get(packet.id)
-        if motor is None:
+        addressed = motors.get(packet.id)
+        if addressed is None:
             return []
-        reply = self._execute(motor, op, params)
-        if reply is None or not self._answers(motor, op):
+        reply = self._execute(addressed, op, params)
+        if reply is None or not self._answers(addressed, op):
             return []
         error, data = reply
-        return [self._status(packet.id, motor, error, data)]
+        return [self._status(packet.id, addressed, error, data)]
 
     @staticmethod
     def _op(packet) -> int:

@@ -10,7 +10,7 @@ Importing this module is cheap: the SDKs, OpenCV and simulators load when a robo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
@@ -19,7 +19,7 @@ import rlctl.adapters.sim.registry  # noqa: F401
 from rlctl.adapters.cameras.config import CameraConfig
 from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.adapters.sim.config import EnvConfig
-from rlctl.domain.config import converter, tagged_union
+from rlctl.domain.config import Register, converter, tagged_union
 from rlctl.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,11 +32,18 @@ MaxRelativeTarget = float | dict[str, float] | None
 @tagged_union
 @attrs.frozen(kw_only=True)
 class RobotConfig(DeviceConfig):
-    calibration_kind: ClassVar[str] = "robots"
+    calibration_kind: ClassVar[Literal["robots", "teleoperators"]] = "robots"
+    register: ClassVar[Register]
+
+    def build(self, calibration_store: CalibrationStore) -> Robot:
+        return self._make(calibration_store)
 
     def without_cameras(self) -> RobotConfig:
         """The same robot with no cameras (calibration and motor setup need none)."""
-        return attrs.evolve(self, cameras={}) if hasattr(self, "cameras") else self
+        if not hasattr(self, "cameras"):
+            return self
+        # The type checker knows this class's fields only; `cameras` is a subclass's.
+        return attrs.evolve(self, cameras={})  # type: ignore[call-arg]
 
 
 @attrs.frozen(kw_only=True)

@@ -7,7 +7,7 @@ Importing this module is cheap: the adapter's module is imported when a device i
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
@@ -31,6 +31,10 @@ class DeviceConfig:
     calibration_kind: ClassVar[Literal["robots", "teleoperators"]]
 
     def build(self, calibration_store: CalibrationStore) -> Robot | Teleoperator:
+        return self._make(calibration_store)
+
+    def _make(self, calibration_store: CalibrationStore) -> Any:
+        # What the factory returns is the subclass's `build` type: a Robot or a Teleoperator.
         module, _, name = self.adapter.partition(":")
         factory = getattr(importlib.import_module(module), name)
         return factory(self, calibration_store=calibration_store)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import attrs
 
 from rlctl.application.ports.simulation import SimTask, SimulationError
-from rlctl.domain.config import tagged_union
+from rlctl.domain.config import Register, tagged_union
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec, typed_feature, typed_features
 
@@ -70,6 +70,7 @@ class EnvConfig:
     disable_env_checker: bool = True
 
     type_name: ClassVar[str]
+    register: ClassVar[Register]
     # The optional dependency group that installs the simulator (`pip install 'rlctl[pusht]'`).
     extra: ClassVar[str | None] = None
 

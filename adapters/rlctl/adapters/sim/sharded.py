@@ -103,7 +103,8 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
         self.metadata["autoreset_mode"] = gym.vector.AutoresetMode.NEXT_STEP
         self.shards = split_evenly(self.num_envs, n_workers)
         self.closed = False
-        ctx = multiprocessing.get_context(context)
+        # typeshed's BaseContext has no `Process`; every context get_context returns has one.
+        ctx: Any = multiprocessing.get_context(context)
         self.processes: list[Any] = []
         self._pipes: list[Any] = []
         # Shared memory a worker renders into, once its first frames told their size.
@@ -135,7 +136,8 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
         if len(seeds) != self.num_envs:
             raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
         replies = self._ask_all(_RESET, lambda shard: ([seeds[i] for i in shard], options))
-        observations, infos = [], {}
+        observations: list[Any] = []
+        infos: dict[str, Any] = {}
         for shard, reply in zip(self.shards, replies, strict=True):
             for i, (observation, info) in zip(shard, reply, strict=True):
                 observations.append(observation)
@@ -215,6 +217,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv):
     def _batched(self, observations: list[Any]) -> Any:
         # A fresh buffer each time: callers may keep what a step returned.
         out = create_empty_array(self.single_observation_space, self.num_envs)
+        assert out is not None  # gymnasium's return type allows None; a Box or Dict never is
         return concatenate(self.single_observation_space, observations, out)
 
     def _ask_all(self, command: str, payload: Callable[[range], Any]) -> list[Any]:
@@ -286,7 +289,7 @@ class Shard:
         if command == _RENDER:
             count, shared = payload
             frames = [env.render() for env in self.envs[:count]]
-            if shared is not None and _write_frames(*shared, frames):
+            if shared is not None and _write_frames(*shared, frames=frames):
                 return _IN_SHARED_MEMORY
             return frames
         raise ValueError(f"unknown command {command!r}")
@@ -333,7 +336,7 @@ def _work(pipe: Any, env_fns: list[Callable[[], gym.Env]]) -> None:
 _attached: dict[str, shared_memory.SharedMemory] = {}
 
 
-def _write_frames(name: str, shape: tuple[int, ...], dtype: str, frames: list[Any]) -> bool:
+def _write_frames(name: str, shape: tuple[int, ...], dtype: str, *, frames: list[Any]) -> bool:
     """Write a worker's frames into the main process's shared memory, if they fit its layout."""
     if len(frames) > shape[0] or any(
         not isinstance(f, np.ndarray) or f.shape != shape[1:] or f.dtype.str != dtype

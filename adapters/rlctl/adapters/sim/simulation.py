@@ -152,8 +152,9 @@ class GymSimulation:
     def spec(self) -> SimSpec:
         shape = self._shape_of_first_task()
         space = shape.action_space
+        action_shape = space.shape or ()
         features: dict[str, FeatureSpec] = dict(self.config.env_features())
-        features.setdefault("action", FeatureSpec("action", "float32", tuple(space.shape)))
+        features.setdefault("action", FeatureSpec("action", "float32", tuple(action_shape)))
         limit = self.config.episode_length or shape.max_episode_steps
         return SimSpec(
             features=features,
@@ -161,8 +162,10 @@ class GymSimulation:
             fps=int(self.config.fps or shape.metadata.get("render_fps") or 30),
             max_episode_steps=int(min(limit, shape.max_episode_steps)),
             # Non-Box action spaces (Discrete …) have no bounds a random policy could sample.
-            action_low=np.asarray(getattr(space, "low", np.zeros(space.shape)), dtype=np.float64),
-            action_high=np.asarray(getattr(space, "high", np.zeros(space.shape)), dtype=np.float64),
+            action_low=np.asarray(getattr(space, "low", np.zeros(action_shape)), dtype=np.float64),
+            action_high=np.asarray(
+                getattr(space, "high", np.zeros(action_shape)), dtype=np.float64
+            ),
         )
 
     def probe(self) -> SimProbe:

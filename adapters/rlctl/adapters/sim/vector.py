@@ -150,7 +150,7 @@ class LazyVectorEnv:
         self.single_action_space = self.shape.action_space
         self.metadata = self.shape.metadata
         self.max_episode_steps = self.shape.max_episode_steps
-        self._env: gym.vector.VectorEnv | None = None
+        self._env: gym.vector.SyncVectorEnv | ShardedVectorEnv | None = None
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
         self.closed = False
@@ -177,7 +177,7 @@ class LazyVectorEnv:
         self._starter = threading.Thread(target=self._start_in_background, daemon=True)
         self._starter.start()
 
-    def ensure(self) -> gym.vector.VectorEnv:
+    def ensure(self) -> gym.vector.SyncVectorEnv | ShardedVectorEnv:
         if self.closed:
             raise gym.error.ClosedEnvironmentError("the vector env is closed")
         if self._starter is not None:
@@ -196,7 +196,7 @@ class LazyVectorEnv:
         except BaseException as error:
             self._start_error = error
 
-    def _build(self) -> gym.vector.VectorEnv:
+    def _build(self) -> gym.vector.SyncVectorEnv | ShardedVectorEnv:
         # Same-step autoreset would reset a finished env inside the step and hide its terminal
         # info under `final_info`; next-step autoreset plus the freezing wrapper keeps it simple.
         mode = gym.vector.AutoresetMode.NEXT_STEP

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import IO, Literal
+from typing import Literal, TextIO
 
 import structlog
 
@@ -13,12 +13,12 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def configure_logging(
-    level: str = "info", fmt: LogFormat = "console", stream: IO[str] | None = None
+    level: str = "info", fmt: LogFormat = "console", stream: TextIO | None = None
 ) -> None:
     """Route structlog and the stdlib `logging` records through one renderer on stderr."""
     level_no = logging.getLevelNamesMapping()[level.upper()]
     out = stream or sys.stderr
-    shared = [
+    shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -9,12 +9,12 @@ hardware: `metaworld_expert` acts as Meta-World's expert policy for the sim robo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import attrs
 
 from rlctl.adapters.robots.device_config import DeviceConfig
-from rlctl.domain.config import tagged_union
+from rlctl.domain.config import Register, tagged_union
 
 if TYPE_CHECKING:
     from rlctl.application.ports.robot import CalibrationStore
@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 @tagged_union
 @attrs.frozen(kw_only=True)
 class TeleoperatorConfig(DeviceConfig):
-    calibration_kind: ClassVar[str] = "teleoperators"
+    calibration_kind: ClassVar[Literal["robots", "teleoperators"]] = "teleoperators"
+    register: ClassVar[Register]
+
+    def build(self, calibration_store: CalibrationStore) -> Teleoperator:
+        return self._make(calibration_store)
 
 
 @attrs.frozen(kw_only=True)

@@ -172,6 +172,10 @@ class PyAVVideoWriter:
                     rate=self.fps,
                     options=options,
                 )
+                if not isinstance(stream, av.VideoStream):
+                    raise InvalidInput(
+                        f"{self.encoding.codec} is not a video codec", where="video.codec"
+                    )
                 stream.width = width
                 stream.height = height
                 stream.pix_fmt = self.encoding.pix_fmt

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from torchcodec.decoders import VideoDecoder as _TorchCodecDecoder
@@ -21,9 +22,11 @@ from rlctl.domain.errors import VideoError
 
 BACKEND = "torchcodec"
 
+SeekMode = Literal["exact", "approximate"]
+
 
 class _OpenVideo:
-    def __init__(self, path: Path, seek_mode: str, threads: int) -> None:
+    def __init__(self, path: Path, seek_mode: SeekMode, threads: int) -> None:
         self.lock = threading.Lock()  # a torchcodec decoder holds one position in the file
         self.decoder = _TorchCodecDecoder(
             str(path), dimension_order="NHWC", seek_mode=seek_mode, num_ffmpeg_threads=threads
@@ -52,7 +55,7 @@ class TorchCodecVideoDecoder:
     """`VideoDecoder` on torchcodec (CPU). Needs the system's ffmpeg libraries at run time."""
 
     def __init__(
-        self, max_open_files: int = 64, seek_mode: str = "approximate", threads: int = 1
+        self, max_open_files: int = 64, seek_mode: SeekMode = "approximate", threads: int = 1
     ) -> None:
         self._seek_mode = seek_mode
         self._threads = threads

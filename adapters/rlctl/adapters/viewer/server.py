@@ -218,6 +218,7 @@ class ViewerServer:
     @property
     def url(self) -> str:
         host, port = self._http.server_address[:2]
+        assert isinstance(host, str)  # an IP socket's address, not a Unix socket's bytes
         return f"http://{host}:{port}/"
 
     def start(self) -> ViewerServer:

@@ -13,6 +13,8 @@ absolute, so running this again without the flag restores the absolute ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 import numpy as np
 
@@ -36,11 +38,15 @@ ACTION = "action"
 STATE = "observation.state"
 
 
+def _joints(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class RecomputeRequest:
     location: str
     relative_actions: bool = False
-    exclude_joints: tuple[str, ...] = attrs.field(default=("gripper",), converter=tuple)
+    exclude_joints: tuple[str, ...] = attrs.field(default=("gripper",), converter=_joints)
     chunk_size: int = 50
     # False keeps the cameras' statistics as they are (decoding every episode takes a while).
     visual: bool = True

@@ -92,6 +92,11 @@ class ReportFiles:
     report: RunReport
 
 
+def _section(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = config.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -141,8 +146,8 @@ def train_report(record: RunRecord) -> RunReport:
         panels.append(Panel("Throughput", "step", (throughput,), "samples/s"))
 
     config = record.config or {}
-    policy = config.get("policy") if isinstance(config.get("policy"), Mapping) else {}
-    dataset = config.get("dataset") if isinstance(config.get("dataset"), Mapping) else {}
+    policy = _section(config, "policy")
+    dataset = _section(config, "dataset")
     last = train[-1] if train else {}
     facts = [
         ("policy", str(policy.get("type", "?"))),
@@ -247,25 +252,27 @@ def eval_report(record: RunRecord) -> RunReport:
         ("max_reward", "Max reward per episode"),
     ):
         lines = []
-        for task, items in by_task.items():
+        for task_name, items in by_task.items():
             points = [
                 (float(e["episode_ix"]), float(e[key]))
                 for e in items
                 if _finite(e.get(key)) and _finite(e.get("episode_ix"))
             ]
             if points:
-                lines.append(Series(task, tuple(p[0] for p in points), tuple(p[1] for p in points)))
+                lines.append(
+                    Series(task_name, tuple(p[0] for p in points), tuple(p[1] for p in points))
+                )
         if lines:
             panels.append(Panel(title, "episode", tuple(lines), markers=True))
     success_lines = []
-    for task, items in by_task.items():
+    for task_name, items in by_task.items():
         done = 0
         xs, ys = [], []
         for count, e in enumerate(items, start=1):
             done += bool(e.get("success"))
             xs.append(float(e.get("episode_ix", count - 1)))
             ys.append(100 * done / count)
-        success_lines.append(Series(task, tuple(xs), tuple(ys)))
+        success_lines.append(Series(task_name, tuple(xs), tuple(ys)))
     if success_lines:
         panels.insert(
             0, Panel("Success rate so far", "episode", tuple(success_lines), "%", True, PERCENT)

@@ -30,7 +30,7 @@ def start_command(ctx: click.Context) -> None:
 
 
 def config_options(
-    config_cls: type,
+    config_cls: type[Any],
     section: str | None = None,
     complete: Callable[[Any, click.Context], Any] | None = None,
 ) -> Callable[[F], F]:

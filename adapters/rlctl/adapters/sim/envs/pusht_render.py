@@ -88,7 +88,10 @@ def resized_rgb(screen: Any, width: int, height: int) -> np.ndarray | None:
     return np.ascontiguousarray(resized[..., channels])
 
 
-_SHUFFLES = {(2, 1, 0): cv2.COLOR_BGRA2RGB, (0, 1, 2): cv2.COLOR_RGBA2RGB}
+_SHUFFLES: dict[tuple[int, ...], int] = {
+    (2, 1, 0): cv2.COLOR_BGRA2RGB,
+    (0, 1, 2): cv2.COLOR_RGBA2RGB,
+}
 
 
 def _rgb_bytes(screen: Any) -> list[int] | None:
