@@ -89,7 +89,7 @@ class DatasetWriteSession(Protocol):
 
     def __enter__(self) -> Self: ...
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, traceback: object, /) -> None:
         """Finalize; the episode being recorded, if any, is dropped."""
         ...
 

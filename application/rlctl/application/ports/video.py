@@ -53,7 +53,7 @@ class VideoWriter(Protocol):
 
     def __enter__(self) -> Self: ...
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, traceback: object, /) -> None:
         """Finish on success, abort on an exception."""
         ...
 

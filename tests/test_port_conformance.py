@@ -1,0 +1,385 @@
+"""Every port, and the adapters that serve it: checked by mypy, not only documented.
+
+Each function below is never called. Its parameters are the adapters of one port (the real ones
+the container wires, and the in-memory or scripted fake from `rlctl.adapters.memory`), and it
+returns them as the port. mypy (`uv run mypy`, run by `.ci/run`) checks the return statement, so
+a port whose signature changes without its adapters, or an adapter that drifts from its port,
+fails CI instead of a user.
+
+The tests at the bottom run with pytest: the imports are real (a renamed adapter fails the
+suite), every Protocol in `rlctl.application.ports` is stated here, and every port has a fake.
+
+This lives in `tests/`, not in a package: it is a check, not code anything runs, and only here
+may one module import the adapters of every layer without the import contracts minding.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import typing
+
+from rlctl.adapters.cameras.opencv import OpenCVCamera
+from rlctl.adapters.clock.system import SystemClock
+from rlctl.adapters.control.terminal import KeyboardControls, NoControls, TerminalConsole
+from rlctl.adapters.hub.huggingface import HuggingFaceHub
+from rlctl.adapters.hub.layout import LeRobotLayout
+from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
+from rlctl.adapters.memory.camera import SyntheticCamera
+from rlctl.adapters.memory.clock import ManualClock
+from rlctl.adapters.memory.control import ScriptedConsole, ScriptedControls
+from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
+from rlctl.adapters.memory.dataset_tools import (
+    InMemoryDatasetFolders,
+    InMemoryDatasetRebuilder,
+    InMemoryRebuild,
+    InMemoryStatsAccess,
+    ScriptedCheck,
+    ScriptedDatasetChecker,
+)
+from rlctl.adapters.memory.dataset_writer import InMemoryDatasetWriter, InMemoryWriteSession
+from rlctl.adapters.memory.episode_actions import InMemoryEpisodeActions
+from rlctl.adapters.memory.episode_data import InMemoryEpisodeData
+from rlctl.adapters.memory.hub import InMemoryHub
+from rlctl.adapters.memory.metrics import RecordingMetricsSink
+from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
+from rlctl.adapters.memory.progress import (
+    RecordedTask,
+    RecordingProgress,
+    SilentProgress,
+    _SilentTask,
+)
+from rlctl.adapters.memory.robot import ScriptedRobot
+from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
+from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
+from rlctl.adapters.memory.teleoperator import ScriptedTeleoperator
+from rlctl.adapters.memory.training import ScriptedSession, ScriptedTrainingBackend
+from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
+from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
+from rlctl.adapters.motors.feetech import FeetechMotorBus
+from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
+from rlctl.adapters.reports.renderer import HtmlReportRenderer
+from rlctl.adapters.reports.run_folder import LocalRunFolder
+from rlctl.adapters.robots.arm_follower import ArmFollower
+from rlctl.adapters.robots.calibration_files import CalibrationFiles
+from rlctl.adapters.robots.servo_arm import ServoArm
+from rlctl.adapters.robots.sim_robot import SimRobot
+from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
+from rlctl.adapters.sim.random_policy import RandomPolicy
+from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
+from rlctl.adapters.storage.lerobot_v3.episode_actions import LeRobotEpisodeActions
+from rlctl.adapters.storage.lerobot_v3.episode_data import LeRobotEpisodeData
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
+from rlctl.adapters.storage.lerobot_v3.tools.checker import (
+    LeRobotDatasetCheck,
+    LeRobotDatasetChecker,
+)
+from rlctl.adapters.storage.lerobot_v3.tools.folders import LocalDatasetFolders
+from rlctl.adapters.storage.lerobot_v3.tools.rebuild import LeRobotRebuild, LeRobotRebuilder
+from rlctl.adapters.storage.lerobot_v3.tools.stats_access import LeRobotStatsAccess
+from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, LeRobotV3WriteSession
+from rlctl.adapters.storage.lerobot_v21.source import LeRobotV21Reader
+from rlctl.adapters.telemetry.metrics import (
+    FanOutSink,
+    JsonlMetricsSink,
+    TensorBoardSink,
+    WandbSink,
+)
+from rlctl.adapters.telemetry.progress import RichProgress, _RichTask
+from rlctl.adapters.teleop.arm_leader import ArmLeader
+from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
+from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
+from rlctl.adapters.training.backend import TorchTrainingBackend
+from rlctl.adapters.training.session import TorchTrainingSession
+from rlctl.adapters.video.auto import AutoVideoDecoder
+from rlctl.adapters.video.pyav_decoder import PyAVVideoDecoder
+from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder, PyAVVideoWriter
+from rlctl.adapters.video.torchcodec_decoder import TorchCodecVideoDecoder
+from rlctl.application import ports
+from rlctl.application.ports.camera import Camera
+from rlctl.application.ports.clock import Clock
+from rlctl.application.ports.control import Console, RecordControls
+from rlctl.application.ports.dataset import DatasetMetaReader
+from rlctl.application.ports.dataset_tools import (
+    DatasetCheck,
+    DatasetChecker,
+    DatasetFolders,
+    DatasetRebuild,
+    DatasetRebuilder,
+    DatasetStatsAccess,
+    LegacyDatasetReader,
+)
+from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
+from rlctl.application.ports.episode_data import EpisodeDataReader
+from rlctl.application.ports.hub import DatasetLayout, Hub
+from rlctl.application.ports.motors import MotorBus
+from rlctl.application.ports.policy import Policy, PolicyLoader
+from rlctl.application.ports.progress import Progress, ProgressTask
+from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, Robot
+from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
+from rlctl.application.ports.simulation import Simulation, VectorSimulator
+from rlctl.application.ports.teleoperator import EpisodeActions, Teleoperator
+from rlctl.application.ports.training import MetricsSink, TrainingBackend, TrainingSession
+from rlctl.application.ports.video import VideoDecoder, VideoEncoder, VideoWriter
+
+# --- devices --------------------------------------------------------------------------------
+
+
+def camera(opencv: OpenCVCamera, fake: SyntheticCamera) -> list[Camera]:
+    return [opencv, fake]
+
+
+def clock(system: SystemClock, fake: ManualClock) -> list[Clock]:
+    return [system, fake]
+
+
+def record_controls(
+    keyboard: KeyboardControls, none: NoControls, fake: ScriptedControls
+) -> list[RecordControls]:
+    return [keyboard, none, fake]
+
+
+def console(terminal: TerminalConsole, fake: ScriptedConsole) -> list[Console]:
+    return [terminal, fake]
+
+
+def motor_bus(
+    feetech: FeetechMotorBus, dynamixel: DynamixelMotorBus, fake: InMemoryMotorBus
+) -> list[MotorBus]:
+    return [feetech, dynamixel, fake]
+
+
+def calibration_target(arm: ServoArm) -> list[CalibrationTarget]:
+    return [arm]
+
+
+def calibration_store(
+    files: CalibrationFiles, fake: InMemoryCalibrationStore
+) -> list[CalibrationStore]:
+    return [files, fake]
+
+
+def robot(arm: ArmFollower, sim: SimRobot, fake: ScriptedRobot) -> list[Robot]:
+    return [arm, sim, fake]
+
+
+def teleoperator(
+    arm: ArmLeader,
+    replay: EpisodeReplayTeleop,
+    expert: MetaWorldExpertTeleop,
+    fake: ScriptedTeleoperator,
+) -> list[Teleoperator]:
+    return [arm, replay, expert, fake]
+
+
+def episode_actions(
+    lerobot: LeRobotEpisodeActions, fake: InMemoryEpisodeActions
+) -> list[EpisodeActions]:
+    return [lerobot, fake]
+
+
+# --- datasets -------------------------------------------------------------------------------
+
+
+def meta_reader(lerobot: LeRobotMetaReader, fake: InMemoryDatasetStore) -> list[DatasetMetaReader]:
+    return [lerobot, fake]
+
+
+def legacy_dataset_reader(
+    v21: LeRobotV21Reader, fake: InMemoryDatasetStore
+) -> list[LegacyDatasetReader]:
+    return [v21, fake]
+
+
+def dataset_writer(lerobot: LeRobotV3Writer, fake: InMemoryDatasetWriter) -> list[DatasetWriter]:
+    return [lerobot, fake]
+
+
+def dataset_write_session(
+    lerobot: LeRobotV3WriteSession, fake: InMemoryWriteSession
+) -> list[DatasetWriteSession]:
+    return [lerobot, fake]
+
+
+def episode_data(lerobot: LeRobotEpisodeData, fake: InMemoryEpisodeData) -> list[EpisodeDataReader]:
+    return [lerobot, fake]
+
+
+def dataset_checker(
+    lerobot: LeRobotDatasetChecker, fake: ScriptedDatasetChecker
+) -> list[DatasetChecker]:
+    return [lerobot, fake]
+
+
+def dataset_check(lerobot: LeRobotDatasetCheck, fake: ScriptedCheck) -> list[DatasetCheck]:
+    return [lerobot, fake]
+
+
+def dataset_rebuilder(
+    lerobot: LeRobotRebuilder, fake: InMemoryDatasetRebuilder
+) -> list[DatasetRebuilder]:
+    return [lerobot, fake]
+
+
+def dataset_rebuild(lerobot: LeRobotRebuild, fake: InMemoryRebuild) -> list[DatasetRebuild]:
+    return [lerobot, fake]
+
+
+def dataset_folders(
+    local: LocalDatasetFolders, fake: InMemoryDatasetFolders
+) -> list[DatasetFolders]:
+    return [local, fake]
+
+
+def dataset_stats_access(
+    lerobot: LeRobotStatsAccess, fake: InMemoryStatsAccess
+) -> list[DatasetStatsAccess]:
+    return [lerobot, fake]
+
+
+def hub(huggingface: HuggingFaceHub, fake: InMemoryHub) -> list[Hub]:
+    return [huggingface, fake]
+
+
+def dataset_layout(lerobot: LeRobotLayout) -> list[DatasetLayout]:
+    return [lerobot]
+
+
+# --- video ----------------------------------------------------------------------------------
+
+
+def video_decoder(
+    pyav: PyAVVideoDecoder,
+    torchcodec: TorchCodecVideoDecoder,
+    auto: AutoVideoDecoder,
+    fake: InMemoryVideos,
+) -> list[VideoDecoder]:
+    return [pyav, torchcodec, auto, fake]
+
+
+def video_encoder(pyav: PyAVVideoEncoder, fake: InMemoryVideos) -> list[VideoEncoder]:
+    return [pyav, fake]
+
+
+def video_writer(pyav: PyAVVideoWriter, fake: InMemoryVideoWriter) -> list[VideoWriter]:
+    return [pyav, fake]
+
+
+# --- progress and metrics -------------------------------------------------------------------
+
+
+def progress(rich: RichProgress, silent: SilentProgress, fake: RecordingProgress) -> list[Progress]:
+    return [rich, silent, fake]
+
+
+def progress_task(rich: _RichTask, silent: _SilentTask, fake: RecordedTask) -> list[ProgressTask]:
+    return [rich, silent, fake]
+
+
+def run_folder_reader(local: LocalRunFolder, fake: InMemoryRunFolders) -> list[RunFolderReader]:
+    return [local, fake]
+
+
+def report_renderer(
+    html: HtmlReportRenderer, fake: RecordingReportRenderer
+) -> list[ReportRenderer]:
+    return [html, fake]
+
+
+def metrics_sink(
+    jsonl: JsonlMetricsSink,
+    tensorboard: TensorBoardSink,
+    wandb: WandbSink,
+    fan_out: FanOutSink,
+    fake: RecordingMetricsSink,
+) -> list[MetricsSink]:
+    return [jsonl, tensorboard, wandb, fan_out, fake]
+
+
+# --- policies, simulation and training ------------------------------------------------------
+
+
+def policy(
+    loaded: LoadedPolicy, random: RandomPolicy, expert: MetaWorldExpertPolicy
+) -> list[Policy]:
+    return [loaded, random, expert]
+
+
+def policy_loader(lerobot: LeRobotPolicyLoader) -> list[PolicyLoader]:
+    return [lerobot]
+
+
+def simulation(gym: GymSimulation, fake: FakeSimulation) -> list[Simulation]:
+    return [gym, fake]
+
+
+def vector_simulator(gym: GymVectorSimulator, fake: FakeVectorSimulator) -> list[VectorSimulator]:
+    return [gym, fake]
+
+
+def training_backend(
+    torch: TorchTrainingBackend, fake: ScriptedTrainingBackend
+) -> list[TrainingBackend]:
+    return [torch, fake]
+
+
+def training_session(torch: TorchTrainingSession, fake: ScriptedSession) -> list[TrainingSession]:
+    return [torch, fake]
+
+
+# Ports whose only stand-ins live outside `rlctl.adapters.memory` (tests use a scripted policy
+# from `rlctl.adapters.sim`, or the real adapter on a temporary folder). A fake added to
+# `rlctl.adapters.memory` takes its port off this list.
+WITHOUT_MEMORY_FAKE = frozenset({"CalibrationTarget", "DatasetLayout", "Policy", "PolicyLoader"})
+
+
+# --- the runtime half -----------------------------------------------------------------------
+
+
+def _port_protocols() -> dict[str, type]:
+    found: dict[str, type] = {}
+    for info in pkgutil.iter_modules(ports.__path__):
+        module = importlib.import_module(f"{ports.__name__}.{info.name}")
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and obj.__module__ == module.__name__
+                and getattr(obj, "_is_protocol", False)
+            ):
+                found[name] = obj
+    return found
+
+
+def _statements() -> dict[type, list[type]]:
+    """Port -> the adapter classes stated for it, read from the functions' annotations."""
+    stated: dict[type, list[type]] = {}
+    for name, fn in globals().items():
+        if name.startswith(("_", "test_")) or not inspect.isfunction(fn):
+            continue
+        if fn.__module__ != __name__:
+            continue
+        hints = typing.get_type_hints(fn)
+        (port,) = typing.get_args(hints.pop("return"))
+        stated.setdefault(port, []).extend(hints.values())
+    return stated
+
+
+def test_every_port_is_stated_with_its_adapters() -> None:
+    protocols = _port_protocols()
+    stated = _statements()
+    missing = sorted(name for name, port in protocols.items() if port not in stated)
+    assert not missing, (
+        f"ports without a conformance statement: {missing}; add a function to "
+        "tests/test_port_conformance.py that returns the port's adapters as the port"
+    )
+    assert set(stated) <= set(protocols.values())
+
+
+def test_every_port_has_an_in_memory_fake() -> None:
+    without = sorted(
+        port.__name__
+        for port, adapters in _statements().items()
+        if not any(a.__module__.startswith("rlctl.adapters.memory.") for a in adapters)
+    )
+    assert without == sorted(WITHOUT_MEMORY_FAKE)
