@@ -20,8 +20,11 @@ class HtmlReportRenderer:
         )
         # Written aside then renamed: a browser refreshing it never reads half a page.
         partial = target.with_name(target.name + ".partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
+        try:
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
 
     def write_png(self, report: RunReport, path: str) -> None:
         write_curves_png(report, path)

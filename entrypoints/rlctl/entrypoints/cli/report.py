@@ -56,16 +56,21 @@ def report_command(
 
     start_command(ctx)
     use_case = build_container().report_run()
-    while True:
+
+    def write() -> None:
         files = use_case(
             run_dir, html=out, png=png, embed_videos=embed_videos, refresh_s=watch or 0
         )
         written = files.html + (f" and {files.png}" if files.png else "")
         click.echo(f"wrote {written}")
-        if watch is None:
-            return
-        try:
+
+    if watch is None:
+        write()
+        return
+    # Ctrl-C is how watching ends, whether it comes during a rewrite or between two.
+    try:
+        while True:
+            write()
             time.sleep(watch)
-        except KeyboardInterrupt:
-            click.echo("stopped")
-            return
+    except KeyboardInterrupt:
+        click.echo("stopped")
