@@ -27,6 +27,8 @@ from typing import Any
 import attrs
 import click
 
+from rlctl.entrypoints.cli.settings_help import field_comments, union_base_of, union_bases
+
 # click >= 8.2 marks "no default" with a sentinel.
 UNSET = getattr(click.core, "UNSET", None)
 DOCS = Path(__file__).resolve().parent
@@ -193,57 +195,8 @@ def settings_class(command: click.Command) -> type | None:
     return None
 
 
-def field_comments(cls: type) -> dict[str, str]:
-    """`# comment` lines written right above each field in the class bodies of `cls`'s MRO."""
-    comments: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not attrs.has(klass):
-            continue
-        try:
-            lines, _ = inspect.getsourcelines(klass)
-        except (OSError, TypeError):
-            continue
-        pending: list[str] = []
-        body_indent: int | None = None
-        for line in lines[1:]:
-            stripped = line.strip()
-            indent = len(line) - len(line.lstrip())
-            if not stripped:
-                pending = []
-                continue
-            if body_indent is None and not stripped.startswith(("@", '"""', "#")):
-                body_indent = indent
-            if stripped.startswith("#"):
-                pending.append(stripped.lstrip("#").strip())
-                continue
-            match = re.match(r"(\w+)\s*:", stripped)
-            if match and indent == (body_indent or indent) and pending:
-                comments[match.group(1)] = " ".join(pending)
-            pending = []
-    return comments
-
-
-def union_bases(field_type: Any) -> list[type]:
-    """The tagged-union bases inside an annotation (`EnvConfig | None`, `dict[str, Camera…]`)."""
-    from rlctl.domain.config import registered_types
-
-    found = [field_type] if isinstance(field_type, type) and registered_types(field_type) else []
-    for arg in typing.get_args(field_type):
-        found += [b for b in union_bases(arg) if b not in found]
-    return found
-
-
 def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (typing.Union, types.UnionType)
-
-
-def _base_of(cls: type) -> type | None:
-    from rlctl.domain.config import registered_types
-
-    for klass in cls.__mro__:
-        if registered_types(klass) and cls in registered_types(klass).values():
-            return klass
-    return None
 
 
 def type_label(base: type) -> str:
@@ -352,7 +305,7 @@ class Rows:
     def _section(self, key: str, value: Any, note: str) -> Iterator[tuple[str, str, str]]:
         from rlctl.domain.config import type_name_of
 
-        base = _base_of(type(value))
+        base = union_base_of(type(value))
         if base is not None:
             self._met([base])
             name = str(type_name_of(value))

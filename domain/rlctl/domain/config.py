@@ -61,6 +61,11 @@ def registered_types(base: type) -> dict[str, type]:
     return dict(_REGISTRIES.get(base, {}))
 
 
+def is_tagged_union(cls: Any) -> bool:
+    """Whether `cls` is the base of a tagged union (kinds may register later, from plugins)."""
+    return isinstance(cls, type) and cls in _REGISTRIES
+
+
 def type_name_of(obj: Any) -> str | None:
     for base, names in _REGISTRIES.items():
         if isinstance(obj, base):

@@ -17,7 +17,7 @@ import click
 
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 
@@ -28,7 +28,7 @@ class CalibrateCommandSettings(AppSettings):
     reuse: Literal["ask", "yes", "no"] = "ask"
 
 
-@click.command(name="calibrate", context_settings=OVERRIDE_CONTEXT)
+@settings_command("calibrate")
 @config_options(CalibrateCommandSettings)
 def calibrate_command(config: CalibrateCommandSettings) -> None:
     """Calibrate a robot or teleoperator arm: homing, then ranges of motion."""

@@ -15,6 +15,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Unknown `--a.b=c` options reach the command as extra arguments, read as overrides.
 OVERRIDE_CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True}
+_RAW_ARGS = "rlctl.raw_args"
+
+
+class SettingsCommand(click.Command):
+    """A command whose `--help` lists its settings, generated from its settings class.
+
+    The raw arguments are kept so that `--policy.type=act --help` lists ACT's settings."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_RAW_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        cls = getattr(self.callback, "rlctl_config_class", None)
+        if cls is not None:
+            from rlctl.entrypoints.cli.settings_help import write_settings
+
+            formatter.write_paragraph()
+            write_settings(formatter, cls, ctx.meta.get(_RAW_ARGS, []))
+
+
+def settings_command(name: str | None = None, **kwargs: Any) -> Callable[[F], click.Command]:
+    """`@click.command` for a command decorated with `config_options`: overrides accepted,
+    settings listed by `--help`."""
+    return click.command(name, cls=SettingsCommand, context_settings=OVERRIDE_CONTEXT, **kwargs)
 
 
 def start_command(ctx: click.Context) -> None:
@@ -72,6 +98,7 @@ def config_options(
                 ctx.exit(0)
             return ctx.invoke(func, *args, config=config, **kw)
 
+        wrapper.rlctl_config_class = config_cls  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate

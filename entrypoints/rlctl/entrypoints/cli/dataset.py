@@ -6,7 +6,7 @@ import json
 
 import click
 
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, SettingsCommand, config_options
 from rlctl.entrypoints.cli.lazy_group import LazyGroup
 from rlctl.entrypoints.settings import AppSettings
 
@@ -28,7 +28,7 @@ def dataset() -> None:
     """Inspect and maintain LeRobot v3.0 datasets."""
 
 
-@dataset.command(context_settings=OVERRIDE_CONTEXT)
+@dataset.command(cls=SettingsCommand, context_settings=OVERRIDE_CONTEXT)
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @config_options(AppSettings)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 EXIT_PROBLEMS = 1
@@ -39,7 +39,7 @@ def _echo_edit(result: Any, as_json: bool, verb: str) -> None:
         )
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
 @config_options(AppSettings)
@@ -79,7 +79,7 @@ def _report_dict(report: Any) -> dict[str, Any]:
     }
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("sources", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="New folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -94,7 +94,7 @@ def merge(sources: tuple[str, ...], output: str, as_json: bool, config: AppSetti
     _echo_edit(result, as_json, "merged into")
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option("--episodes", metavar="SPEC", default=None, help='Episodes to copy, e.g. "0-4,7".')
 @click.option(
@@ -127,7 +127,7 @@ def split(
         _echo_edit(result, as_json, "wrote")
 
 
-@click.command("delete-episodes", context_settings=OVERRIDE_CONTEXT)
+@settings_command("delete-episodes")
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option("--episodes", metavar="SPEC", required=True, help='Episodes to delete, e.g. "3,5-7".')
 @click.option(
@@ -147,7 +147,7 @@ def delete_episodes(
     _echo_edit(result, as_json, "rewrote")
 
 
-@click.command("recompute-stats", context_settings=OVERRIDE_CONTEXT)
+@settings_command("recompute-stats")
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option(
     "--relative-actions",
@@ -207,7 +207,7 @@ def recompute_stats(
     click.echo(json.dumps(data, indent=2) if as_json else line)
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option(
     "-o",

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import click
 
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("location", metavar="ROOT|REPO_ID")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(

@@ -28,7 +28,7 @@ from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.application.use_cases.eval_settings import EvalPolicySettings, EvalSettings
 from rlctl.domain.run_layout import EVAL_INFO_FILE
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 EVAL_INFO_NAME = EVAL_INFO_FILE
@@ -53,7 +53,7 @@ def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = 
     return Path("outputs/eval") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job}"
 
 
-@click.command(name="eval", context_settings=OVERRIDE_CONTEXT)
+@settings_command("eval")
 @config_options(EvalCommandSettings)
 def eval_command(config: EvalCommandSettings) -> None:
     """Evaluate a policy in simulation; write eval_info.json and videos to the output dir."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 
@@ -38,7 +38,7 @@ def echo_pushed(result: Any, as_json: bool, **extra: Any) -> None:
     echo_result(data, as_json, line)
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option("--repo-id", required=True, metavar="NAMESPACE/NAME", help="The Hub dataset repo.")
 @click.option(
@@ -89,7 +89,7 @@ def push(
     echo_pushed(result, as_json, version_tag=result.version_tag)
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("repo_id")
 @click.option(
     "--revision", default=None, help="Branch, tag or commit (default: the v3.0 tag, else main)."

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import click
 
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.hub_dataset import echo_pushed, echo_result, split_tags
 from rlctl.entrypoints.settings import AppSettings
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
 @click.option("--repo-id", required=True, metavar="NAMESPACE/NAME", help="The Hub model repo.")
 @click.option(
@@ -63,7 +63,7 @@ def push(
     echo_pushed(result, as_json)
 
 
-@click.command(context_settings=OVERRIDE_CONTEXT)
+@settings_command()
 @click.argument("repo_id")
 @click.option("--revision", default=None, help="Branch, tag or commit (default: main).")
 @click.option(

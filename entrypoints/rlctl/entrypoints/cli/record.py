@@ -22,7 +22,7 @@ import click
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.domain.video import VideoEncoding
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.devices import ControlsMode
 from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
@@ -66,7 +66,7 @@ class RecordCommandSettings(AppSettings):
     calibrate: bool = True
 
 
-@click.command(name="record", context_settings=OVERRIDE_CONTEXT)
+@settings_command("record")
 @config_options(RecordCommandSettings)
 @click.pass_context
 def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:

@@ -13,7 +13,7 @@ import attrs
 import click
 
 from rlctl.adapters.robots.config import RobotConfig
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
 
@@ -31,7 +31,7 @@ class ReplayCommandSettings(AppSettings):
     calibrate: bool = True
 
 
-@click.command(name="replay", context_settings=OVERRIDE_CONTEXT)
+@settings_command("replay")
 @config_options(ReplayCommandSettings)
 @click.pass_context
 def replay_command(ctx: click.Context, config: ReplayCommandSettings) -> None:

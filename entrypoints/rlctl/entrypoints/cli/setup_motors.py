@@ -13,7 +13,7 @@ import click
 
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
 
@@ -23,7 +23,7 @@ class SetupMotorsCommandSettings(AppSettings):
     teleop: TeleoperatorConfig | None = None
 
 
-@click.command(name="setup-motors", context_settings=OVERRIDE_CONTEXT)
+@settings_command("setup-motors")
 @config_options(SetupMotorsCommandSettings)
 def setup_motors_command(config: SetupMotorsCommandSettings) -> None:
     """Set the id and baud rate of each motor of an arm, one motor at a time."""

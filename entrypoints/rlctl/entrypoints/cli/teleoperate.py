@@ -13,7 +13,7 @@ import click
 
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.devices import ControlsMode
 from rlctl.entrypoints.settings import AppSettings
 
@@ -29,7 +29,7 @@ class TeleoperateCommandSettings(AppSettings):
     calibrate: bool = True
 
 
-@click.command(name="teleoperate", context_settings=OVERRIDE_CONTEXT)
+@settings_command("teleoperate")
 @config_options(TeleoperateCommandSettings)
 @click.pass_context
 def teleoperate_command(ctx: click.Context, config: TeleoperateCommandSettings) -> None:

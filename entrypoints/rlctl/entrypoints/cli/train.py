@@ -27,7 +27,7 @@ import click
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
-from rlctl.entrypoints.cli.config_options import OVERRIDE_CONTEXT, config_options
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
 
 
@@ -169,7 +169,7 @@ def completed_settings(config: TrainCommandSettings, ctx: click.Context) -> Trai
     return config
 
 
-@click.command(name="train", context_settings=OVERRIDE_CONTEXT, epilog=EPILOG)
+@settings_command("train", epilog=EPILOG)
 @config_options(TrainCommandSettings, complete=completed_settings)
 @click.pass_context
 def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
