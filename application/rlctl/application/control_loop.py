@@ -33,13 +33,21 @@ class LoopStats:
     max_s: float = 0.0
     # Ticks that started more than half a period late: a camera frame or a command was skipped.
     late_ticks: int = 0
+    # False for a loop that is not paced (a simulated robot steps as fast as it can).
+    realtime: bool = True
 
     @classmethod
     def of(
-        cls, periods: Sequence[float], target_s: float, *, ticks: int, late_ticks: int = 0
+        cls,
+        periods: Sequence[float],
+        target_s: float,
+        *,
+        ticks: int,
+        late_ticks: int = 0,
+        realtime: bool = True,
     ) -> LoopStats:
         if not periods:
-            return cls(ticks=ticks, target_s=target_s, late_ticks=late_ticks)
+            return cls(ticks=ticks, target_s=target_s, late_ticks=late_ticks, realtime=realtime)
         values = np.asarray(periods, dtype=np.float64)
         return cls(
             ticks=ticks,
@@ -49,11 +57,21 @@ class LoopStats:
             p95_s=float(np.percentile(values, 95)),
             max_s=float(values.max()),
             late_ticks=late_ticks,
+            realtime=realtime,
         )
 
     def describe(self) -> str:
         if self.mean_s == 0.0:
             return f"{self.ticks} tick(s)"
+        if not self.realtime:
+            # Nothing waits for the deadline: say how fast it ran, not how late it was.
+            speed = self.target_s / self.mean_s
+            return (
+                f"{self.ticks} ticks, not paced (a simulated robot): period p50 "
+                f"{self.p50_s * 1e3:.2f} ms, p95 {self.p95_s * 1e3:.2f} ms, max "
+                f"{self.max_s * 1e3:.2f} ms, {speed:.2f}x real time at "
+                f"{1 / self.target_s:.3g} fps"
+            )
         return (
             f"{self.ticks} ticks, period p50 {self.p50_s * 1e3:.2f} ms, p95 "
             f"{self.p95_s * 1e3:.2f} ms, max {self.max_s * 1e3:.2f} ms (target "
@@ -105,7 +123,11 @@ class Ticker:
 
     def stats(self) -> LoopStats:
         return LoopStats.of(
-            self.periods, self.period_s, ticks=self.count, late_ticks=self.late_ticks
+            self.periods,
+            self.period_s,
+            ticks=self.count,
+            late_ticks=self.late_ticks,
+            realtime=self._realtime,
         )
 
 
