@@ -64,9 +64,16 @@ def eval_args(checkpoint: Path, task: str, out: Path, episodes: int, rendered: i
 @click.option("--task", default=DEFAULT_TASK, show_default=True, help="Any Meta-World task.")
 @click.option("--episodes", default=10, show_default=True, help="Demonstrations to record.")
 @click.option("--steps", default=2000, show_default=True, help="Training steps.")
-@click.option("--batch-size", default=64, show_default=True)
+@click.option("--batch_size", "--batch-size", "batch_size", default=64, show_default=True)
 @click.option("--policy", "policy_type", default="mlp", show_default=True, help="Policy type.")
-@click.option("--eval-episodes", default=10, show_default=True, help="Evaluation episodes.")
+@click.option(
+    "--eval_episodes",
+    "--eval-episodes",
+    "eval_episodes",
+    default=10,
+    show_default=True,
+    help="Evaluation episodes.",
+)
 @click.option(
     "--videos",
     default=0,
@@ -74,7 +81,9 @@ def eval_args(checkpoint: Path, task: str, out: Path, episodes: int, rendered: i
     help="Evaluation episodes to film (needs MuJoCo rendering: MUJOCO_GL=egl).",
 )
 @click.option(
+    "--output_dir",
     "--output-dir",
+    "output_dir",
     type=click.Path(file_okay=False),
     default="outputs/quickstart",
     show_default=True,
