@@ -52,7 +52,8 @@ class ACTPolicy(PolicyModel):
 
     def parameter_groups(self) -> list[dict]:
         """The ResNet trains with its own learning rate (`optimizer_lr_backbone`)."""
-        backbone, rest = [], []
+        backbone: list[nn.Parameter] = []
+        rest: list[nn.Parameter] = []
         for name, param in self.named_parameters():
             if param.requires_grad:
                 (backbone if name.startswith("model.backbone") else rest).append(param)

@@ -38,7 +38,9 @@ class PolicyModel(nn.Module):
 
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
-    def __init__(self, config: PolicyConfig) -> None:
+    def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:
+        # Every model takes `load_backbone_weights`: False when a checkpoint's weights follow,
+        # so a pretrained backbone is not fetched for nothing. The base has no backbone.
         super().__init__()
         if not isinstance(config, self.config_class):
             raise ConfigError(

@@ -7,7 +7,7 @@ nearest frame. The same here, file by file (but see the seek below); the caller 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import av
@@ -26,7 +26,7 @@ BACKEND = "pyav (depth)"
 _SEEK_BACKS: tuple[float | None, ...] = (0.0, 1.0, None)
 
 
-def decode_depth_codes(path: Path, timestamps: Sequence[float], tolerance_s: float) -> np.ndarray:
+def decode_depth_codes(path: Path, timestamps: Iterable[float], tolerance_s: float) -> np.ndarray:
     """The codes (uint16, `(len(timestamps), H, W)`) of the frames nearest to `timestamps`.
 
     LeRobot seeks once, one tick before the first query. With x265's B-frames an mp4 seek can

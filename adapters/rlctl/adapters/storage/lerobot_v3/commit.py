@@ -73,8 +73,8 @@ class CommitJob:
         for futures in self.images.values():
             for future in futures:
                 future.cancel()
-        for future in self.videos.values():
-            future.add_done_callback(_remove_encoded_file)
+        for video in self.videos.values():
+            video.add_done_callback(_remove_encoded_file)
 
 
 def _remove_encoded_file(future: Future[EncodedEpisode]) -> None:

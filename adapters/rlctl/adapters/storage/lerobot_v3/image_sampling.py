@@ -91,7 +91,7 @@ def uint8_channel_stats(frames: np.ndarray) -> FeatureStats:
     channels = frames.shape[-1]
     pixels = frames.reshape(-1, channels)
     levels = np.arange(256, dtype=np.float64)
-    columns = {"min": [], "max": [], "mean": [], "std": []}
+    columns: dict[str, list[float]] = {"min": [], "max": [], "mean": [], "std": []}
     quantiles: dict[str, list[float]] = {quantile_key(q): [] for q in DEFAULT_QUANTILES}
     for channel in range(channels):
         counts = np.bincount(pixels[:, channel], minlength=256).astype(np.float64)
@@ -110,7 +110,10 @@ def uint8_channel_stats(frames: np.ndarray) -> FeatureStats:
         return (np.asarray(values) / 255.0).reshape(channels, 1, 1)
 
     return FeatureStats(
-        **{name: shaped(values) for name, values in columns.items()},
+        min=shaped(columns["min"]),
+        max=shaped(columns["max"]),
+        mean=shaped(columns["mean"]),
+        std=shaped(columns["std"]),
         count=int(frames.shape[0]),
         quantiles={key: shaped(values) for key, values in quantiles.items()},
     )

@@ -17,7 +17,7 @@ from rlctl.domain.errors import CorruptDataset
 try:  # Pillow is the fast path; PyAV (always installed with rlctl's video adapters) the fallback.
     from PIL import Image as _PILImage
 except ImportError:  # pragma: no cover - depends on the environment
-    _PILImage = None
+    _PILImage = None  # type: ignore[assignment]  # the fallback below checks for None
 
 
 class ImageColumn:
@@ -88,7 +88,7 @@ def decode_image(data: bytes) -> np.ndarray:
 def _decode_with_av(data: bytes) -> np.ndarray:
     import av
 
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), mode="r") as container:
         frame = next(container.decode(video=0))
         gray = frame.format.name.startswith("gray")
         return frame.to_ndarray(format="gray" if gray else "rgb24")

@@ -10,6 +10,7 @@ and returns what a new session needs to carry on.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,7 @@ def _committed_episode_rows(root: Path, total: int, removed: list[str]) -> list[
         kept = table.filter(keep)
         if kept.num_rows < table.num_rows:
             if kept.num_rows:
-                write_atomic(path, lambda temp, kept=kept: pq.write_table(kept, temp))
+                write_atomic(path, functools.partial(pq.write_table, kept))
             else:
                 path.unlink()
             removed.append(f"{path} ({table.num_rows - kept.num_rows} uncommitted rows)")

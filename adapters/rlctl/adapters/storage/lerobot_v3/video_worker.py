@@ -35,7 +35,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 import attrs
 import numpy as np
@@ -122,7 +122,7 @@ class _Backlog:
 
 
 def _write_message(
-    pipe: BinaryIO, header: dict[str, Any], payload: bytes | memoryview = b""
+    pipe: IO[bytes], header: dict[str, Any], payload: bytes | memoryview = b""
 ) -> None:
     encoded = json.dumps(header).encode()
     pipe.write(_HEADER.pack(len(encoded)) + encoded)
@@ -425,7 +425,8 @@ class ThreadEncoder:
                         sampler.add(value)
                 except Exception as err:
                     failure = err
-                    writer.abort()
+                    if writer is not None:
+                        writer.abort()
                 finally:
                     self._backlog.release(value.nbytes)
             elif op == "end" and writer is not None and path is not None:

@@ -73,9 +73,9 @@ class LeRobotDatasetCheck:
         for episode in meta.episodes:
             try:
                 grouped.setdefault((episode_data_file(meta, episode), None), []).append(episode)
-                for key in meta.video_keys:
-                    path = episode_video_file(meta, episode, key)
-                    grouped.setdefault((path, key), []).append(episode)
+                for video_key in meta.video_keys:
+                    path = episode_video_file(meta, episode, video_key)
+                    grouped.setdefault((path, video_key), []).append(episode)
             except DatasetError as err:
                 self._findings.add(err.message, file=err.where, episode=episode.index)
         for (path, key), episodes in sorted(grouped.items(), key=lambda item: str(item[0][0])):

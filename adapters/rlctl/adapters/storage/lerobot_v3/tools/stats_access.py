@@ -3,6 +3,7 @@ writing them back (per-episode columns of meta/episodes, then stats.json)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -107,8 +108,8 @@ class LeRobotStatsAccess:
             schema = _widened(table.schema, full, rows)
             write_atomic(
                 path,
-                lambda temp, rows=rows, schema=schema: pq.write_table(
-                    pa.Table.from_pylist(rows, schema=schema), temp, compression="snappy"
+                functools.partial(
+                    pq.write_table, pa.Table.from_pylist(rows, schema=schema), compression="snappy"
                 ),
             )
         write_json_atomic(root / STATS_PATH, stats_to_json(stats))
