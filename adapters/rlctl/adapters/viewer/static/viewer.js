@@ -257,11 +257,11 @@
     ctx.lineWidth = 1;
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (let i = 0; i <= 4; i++) {
-      const v = lo + ((hi - lo) * i) / 4;
+    const yStep = niceStep((hi - lo) / 4);
+    for (let v = Math.ceil(lo / yStep) * yStep; v <= hi; v += yStep) {
       const y = yOf(v);
       ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(w - PAD.right, y); ctx.stroke();
-      ctx.fillText(formatNumber(v), PAD.left - 4, y);
+      ctx.fillText(formatNumber(Math.abs(v) < yStep * 1e-6 ? 0 : v), PAD.left - 4, y);
     }
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
@@ -333,10 +333,10 @@
   function seek(t) {
     if (!view.episode) return;
     view.t = Math.max(0, Math.min(lastTime(), t));
-    for (const { el, clip } of view.videos) {
-      // A hair past the frame's start, so rounding never shows the frame before it.
-      el.currentTime = clip.start_s + view.t + 1e-3;
-    }
+    // The middle of the cursor's frame: rounding can show neither its neighbour before nor
+    // the one after, whatever time inside the frame was asked for.
+    const middle = (frameOf(view.t) + 0.5) / fps();
+    for (const { el, clip } of view.videos) el.currentTime = clip.start_s + middle;
     view.clockFrom = view.t;
     view.clockStart = performance.now();
     render();
