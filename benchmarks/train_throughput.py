@@ -74,8 +74,8 @@ def run_rlctl(args: argparse.Namespace, out: Path) -> dict:
     from rlctl.adapters.memory.progress import SilentProgress
     from rlctl.adapters.training.backend import TorchTrainingBackend
     from rlctl.application.use_cases.train_policy import TrainPolicy
-    from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
     from rlctl.domain.policies import ACTConfig
+    from rlctl.domain.train_settings import DatasetSource, TrainSettings
 
     settings = TrainSettings(
         dataset=DatasetSource(root=str(args.root)),

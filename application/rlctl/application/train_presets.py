@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
+from rlctl.domain.train_settings import TrainSettings
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup")

@@ -36,9 +36,9 @@ from dependency_injector import containers, providers
 import rlctl.adapters.sim.registry  # noqa: F401
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
-from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.domain.config import merge_data, structure, unstructure
 from rlctl.domain.errors import ConfigError, DatasetNotFound, InvalidInput, RlctlError
+from rlctl.domain.eval_settings import EvalSettings
 
 
 def lazy(target: str) -> Callable[..., Any]:

@@ -77,7 +77,7 @@ class Container(containers.DeclarativeContainer):
     )
     # `container.eval_policy(EvalPolicySettings, simulation, seed=...)`: saved, or built by type.
     eval_policy = providers.Factory(
-        lazy("rlctl.application.use_cases.eval_settings:choose_policy"), policy_loader
+        lazy("rlctl.application.use_cases.choose_policy:choose_policy"), policy_loader
     )
 
     # A simulation is built per env config: `container.simulation(env_config)`.

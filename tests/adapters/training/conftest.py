@@ -12,8 +12,8 @@ from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
 from rlctl.application.use_cases.train_policy import TrainPolicy, TrainReport
-from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
 from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
+from rlctl.domain.train_settings import DatasetSource, TrainSettings
 
 
 def tiny_mlp(**overrides) -> MLPConfig:

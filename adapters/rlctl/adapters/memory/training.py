@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 
 from rlctl.application.ports.training import CheckpointRef, StepResult
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.run_layout import CHECKPOINTS_DIR
+from rlctl.domain.train_settings import TrainSettings
 
 CHECKPOINTS = CHECKPOINTS_DIR
 

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlctl.application.use_cases.train_settings import ImageTransformSpec, ImageTransformsSettings
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.train_settings import ImageTransformSpec, ImageTransformsSettings
 
 Params = dict[str, Any]
 

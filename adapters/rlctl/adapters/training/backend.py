@@ -39,10 +39,10 @@ from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.adapters.training.session import RunParts, TorchTrainingSession
 from rlctl.application.ports.training import CheckpointRef
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
 from rlctl.domain.policies import lerobot_config_data
 from rlctl.domain.run_layout import TRAINING_STATE_DIR
+from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
 

@@ -23,11 +23,11 @@ from rlctl.adapters.storage.lerobot_v3.table import files_in_order
 from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
-from rlctl.application.use_cases.train_settings import DatasetSource
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import DatasetError
 from rlctl.domain.policies import ACTION, PolicyConfig
 from rlctl.domain.policies import OBS_STATE as STATE
+from rlctl.domain.train_settings import DatasetSource
 
 OBSERVATION_PREFIX = "observation."
 IMAGENET_STATS = {

@@ -9,7 +9,7 @@ import copy
 import torch
 from torch import nn
 
-from rlctl.application.use_cases.train_settings import EmaSettings
+from rlctl.domain.train_settings import EmaSettings
 
 
 def ema_decay(settings: EmaSettings, step: int) -> float:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
 from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
+from rlctl.domain.train_settings import TrainSettings
 
 TRAIN_CONFIG_NAME = TRAIN_CONFIG_FILE
 
@@ -52,8 +52,7 @@ def _env(env: Any | None) -> dict[str, Any] | None:
     kept = lerobot_fields(env) | {"type"}
     data = {key: value for key, value in unstructure(env).items() if key in kept}
     data["features"] = {
-        key: typed_feature_data(feature)
-        for key, feature in env.env_features().items()
+        key: typed_feature_data(feature) for key, feature in env.env_features().items()
     }
     return data
 

@@ -42,11 +42,11 @@ from rlctl.application.relative_actions import (
     relative_action_statistics,
     with_relative_action_names,
 )
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import ACTION, PolicyConfig, dataset_policy_features
 from rlctl.domain.run_layout import PRETRAINED_DIR
+from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
 

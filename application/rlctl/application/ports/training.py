@@ -16,7 +16,7 @@ from typing import Protocol
 import attrs
 
 from rlctl.application.ports.policy import Policy
-from rlctl.application.use_cases.train_settings import TrainSettings
+from rlctl.domain.train_settings import TrainSettings
 
 
 @attrs.frozen

@@ -39,7 +39,6 @@ from rlctl.application.ports.simulation import (
 )
 from rlctl.application.ports.video import VideoEncoder
 from rlctl.application.use_cases.episode_videos import EpisodeVideos
-from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.policy_env_fit import check_policy_fits_env
 from rlctl.domain.env_observation import env_policy_features, to_policy_observation
 from rlctl.domain.errors import InvalidInput
@@ -50,6 +49,7 @@ from rlctl.domain.eval_metrics import (
     TaskResult,
     success_flags,
 )
+from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.processors import ProcessorPipeline
 from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts

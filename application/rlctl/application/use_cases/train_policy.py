@@ -24,6 +24,7 @@ import structlog
 
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.progress import Progress, ProgressTask
+from rlctl.application.ports.simulation import Simulation
 from rlctl.application.ports.training import (
     CheckpointRef,
     MetricsSink,
@@ -31,12 +32,11 @@ from rlctl.application.ports.training import (
     TrainingBackend,
     TrainingSession,
 )
-from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.train_metrics import MetricsWindow
-from rlctl.application.ports.simulation import Simulation
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_metrics import EvalReport
+from rlctl.domain.eval_settings import EvalSettings
+from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
 

@@ -26,7 +26,7 @@ import click
 
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
-from rlctl.application.use_cases.eval_settings import EvalPolicySettings, EvalSettings
+from rlctl.domain.eval_settings import EvalPolicySettings, EvalSettings
 from rlctl.domain.run_layout import EVAL_INFO_FILE
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings

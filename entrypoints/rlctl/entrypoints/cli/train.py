@@ -25,8 +25,8 @@ import attrs
 import click
 
 from rlctl.adapters.sim.config import EnvConfig
-from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
+from rlctl.domain.train_settings import DatasetSource, TrainSettings
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
 
