@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.training import ScriptedTrainingBackend, scripted_loss
-from rlctl.application.use_cases.eval_settings import EvalSettings
 from rlctl.application.use_cases.train_policy import TrainPolicy
-from rlctl.application.use_cases.train_settings import TrainSettings
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_metrics import EpisodeResult, EvalReport, TaskResult
+from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.policies import MLPConfig
+from rlctl.domain.train_settings import TrainSettings
 
 OUT = "runs/a"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
-from rlctl.application.use_cases.train_settings import (
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
+from rlctl.domain.train_settings import (
     OptimizerOverrides,
     SchedulerOverrides,
     TrainSettings,
 )
-from rlctl.domain.errors import ConfigError
-from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
 
 
 def test_act_preset_is_adamw_without_schedule():

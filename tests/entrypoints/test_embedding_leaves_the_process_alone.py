@@ -33,7 +33,7 @@ from rlctl.adapters.memory.control import ScriptedControls
 from rlctl.adapters.memory.teleoperator import ScriptedTeleoperator
 from rlctl.adapters.training import allocator, backend
 from rlctl.application.use_cases.record_episodes import DatasetTarget, RecordSettings
-from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
+from rlctl.domain.train_settings import DatasetSource, TrainSettings
 from rlctl.domain.policies import MLPConfig
 
 mallopt_calls = []

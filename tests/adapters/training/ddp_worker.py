@@ -18,8 +18,8 @@ from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import SilentProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
 from rlctl.application.use_cases.train_policy import TrainPolicy
-from rlctl.application.use_cases.train_settings import DatasetSource, TrainSettings
 from rlctl.domain.policies import MLPConfig
+from rlctl.domain.train_settings import DatasetSource, TrainSettings
 
 
 class Backend(TorchTrainingBackend):

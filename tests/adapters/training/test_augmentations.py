@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rlctl.adapters.training.augmentations import ImageAugmentations
-from rlctl.application.use_cases.train_settings import ImageTransformSpec, ImageTransformsSettings
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.train_settings import ImageTransformSpec, ImageTransformsSettings
 
 
 def image(*lead: int) -> torch.Tensor:

@@ -15,7 +15,7 @@ from rlctl.adapters.training.ema import EmaModel, ema_decay
 from rlctl.adapters.training.optim import build_optimizer, build_scheduler, lr_lambda
 from rlctl.adapters.training.signals import sigint_deferred
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
-from rlctl.application.use_cases.train_settings import EmaSettings
+from rlctl.domain.train_settings import EmaSettings
 
 
 def model() -> torch.nn.Module:

@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 
 from rlctl.adapters.policies.checkpoint import read_config
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
-from rlctl.application.use_cases.train_settings import OptimizerOverrides
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
+from rlctl.domain.train_settings import OptimizerOverrides
 
 NAMES = [f"joint_{i}" for i in range(6)]
 

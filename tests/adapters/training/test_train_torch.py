@@ -10,13 +10,13 @@ import torch
 from safetensors.torch import load_file
 
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
-from rlctl.application.use_cases.eval_settings import EvalSettings
-from rlctl.application.use_cases.train_settings import (
+from rlctl.domain.eval_metrics import EvalReport
+from rlctl.domain.eval_settings import EvalSettings
+from rlctl.domain.train_settings import (
     DatasetSource,
     EmaSettings,
     ImageTransformsSettings,
 )
-from rlctl.domain.eval_metrics import EvalReport
 
 
 def losses(sink) -> list[float]:

@@ -102,7 +102,9 @@ class PushPolicy:
             )
         config = read_policy_json(folder / CONFIG_NAME, "policy config")
         train_path = folder / TRAIN_CONFIG_NAME
-        train_config = read_policy_json(train_path, "training config") if train_path.is_file() else None
+        train_config = (
+            read_policy_json(train_path, "training config") if train_path.is_file() else None
+        )
         eval_info = self._eval_info(folder, request.eval_info)
         card = model_card(
             config,

@@ -1,0 +1,53 @@
+"""What `--eval.*` and the evaluated policy's section set: episodes, batching, seeding, videos
+(LeRobot's EvalConfig and seed), and which policy acts.
+
+Pure data, so that reading the settings (`rlctl eval --help`) imports nothing but attrs.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from rlctl.domain.errors import InvalidInput
+
+
+@attrs.frozen
+class EvalPolicySettings:
+    """Which policy acts: a saved one (`--policy.path`), else a type that needs no training."""
+
+    # A LeRobot `pretrained_model` folder, one rlctl saved, or a run's checkpoint.
+    path: str | None = None
+    # Without a path: a registered policy type that acts untrained (random, metaworld_expert …).
+    type: str = "random"
+    device: str | None = None
+
+
+@attrs.frozen
+class EvalSettings:
+    """LeRobot's `--eval.*` options, plus the seed and where videos go."""
+
+    n_episodes: int = 50
+    # 0: chosen from a measurement (LeRobot: ~0.7 x cores); above n_episodes: clamped.
+    batch_size: int = 0
+    # None: chosen from a measurement; True/False force worker processes or in-process envs.
+    use_async_envs: bool | None = None
+    # The first episode's seed; episode i of each task uses seed + i. None: unseeded.
+    seed: int | None = 1000
+    max_episodes_rendered: int = 10
+    videos_dir: str | None = None
+    video_codec: str = "h264"
+    # Cut episodes short (smoke tests, benchmarks); None keeps the env's own limit.
+    max_episode_steps: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.n_episodes < 1:
+            raise InvalidInput(
+                f"n_episodes must be at least 1, got {self.n_episodes}", where="eval.n_episodes"
+            )
+        if self.batch_size < 0:
+            raise InvalidInput(
+                f"batch_size must be 0 (auto) or positive, got {self.batch_size}",
+                where="eval.batch_size",
+            )
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise InvalidInput("max_episode_steps must be positive", where="eval.max_episode_steps")
