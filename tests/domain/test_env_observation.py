@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from rlctl.domain.env_observation import (
-    flatten_observation,
     env_policy_features,
+    flatten_observation,
     policy_key,
     to_policy_observation,
 )

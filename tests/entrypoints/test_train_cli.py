@@ -144,8 +144,8 @@ def test_the_evaluator_runs_evaluate_policy_in_the_configured_simulation():
     container = build_container()
     container.evaluate_policy.override(
         providers.Factory(
-            lambda simulation, policy: lambda settings: calls.append(
-                ("evaluate", simulation, policy, settings)
+            lambda simulation, policy: (
+                lambda settings: calls.append(("evaluate", simulation, policy, settings))
             )
         )
     )

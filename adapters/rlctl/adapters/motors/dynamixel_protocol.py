@@ -25,6 +25,7 @@ from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
 HEADER = b"\xff\xff\xfd\x00"
 _MAX_LENGTH = 1024  # the SDK's RXPACKET_MAX_LEN
 
+
 class Instruction(enum.IntEnum):
     # The first seven are Feetech's too (same codes, same meaning).
     PING = 0x01

@@ -25,6 +25,7 @@ from rlctl.adapters.motors.packet_framing import MAX_ID as MAX_ID
 HEADER = b"\xff\xff"
 _MAX_LENGTH = 250  # the SDK's RXPACKET_MAX_LEN
 
+
 class Instruction(enum.IntEnum):
     """The instructions the STS/SMS series answer: exactly those it shares with Dynamixel
     (same codes, same meaning)."""

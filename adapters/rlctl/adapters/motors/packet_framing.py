@@ -15,7 +15,6 @@ BROADCAST_ID = 0xFE
 MAX_ID = 0xFC
 
 
-
 class FrameReader[P]:
     """Cuts a byte stream into packets: skips noise before a header, keeps a packet that has not
     all arrived for the next feed, and drops (and counts in `bad_frames`) packets that fail their

@@ -78,9 +78,7 @@ class ChunkedActing:
         self, buffer: ActionBuffer, *, n_obs_steps: int = 1, history_keys: Sequence[str] = ()
     ) -> None:
         self.buffer = buffer
-        self.history = (
-            ObservationHistory(n_obs_steps, history_keys) if n_obs_steps > 1 else None
-        )
+        self.history = ObservationHistory(n_obs_steps, history_keys) if n_obs_steps > 1 else None
 
     def reads_observation(self) -> bool:
         """Whether the next tick needs its (pre-processed) observation: always with a history,

@@ -21,7 +21,6 @@ from rlctl.domain.run_layout import METRICS_FILE
 log = structlog.get_logger(__name__)
 
 
-
 class JsonlMetricsSink:
     """One JSON object per record: `{"step", "phase", "time", <metrics>}`, appended (a resumed
     run continues the file)."""

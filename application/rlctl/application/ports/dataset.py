@@ -6,10 +6,10 @@ Items are read by the training backend and by `rlctl.api.open_dataset`, both ada
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from rlctl.domain.dataset_meta import DatasetMeta
+
 
 class DatasetMetaReader(Protocol):
     """Reads a dataset's metadata. `location` is a local root folder (or a store-specific key)."""
