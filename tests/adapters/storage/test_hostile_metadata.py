@@ -46,7 +46,10 @@ INFO = "meta/info.json"
 STATS = "meta/stats.json"
 TASKS = "meta/tasks.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+DATA = "data/chunk-000/file-000.parquet"
 META_FILES = (INFO, STATS, TASKS, EPISODES)
+# The data file too: the check must never pass a folder the reader refuses.
+MUTATED = (*META_FILES, DATA)
 WATCHDOG_S = 20
 
 
@@ -84,7 +87,7 @@ def pristine(tmp_path_factory) -> Pristine:
         fps=10, state_dim=2, episodes=(("a",) * 3, ("b",) * 2), video=True, image=False
     )
     writer.write(root, plan)
-    return Pristine((root, {name: (root / name).read_bytes() for name in META_FILES}))
+    return Pristine((root, {name: (root / name).read_bytes() for name in MUTATED}))
 
 
 # --- mutations ---------------------------------------------------------------------------------
@@ -203,7 +206,7 @@ def parquet_mutation(draw, content: bytes) -> bytes:
 
 def mutations(draw, originals: dict[str, bytes]) -> dict[str, bytes]:
     """One or two metadata files changed; `draw` is hypothesis' `data.draw`."""
-    chosen = draw(st.lists(st.sampled_from(META_FILES), min_size=1, max_size=2, unique=True))
+    chosen = draw(st.lists(st.sampled_from(MUTATED), min_size=1, max_size=2, unique=True))
     out = {}
     for name in chosen:
         mutate = json_mutation if name.endswith(".json") else parquet_mutation
@@ -239,13 +242,14 @@ def test_any_metadata_reads_or_stops_with_an_error_naming_a_file(pristine, data)
     changed = mutations(data.draw, originals)
     for name, content in originals.items():
         (root / name).write_bytes(changed.get(name, content))
-    meta_error = None
+    meta_error = read_error = None
     with watchdog(WATCHDOG_S):
         try:
             _read_everything(root)
         except RlctlError as err:
             assert _names_a_file(err, root), f"{type(err).__name__} names no file: {err}"
             assert err.message and len(err.message) < 2000, "one clear line, not a dump"
+            read_error = err
         try:
             LeRobotMetaReader().read_meta(root)
         except RlctlError as err:
@@ -256,6 +260,8 @@ def test_any_metadata_reads_or_stops_with_an_error_naming_a_file(pristine, data)
         assert not meta_problems, meta_problems
     else:
         assert meta_error.message in [p.message for p in report.errors], (meta_error, report)
+    if read_error is not None:
+        assert not report.ok, f"check passes a folder the reader refuses: {read_error}"
 
 
 def test_the_pristine_dataset_reads(pristine):

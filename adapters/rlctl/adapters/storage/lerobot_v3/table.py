@@ -171,11 +171,39 @@ def _read_rows(
             ),
         )
     table = read_parquet_table(path, "data file", root, columns=columns)
+    wrong = bookkeeping_problem(table)
+    if wrong is not None:
+        raise CorruptDataset(
+            wrong[1],
+            where=f"{path}: {wrong[0]}",
+            hint=check_hint(root, "`rlctl dataset check ROOT` lists every problem"),
+        )
     wanted = pa.array([e.index for e in episodes], pa.int64())
     keep = pc.is_in(table.column("episode_index"), value_set=wanted)
     if not pc.all(keep).as_py():
         table = table.filter(keep)
     return table
+
+
+def bookkeeping_problem(table: pa.Table) -> tuple[str, str] | None:
+    """(column, message) when a bookkeeping column of a data file is not a column of numbers
+    without gaps: rows are found by `episode_index` and `index` before any feature is read."""
+    for key in DEFAULT_FEATURE_KEYS:
+        if key not in table.column_names:
+            continue
+        column = table.column(key)
+        kind = column.type
+        timestamp = key == "timestamp"
+        if not (pa.types.is_integer(kind) or (timestamp and pa.types.is_floating(kind))):
+            return (
+                key,
+                f"column {key} must hold {'numbers' if timestamp else 'integers'}, found {kind}",
+            )
+        if column.null_count:
+            return key, f"column {key} has {column.null_count} empty value(s)"
+        if timestamp and pa.types.is_floating(kind) and not pc.all(pc.is_finite(column)).as_py():
+            return key, "column timestamp holds values that are not finite numbers"
+    return None
 
 
 def _concat(parts: list[pa.Table], columns: list[str]) -> pa.Table:

@@ -17,7 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
-from rlctl.adapters.storage.lerobot_v3.table import numeric_column, stored_columns
+from rlctl.adapters.storage.lerobot_v3.table import (
+    bookkeeping_problem,
+    numeric_column,
+    stored_columns,
+)
 from rlctl.adapters.storage.lerobot_v3.tools.findings import Findings
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import DatasetError
@@ -52,6 +56,10 @@ def check_data_file(
             hint="remove the feature from meta/info.json, or rewrite the data with it",
         )
     if any(k in missing for k in ("index", "episode_index")):
+        return
+    wrong = bookkeeping_problem(table)
+    if wrong is not None:
+        findings.add(wrong[1], file=path, key=wrong[0], hint=REREAD_HINT)
         return
     columns = _numeric_columns(path, table, meta, findings, skip=missing)
     if "episode_index" not in columns:
