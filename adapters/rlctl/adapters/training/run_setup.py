@@ -50,9 +50,6 @@ from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
 
-# Policies that read states only: a dataset's cameras are neither decoded nor normalised for them.
-STATE_ONLY_POLICIES = frozenset({"mlp"})
-
 
 @attrs.frozen
 class PreparedRun:
@@ -164,6 +161,6 @@ def with_dataset_features(config: PolicyConfig, meta: DatasetMeta) -> PolicyConf
     """LeRobot's `make_policy`: features the config leaves empty come from the dataset —
     without cameras for a policy that never looks at them (so they are not even decoded)."""
     inputs, outputs = dataset_policy_features(meta.features)
-    if config.type_name in STATE_ONLY_POLICIES:
+    if not type(config).reads_images:
         inputs = {k: f for k, f in inputs.items() if f.kind is not FeatureKind.VISUAL}
     return config.with_features(config.input_features or inputs, config.output_features or outputs)

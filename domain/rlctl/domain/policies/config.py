@@ -122,6 +122,9 @@ class PolicyConfig:
     implementation: ClassVar[str] = ""
     # False for policies that act without learning (random, scripted experts).
     trainable: ClassVar[bool] = True
+    # False for policies that read states only: a dataset's cameras are then neither decoded nor
+    # normalised for them, and their input features leave the cameras out.
+    reads_images: ClassVar[bool] = True
 
     # --- features, as LeRobot's config properties name them ---------------------------------
 

@@ -17,6 +17,7 @@ class MLPConfig(PolicyConfig):
     """
 
     implementation = "rlctl.adapters.policies.mlp:MLPPolicy"
+    reads_images = False
 
     chunk_size: int = 10
     n_action_steps: int = 10
