@@ -131,7 +131,7 @@ def pretrained_settings(
     tuned = resolve(TrainCommandSettings, *layers, overrides=parse_overrides(ctx.args))
     # `--policy.type` naming another type starts that section afresh; the run must still know
     # what it starts from, so that the backend can say the types differ.
-    started_from = {
+    started_from: dict[str, Any] = {
         "pretrained_path": policy.pretrained_path,
         "pretrained_revision": policy.pretrained_revision,
     }

@@ -262,7 +262,8 @@ def _check_rows(
     """Each episode's rows must be exactly its `[dataset_from_index, dataset_to_index)`."""
     index, episode_index = numeric["index"], numeric["episode_index"]
     expected_index = np.concatenate(
-        [np.arange(e.dataset_from_index, e.dataset_to_index) for e in ordered] or [np.zeros(0)]
+        [np.arange(e.dataset_from_index, e.dataset_to_index) for e in ordered]
+        or [np.zeros(0, np.int64)]
     ).astype(np.int64)
     expected_episode = np.repeat(
         np.array([e.index for e in ordered], np.int64), [e.length for e in ordered]

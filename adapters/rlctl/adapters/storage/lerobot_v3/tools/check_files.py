@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -97,7 +98,7 @@ def _check_episode_rows(
     episode_index = columns["episode_index"]
     placed = {e.index for e in episodes}
     for episode in episodes:
-        where = {"file": path, "episode": episode.index}
+        where: dict[str, Any] = {"file": path, "episode": episode.index}
         rows = np.flatnonzero(episode_index == episode.index)
         expected = np.arange(episode.dataset_from_index, episode.dataset_to_index)
         if len(rows) != episode.length:
@@ -230,7 +231,7 @@ def check_video_file(
         start = float(episode.columns[f"videos/{key}/from_timestamp"])
         end = float(episode.columns[f"videos/{key}/to_timestamp"])
         inside = np.flatnonzero((times >= start - half) & (times < end - half))
-        where = {"file": path, "key": key, "episode": episode.index}
+        where: dict[str, Any] = {"file": path, "key": key, "episode": episode.index}
         if len(inside) != episode.length:
             findings.add(
                 f"its span [{start:.3f}, {end:.3f}) s holds {len(inside)} frames for "
