@@ -219,3 +219,26 @@ def test_a_new_dataset_is_locked_while_recorded(tmp_path):
     finally:
         session.discard()
     assert not root.exists()
+
+
+def test_a_tool_writing_a_new_folder_holds_it_until_done(dataset, tmp_path):
+    output = tmp_path / "merged"
+    rebuild = LeRobotRebuilder().start(output, LeRobotMetaReader().read_meta(dataset))
+    try:
+        with pytest.raises(DatasetLocked):
+            LeRobotRebuilder().start(output, LeRobotMetaReader().read_meta(dataset))
+    finally:
+        rebuild.abort()
+    assert not output.exists()
+
+
+def test_two_recordings_into_one_new_folder(tmp_path):
+    # The second `create` came between the first one's emptiness check and its info.json.
+    root = tmp_path / "new"
+    root.mkdir()
+    with DatasetLock(root, "rlctl record (first)"), pytest.raises(DatasetLocked, match="first"):
+        LeRobotV3Writer().create(root, fps=10, features=PLAN.features())
+    assert [p.name for p in root.iterdir()] == []
+    LeRobotV3Writer(options=writer.fast_options()).create(
+        root, fps=10, features=PLAN.features()
+    ).discard()

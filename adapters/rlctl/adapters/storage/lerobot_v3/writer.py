@@ -111,7 +111,10 @@ class LeRobotV3Writer:
         video_files_size_in_mb: float | None = None,
     ) -> LeRobotV3WriteSession:
         root = Path(root)
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        # A lock file alone is another writer's: `DatasetLock` below names it.
+        if root.exists() and (
+            not root.is_dir() or any(child.name != LOCK_NAME for child in root.iterdir())
+        ):
             raise InvalidInput(
                 "a file or folder with content is already there",
                 where=str(root),

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import structlog
 
+from rlctl.adapters.storage.dataset_lock import LOCK_NAME, DatasetLock
 from rlctl.adapters.storage.episode_source import (
     EpisodeSource,
     SourceEpisode,
@@ -77,7 +78,10 @@ class LeRobotRebuild:
     """`DatasetRebuild`: one new dataset folder being filled episode by episode."""
 
     def __init__(self, root: Path, template: DatasetMeta) -> None:
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        # A lock file alone is another writer's: `DatasetLock` below names it.
+        if root.exists() and (
+            not root.is_dir() or any(child.name != LOCK_NAME for child in root.iterdir())
+        ):
             raise InvalidInput(
                 "a file or folder with content is already there",
                 where=str(root),
@@ -92,6 +96,16 @@ class LeRobotRebuild:
         self._stats_shapes = stats_shapes(self._features)
         self._video_keys = [k for k, f in self._features.items() if f.is_video]
         root.mkdir(parents=True, exist_ok=True)
+        # The new folder is written from here to `finish`: a second tool given the same output
+        # stops at once instead of interleaving its files with these.
+        self._lock = DatasetLock(root).acquire()
+        if any(child.name != LOCK_NAME for child in root.iterdir()):
+            self._lock.release()
+            raise InvalidInput(
+                "another writer put files in the output folder meanwhile",
+                where=str(root),
+                hint="choose a new folder for the output",
+            )
         self._facts: dict[Path, VideoFacts] = {}
         self._data = DataPacker(
             root,
@@ -179,11 +193,13 @@ class LeRobotRebuild:
         shutil.rmtree(self._root / STAGING_DIR, ignore_errors=True)
         _sync_tree(self._root)
         write_info(self._root, self._info(), durable=True)
+        self._lock.release()
         return LeRobotMetaReader().read_meta(self._root)
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):
             self._close_files()
+        self._lock.release()
         shutil.rmtree(self._root, ignore_errors=True)
 
     # --- sources --------------------------------------------------------------------------------
