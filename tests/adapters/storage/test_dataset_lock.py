@@ -242,3 +242,22 @@ def test_two_recordings_into_one_new_folder(tmp_path):
     LeRobotV3Writer(options=writer.fast_options()).create(
         root, fps=10, features=PLAN.features()
     ).discard()
+
+
+def test_a_pull_into_a_folder_a_writer_holds_stops_before_downloading(dataset, tmp_path):
+    from rlctl.adapters.hub.huggingface import HuggingFaceHub
+    from rlctl.adapters.hub.settings import HubSettings
+    from rlctl.application.ports.hub import RepoRef
+
+    home = tmp_path / "hf"
+    settings = HubSettings(
+        endpoint="http://127.0.0.1:9",
+        hf_home=home,
+        lerobot_home=home / "lerobot",
+        models_cache=home / "hub",
+        offline=True,
+    )
+    before = sorted(p.name for p in dataset.rglob("*"))
+    with DatasetLock(dataset, "rlctl record"), pytest.raises(DatasetLocked, match="rlctl record"):
+        HuggingFaceHub(settings).download(RepoRef("user/ds", "dataset", "v3.0"), local_dir=dataset)
+    assert sorted(p.name for p in dataset.rglob("*")) == before
