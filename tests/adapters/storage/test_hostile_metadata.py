@@ -297,3 +297,25 @@ def test_files_outside_the_root_are_never_read_even_when_they_exist(tmp_path, ke
         _read_everything(root)
     assert "outside the dataset folder" in caught.value.message
     assert caught.value.where.endswith(f"meta/info.json: {key}")
+
+
+def test_an_absurd_episode_length_the_metadata_agrees_on_is_caught_at_the_data(tmp_path):
+    # info.json, meta/episodes and the totals all say 2**40 frames; the data file holds 3. No
+    # range of 2**40 row numbers may be built before the count is compared.
+    root = tmp_path / "ds"
+    writer.write(root, writer.DatasetPlan(fps=10, state_dim=2, episodes=(("a",) * 3,)))
+    huge = 2**40
+    info = json.loads((root / INFO).read_text())
+    info["total_frames"] = huge
+    (root / INFO).write_text(json.dumps(info))
+    table = pq.read_table(root / EPISODES)
+    columns = table.to_pydict()
+    columns.update(length=[huge], dataset_to_index=[huge])
+    pq.write_table(pa.table(columns, schema=table.schema), root / EPISODES)
+    with watchdog(WATCHDOG_S), pytest.raises(RlctlError) as caught:
+        _read_everything(root)
+    assert caught.value.message == f"meta/episodes gives it {huge} rows but the file holds 3"
+    assert caught.value.where.endswith("data/chunk-000/file-000.parquet: episode 0")
+    with watchdog(WATCHDOG_S):
+        report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
+    assert caught.value.message in [p.message for p in report.errors]

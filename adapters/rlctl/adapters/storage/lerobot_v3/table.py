@@ -182,7 +182,21 @@ def _read_rows(
     keep = pc.is_in(table.column("episode_index"), value_set=wanted)
     if not pc.all(keep).as_py():
         table = table.filter(keep)
+    # Counted before any row range is built: lengths come from metadata, which may be absurd.
+    held = table.column("episode_index").to_numpy()
+    for episode in episodes:
+        rows = int(np.count_nonzero(held == episode.index))
+        if rows != episode.length:
+            raise CorruptDataset(
+                row_count_message(episode.length, rows),
+                where=f"{path}: episode {episode.index}",
+                hint=check_hint(root, "`rlctl dataset check ROOT` lists every problem"),
+            )
     return table
+
+
+def row_count_message(declared: int, held: int) -> str:
+    return f"meta/episodes gives it {declared} rows but the file holds {held}"
 
 
 def bookkeeping_problem(table: pa.Table) -> tuple[str, str] | None:

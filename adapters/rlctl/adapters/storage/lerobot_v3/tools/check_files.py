@@ -21,6 +21,7 @@ from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
 from rlctl.adapters.storage.lerobot_v3.table import (
     bookkeeping_problem,
     numeric_column,
+    row_count_message,
     stored_columns,
 )
 from rlctl.adapters.storage.lerobot_v3.tools.findings import Findings
@@ -100,15 +101,15 @@ def _check_episode_rows(
     for episode in episodes:
         where: dict[str, Any] = {"file": path, "episode": episode.index}
         rows = np.flatnonzero(episode_index == episode.index)
-        expected = np.arange(episode.dataset_from_index, episode.dataset_to_index)
         if len(rows) != episode.length:
             findings.add(
-                f"meta/episodes gives it {episode.length} rows but the file holds {len(rows)}",
+                row_count_message(episode.length, len(rows)),
                 key="episode_index",
                 kind="row counts",
                 **where,
             )
             continue
+        expected = np.arange(episode.dataset_from_index, episode.dataset_to_index)
         index = columns.get("index")
         if index is not None and not np.array_equal(index[rows], expected):
             findings.add(
