@@ -319,3 +319,14 @@ def test_an_absurd_episode_length_the_metadata_agrees_on_is_caught_at_the_data(t
     with watchdog(WATCHDOG_S):
         report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
     assert caught.value.message in [p.message for p in report.errors]
+
+
+@pytest.mark.parametrize("name", [INFO, STATS])
+def test_json_nested_beyond_reason_is_one_error_naming_the_file(tmp_path, name):
+    root = tmp_path / "ds"
+    writer.write(root, writer.DatasetPlan(fps=10, state_dim=2, episodes=(("a",) * 3,)))
+    (root / name).write_text('{"fps": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(RlctlError) as caught:
+        LeRobotMetaReader().read_meta(root)
+    assert "nested too deeply" in caught.value.message
+    assert caught.value.where == str(root / name)

@@ -62,6 +62,12 @@ def reading(path: Path, what: str, root: Path | None = None) -> Iterator[None]:
             where=str(path),
             hint=check_hint(hint_root, CORRUPT_HINT),
         ) from err
+    except RecursionError as err:
+        raise CorruptDataset(
+            f"the {what} is nested too deeply to be read",
+            where=str(path),
+            hint=check_hint(hint_root, CORRUPT_HINT),
+        ) from err
     except UnicodeDecodeError as err:
         raise CorruptDataset(
             f"the {what} is not UTF-8 text ({err.reason})",
