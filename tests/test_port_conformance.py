@@ -44,6 +44,7 @@ from rlctl.adapters.memory.episode_data import InMemoryEpisodeData
 from rlctl.adapters.memory.hub import InMemoryHub
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
+from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
 from rlctl.adapters.memory.progress import (
     RecordedTask,
     RecordingProgress,
@@ -301,13 +302,16 @@ def metrics_sink(
 
 
 def policy(
-    loaded: LoadedPolicy, random: RandomPolicy, expert: MetaWorldExpertPolicy
+    loaded: LoadedPolicy,
+    random: RandomPolicy,
+    expert: MetaWorldExpertPolicy,
+    fake: ScriptedPolicy,
 ) -> list[Policy]:
-    return [loaded, random, expert]
+    return [loaded, random, expert, fake]
 
 
-def policy_loader(lerobot: LeRobotPolicyLoader) -> list[PolicyLoader]:
-    return [lerobot]
+def policy_loader(lerobot: LeRobotPolicyLoader, fake: InMemoryPolicyLoader) -> list[PolicyLoader]:
+    return [lerobot, fake]
 
 
 def simulation(gym: GymSimulation, fake: FakeSimulation) -> list[Simulation]:
@@ -331,7 +335,7 @@ def training_session(torch: TorchTrainingSession, fake: ScriptedSession) -> list
 # Ports whose only stand-ins live outside `rlctl.adapters.memory` (tests use a scripted policy
 # from `rlctl.adapters.sim`, or the real adapter on a temporary folder). A fake added to
 # `rlctl.adapters.memory` takes its port off this list.
-WITHOUT_MEMORY_FAKE = frozenset({"CalibrationTarget", "DatasetLayout", "Policy", "PolicyLoader"})
+WITHOUT_MEMORY_FAKE = frozenset({"CalibrationTarget", "DatasetLayout"})
 
 
 # --- the runtime half -----------------------------------------------------------------------
