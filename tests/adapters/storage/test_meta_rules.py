@@ -124,6 +124,9 @@ ACCEPTED = {
         lambda s: s["action"].update(mean=[0.0], std=[1.0], min=[0.0], max=[1.0])
     ),
     "stats of a removed feature": stats(lambda s: s.update(gone={"mean": [1.0]})),
+    "an episode's statistics of mixed shapes (a warning)": episodes(
+        lambda c: c.update({"stats/action/mean": [[0.0], *c["stats/action/mean"][1:]]})
+    ),
     "a newer minor version": set_info(codebase_version="v3.1"),
 }
 
@@ -225,6 +228,14 @@ def test_the_reader_refuses_what_check_reports_with_the_same_message(sim_video, 
     assert same, (refused, report.errors)
     assert same[0].file and same[0].file in refused.where
     assert refused.hint
+
+
+@pytest.mark.parametrize("fault", sorted(ACCEPTED))
+def test_resume_accepts_what_the_reader_accepts(sim_video, fault):
+    ACCEPTED[fault](sim_video)
+    with LeRobotV3Writer(options=support.writer.fast_options()).resume(sim_video):
+        pass
+    assert LeRobotMetaReader().read_meta(sim_video).total_episodes == 3
 
 
 @pytest.mark.parametrize("fault", sorted(REFUSED))

@@ -32,6 +32,7 @@ from rlctl.adapters.storage.lerobot_v3.meta_writer import (
 )
 from rlctl.adapters.storage.lerobot_v3.paths import STATS_PATH, TASKS_PATH, data_file
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.statistics import FeatureStats, aggregate_stats
 
@@ -223,7 +224,19 @@ def _episode_stats(
         stats = {}
         for key in stats_shapes(features):
             entry = {s: row[f"stats/{key}/{s}"] for s in STAT_KEYS if f"stats/{key}/{s}" in row}
-            if "mean" in entry:
+            if entry.get("mean") is None:
+                continue
+            try:
                 stats[key] = FeatureStats.from_json(entry, where=f"meta/episodes: stats/{key}")
+            except (InvalidInput, TypeError, ValueError) as err:
+                # The reader and the check only warn about these (LeRobot loads them): so does
+                # resume, leaving them out of stats.json.
+                log.warning(
+                    "an episode's statistics cannot be used; stats.json is computed without them "
+                    "(`rlctl dataset recompute-stats` rebuilds them)",
+                    episode=row["episode_index"],
+                    feature=key,
+                    error=str(err),
+                )
         per_episode.append(stats)
     return aggregate_stats(per_episode)
