@@ -75,6 +75,35 @@ def test_train_says_how_to_report_and_the_report_draws_its_metrics(fixtures_dir,
     assert Image.open(out / "report_curves.png").size[0] == 1280
 
 
+def test_train_keeps_its_report_fresh_and_writes_the_last_one(fixtures_dir, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            f"--dataset.root={fixtures_dir / 'sim_video'}",
+            "--policy.type=mlp",
+            "--policy.chunk_size=5",
+            "--policy.n_action_steps=5",
+            "--policy.hidden_dims=[32,32]",
+            "--steps=4",
+            "--batch_size=4",
+            "--num_workers=0",
+            "--log_freq=1",
+            "--save_freq=4",
+            "--report_refresh_s=0.001",
+            f"--output_dir={out}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    page = out / "report.html"
+    assert f"report: {page}" in result.output
+    lines = {a["data-name"]: a["points"] for t, a in tags(page) if t == "polyline"}
+    assert len(lines["loss"].split()) == 4  # the last page has every step
+    assert 'http-equiv="refresh"' not in page.read_text()  # and no longer reloads itself
+    assert (out / "report_curves.png").is_file()
+
+
 def test_an_evaluation_report_shows_success_rewards_and_its_videos(tmp_path):
     pytest.importorskip("gym_pusht")
     runner = CliRunner()

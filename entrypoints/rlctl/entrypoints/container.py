@@ -152,6 +152,12 @@ class Container(containers.DeclarativeContainer):
     # Robots, teleoperators and recording: devices are built per config,
     # `container.robot(robot_config)`; use cases take them at call time.
     clock = providers.Singleton(lazy("rlctl.adapters.clock.system:SystemClock"))
+    # `container.refreshing_report(metrics, run_dir, every_s=60)`: the report kept fresh.
+    refreshing_report = providers.Factory(
+        lazy("rlctl.application.use_cases.report_while_training:RefreshingReport"),
+        write_report=report_run,
+        clock=clock,
+    )
     calibration_store = providers.Singleton(
         lazy("rlctl.adapters.robots.calibration_files:CalibrationFiles")
     )

@@ -50,6 +50,9 @@ class TrainCommandSettings(TrainSettings):
     # A simulator to evaluate in every `eval_freq` steps; none: no evaluation.
     env: EnvConfig | None = None
     tensorboard: bool = False
+    # Rewrite the run's report (report.html, report_curves.png) at most every this many seconds
+    # while training, and once at the end; 0: no report is written (`rlctl report` makes one).
+    report_refresh_s: float = 0.0
     wandb: WandbSettings = attrs.field(factory=WandbSettings)
     progress: Literal["auto", "terminal", "silent"] = "auto"
 
@@ -198,6 +201,8 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         wandb_mode=config.wandb.mode,
         config=unstructure(config),
     )
+    if config.report_refresh_s > 0 and main:
+        metrics = container.refreshing_report(metrics, str(out), every_s=config.report_refresh_s)
     evaluator = (
         container.training_evaluator(container.simulation(config.env))
         if config.env is not None and config.eval_freq > 0
@@ -212,7 +217,10 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         f"trained steps {report.start_step}..{report.steps_done} of {config.steps}; "
         f"last checkpoint: {checkpoint}"
     )
-    click.echo(f"report (curves, config): rlctl report {out}")
+    if config.report_refresh_s > 0:
+        click.echo(f"report: {out / 'report.html'}")
+    else:
+        click.echo(f"report (curves, config): rlctl report {out}")
     if report.interrupted:
         click.echo(f"interrupted; continue with: rlctl train --resume={out}", err=True)
         ctx.exit(EXIT_INTERRUPTED)
