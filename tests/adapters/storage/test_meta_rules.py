@@ -196,6 +196,42 @@ REFUSED = {
 }
 
 
+DATA = "data/chunk-000/file-000.parquet"
+VIDEO = f"videos/{VIDEO_KEY}/chunk-000/file-000.mp4"
+
+
+def data(change: Callable[[dict[str, list]], Any]) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        columns = pq.read_table(root / DATA).to_pydict()
+        change(columns)
+        pq.write_table(pa.table(columns), root / DATA)
+
+    return apply
+
+
+def _set_cell(columns: dict[str, list], key: str, row: int, value: Any) -> None:
+    columns[key][row] = value
+
+
+# The reader's refusals past meta/: the check names them alike.
+DATA_FAULTS = {
+    "the data file missing": lambda root: (root / DATA).unlink(),
+    "the video missing": lambda root: (root / VIDEO).unlink(),
+    "a feature's column missing": data(lambda c: _popped(c, "action")),
+    "two columns missing": data(lambda c: (_popped(c, "action"), _popped(c, "observation.state"))),
+    "a task_index past the tasks": data(lambda c: _set_cell(c, "task_index", 30, 7)),
+    "episode_index as text": data(
+        lambda c: c.update(episode_index=[str(v) for v in c["episode_index"]])
+    ),
+    "an empty index": data(lambda c: _set_cell(c, "index", 3, None)),
+    "a NaN timestamp": data(lambda c: _set_cell(c, "timestamp", 3, float("nan"))),
+    "rows of an episode dropped": data(
+        lambda c: [values.__delitem__(slice(0, 2)) for values in c.values()]
+    ),
+    "a feature of another shape": feature("action", shape=[5]),
+}
+
+
 @pytest.fixture
 def sim_video(fixtures_dir: Path, tmp_path: Path) -> Path:
     return support.copy_dataset(fixtures_dir / "sim_video", tmp_path / "sim_video")
@@ -285,3 +321,13 @@ def test_unknown_keys_survive_a_resume(sim_video):
     content = json.loads((sim_video / INFO).read_text())
     assert content["my_lab"] == {"site": "Lyon"}
     assert "video_files_size_in_mb" not in content
+
+
+@pytest.mark.parametrize("fault", sorted(DATA_FAULTS))
+def test_data_faults_the_reader_refuses_check_reports_with_the_same_message(sim_video, fault):
+    DATA_FAULTS[fault](sim_video)
+    refused, report = outcome(sim_video)
+    assert refused is not None, f"the reader read a dataset with {fault}"
+    same = [p for p in report.errors if p.message == refused.message]
+    assert same, (refused, report.errors)
+    assert same[0].file and same[0].file in refused.where

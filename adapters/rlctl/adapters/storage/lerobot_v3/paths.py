@@ -7,6 +7,7 @@ templates of `meta/info.json`, filled with the chunk and file indices each episo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
@@ -110,3 +111,10 @@ def episode_video_span(episode: EpisodeRecord, video_key: str) -> tuple[float, f
             hint="the episodes metadata is incomplete; rewrite it or re-download the dataset",
         )
     return float(start), float(end)
+
+
+def missing_file_message(episodes: Sequence[int], video_key: str | None) -> str:
+    """What the reader and the check say of a data (or video) file the episodes need."""
+    shown = ", ".join(str(e) for e in episodes[:8]) + (" ..." if len(episodes) > 8 else "")
+    what = "data file" if video_key is None else "video"
+    return f"the {what} of episode(s) {shown} is missing"

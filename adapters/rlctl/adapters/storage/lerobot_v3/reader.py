@@ -31,8 +31,13 @@ from rlctl.adapters.storage.lerobot_v3.paths import (
     episode_data_file,
     episode_video_file,
     episode_video_span,
+    missing_file_message,
 )
-from rlctl.adapters.storage.lerobot_v3.table import FrameTable, load_frame_table
+from rlctl.adapters.storage.lerobot_v3.table import (
+    FrameTable,
+    load_frame_table,
+    task_index_message,
+)
 from rlctl.adapters.storage.lerobot_v3.video_frames import FrameRequest, VideoFrameFetcher
 from rlctl.adapters.video.pyav_depth import decode_depth_codes
 from rlctl.application.ports.video import VideoDecoder
@@ -318,8 +323,7 @@ class LeRobotDatasetReader:
         if len(task_index) and (task_index.min() < 0 or task_index.max() >= len(self.meta.tasks)):
             bad = int(task_index[(task_index < 0) | (task_index >= len(self.meta.tasks))][0])
             raise CorruptDataset(
-                f"a row has task_index {bad} but meta/tasks.parquet lists "
-                f"{len(self.meta.tasks)} task(s)",
+                task_index_message(bad, len(self.meta.tasks)),
                 where=f"{_files(self._table)}: task_index",
                 hint=check_hint(self.root, "run `rlctl dataset check ROOT` to list every problem"),
             )
@@ -364,20 +368,22 @@ def _selected_episodes(episodes: Iterable[int] | None, meta: DatasetMeta) -> lis
 
 
 def check_files_present(root: Path, meta: DatasetMeta, episodes: Sequence[EpisodeRecord]) -> None:
-    """Every data and video file the episodes point at must exist: name the missing ones."""
-    needed: dict[Path, None] = {}
+    """Every data and video file the episodes point at must exist: the first missing one (in
+    the check's order) is named as `rlctl dataset check` names it, with a count of the rest."""
+    needed: dict[Path, tuple[str | None, list[int]]] = {}
     for episode in episodes:
-        needed[root / episode_data_file(meta, episode)] = None
-        for key in meta.video_keys:
-            needed[root / episode_video_file(meta, episode, key)] = None
-    missing = [path for path in needed if not path.is_file()]
+        files = [(episode_data_file(meta, episode), None)]
+        files += [(episode_video_file(meta, episode, key), key) for key in meta.video_keys]
+        for path, key in files:
+            needed.setdefault(root / path, (key, []))[1].append(episode.index)
+    missing = sorted((path for path in needed if not path.is_file()), key=str)
     if missing:
-        listing = ", ".join(str(p.relative_to(root)) for p in missing[:5])
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        key, indices = needed[missing[0]]
+        others = f"; {len(missing) - 1} more file(s) are missing too" if len(missing) > 1 else ""
         raise CorruptDataset(
-            f"{len(missing)} file(s) the episodes refer to are missing: {listing}{more}",
+            missing_file_message(indices, key),
             where=str(missing[0]),
-            hint=check_hint(root, INCOMPLETE_HINT),
+            hint=check_hint(root, INCOMPLETE_HINT) + others,
         )
 
 

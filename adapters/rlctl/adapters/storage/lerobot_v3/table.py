@@ -160,13 +160,13 @@ def _read_rows(
     schema = read_parquet_schema(path, "data file", root)
     missing = [key for key in columns if key not in schema.names]
     if missing:
-        declared = [key for key in missing if key in meta.features]
+        others = f"{len(missing) - 1} more column(s) are missing too; " if len(missing) > 1 else ""
         raise CorruptDataset(
-            f"no data column for {', '.join(repr(k) for k in missing)}"
-            + (" declared in meta/info.json" if declared else ""),
+            missing_column_message(missing[0], meta),
             where=f"{path}: {missing[0]}",
             hint=(
-                "remove the feature from meta/info.json, or rewrite the data with it; "
+                others
+                + "remove the feature from meta/info.json, or rewrite the data with it; "
                 + check_hint(root, "`rlctl dataset check ROOT` lists every problem")
             ),
         )
@@ -193,6 +193,15 @@ def _read_rows(
                 hint=check_hint(root, "`rlctl dataset check ROOT` lists every problem"),
             )
     return table
+
+
+def missing_column_message(key: str, meta: DatasetMeta) -> str:
+    declared = " declared in meta/info.json" if key in meta.features else ""
+    return f"no data column for {key!r}{declared}"
+
+
+def task_index_message(bad: int, tasks: int) -> str:
+    return f"task_index {bad} is not in meta/tasks.parquet ({tasks} task(s))"
 
 
 def row_count_message(declared: int, held: int) -> str:

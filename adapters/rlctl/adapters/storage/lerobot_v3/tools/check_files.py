@@ -18,11 +18,14 @@ import numpy as np
 import pyarrow as pa
 
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
+from rlctl.adapters.storage.lerobot_v3.paths import missing_file_message
 from rlctl.adapters.storage.lerobot_v3.table import (
     bookkeeping_problem,
+    missing_column_message,
     numeric_column,
     row_count_message,
     stored_columns,
+    task_index_message,
 )
 from rlctl.adapters.storage.lerobot_v3.tools.findings import Findings
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
@@ -39,7 +42,7 @@ def check_data_file(
 ) -> None:
     if not path.is_file():
         findings.add(
-            f"the data file of episode(s) {_names(episodes)} is missing",
+            missing_file_message([e.index for e in episodes], None),
             file=path,
             hint=REREAD_HINT,
         )
@@ -52,7 +55,7 @@ def check_data_file(
     missing = [k for k in stored_columns(meta) if k not in table.column_names]
     for key in missing:
         findings.add(
-            "no data column for this feature",
+            missing_column_message(key, meta),
             file=path,
             key=key,
             hint="remove the feature from meta/info.json, or rewrite the data with it",
@@ -144,8 +147,7 @@ def _check_episode_rows(
             bad = task_index[rows][(task_index[rows] < 0) | (task_index[rows] >= len(meta.tasks))]
             if len(bad):
                 findings.add(
-                    f"task_index {int(bad[0])} is not in meta/tasks.parquet "
-                    f"({len(meta.tasks)} tasks)",
+                    task_index_message(int(bad[0]), len(meta.tasks)),
                     key="task_index",
                     kind="task indices",
                     **where,
@@ -196,7 +198,7 @@ def check_video_file(
 ) -> None:
     if not path.is_file():
         findings.add(
-            f"the video of episode(s) {_names(episodes)} is missing",
+            missing_file_message([e.index for e in episodes], key),
             file=path,
             key=key,
             hint=REREAD_HINT,
@@ -272,11 +274,6 @@ def _packets(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[int, int], int]:
     times = np.array([t for t, _ in found])
     keyframes = np.array([k for _, k in found], dtype=bool)
     return times, keyframes, size, declared
-
-
-def _names(episodes: Sequence[EpisodeRecord]) -> str:
-    shown = ", ".join(str(e.index) for e in episodes[:8])
-    return shown + (" ..." if len(episodes) > 8 else "")
 
 
 def _span(values: np.ndarray) -> str:
