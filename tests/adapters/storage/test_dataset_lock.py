@@ -102,9 +102,12 @@ def start_holder(root: Path, episodes: int) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         text=True,
     )
-    line = holder.stdout.readline().strip()
-    assert line == "ready", f"the holder did not start: {line!r}"
-    return holder
+    seen = []
+    for line in holder.stdout:  # log lines may come first
+        seen.append(line.strip())
+        if seen[-1] == "ready":
+            return holder
+    raise AssertionError(f"the holder did not start: {seen}")
 
 
 def second_writer(root: Path) -> dict:
