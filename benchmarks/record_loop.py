@@ -22,9 +22,13 @@ then records the same episodes on the same virtual buses, with the same syntheti
 LeRobot finds the Feetech SDK and pyserial of this environment through PYTHONPATH when its own
 environment lacks them.
 
+With `--display`, the live display of `--display_data=true` runs too (rerun, into an .rrd file,
+as on a machine without a screen): `display.log_frame` is timed as a phase of the tick, and the
+frames the display dropped and showed are printed.
+
 Usage:
     python benchmarks/record_loop.py [--episodes 3 --episode-s 20 --fps 30 --cams 2 --hw 480x640]
-        [--encoder-niceness 10] [--lerobot-python /tmp/lerobot-anchor/bin/python
+        [--encoder-niceness 10] [--display] [--lerobot-python /tmp/lerobot-anchor/bin/python
         [--lerobot-streaming]]
 """
 
@@ -430,6 +434,9 @@ def main() -> None:
         default=WriterOptions().encoder_niceness,
         help="how far below the recording the encoder processes run (0: the same priority)",
     )
+    parser.add_argument(
+        "--display", action="store_true", help="with the live display (rerun, to an .rrd file)"
+    )
     parser.add_argument("--lerobot-python", default=None, help="also run LeRobot's record loop")
     parser.add_argument("--lerobot-streaming", action="store_true")
     args = parser.parse_args()
@@ -471,6 +478,13 @@ def main() -> None:
         robot.get_observation = phases.wrap("observe", robot.get_observation)
         leader.get_action = phases.wrap("leader_read", leader.get_action)
         root = args.keep or work / "dataset"
+        display = None
+        if args.display:
+            from rlctl.adapters.display.rerun_display import RerunDisplay
+            from rlctl.adapters.display.settings import DisplaySettings
+
+            display = RerunDisplay(DisplaySettings(mode="file", rrd=str(work / "display.rrd")))
+            display.log_frame = phases.wrap("display_log_frame", display.log_frame)  # type: ignore[method-assign]
         use_case = RecordEpisodes(
             ProfiledWriter(
                 LeRobotV3Writer(options=WriterOptions(encoder_niceness=args.encoder_niceness)),
@@ -481,6 +495,7 @@ def main() -> None:
             NoControls(),
             teleop=leader,  # type: ignore[arg-type]
             owns_process=True,  # as `rlctl record`: the loop tunes the interpreter
+            display=display,
         )
         started = time.perf_counter()
         report = use_case(
@@ -528,6 +543,11 @@ def main() -> None:
         },
         "encoding_after_last_episode_s": round(report.finalize_s, 2),
         "encoder_niceness": args.encoder_niceness,
+        **(
+            {"display_shown": display.shown, "display_dropped": display.dropped}
+            if display is not None
+            else {}
+        ),
         "phases_ms": phases.summary(),
         "slowest_ticks": phases.slowest_ticks(robot.ticks, 5),
         "bus_niceness": bus_niceness,

@@ -23,6 +23,7 @@ import typing
 from rlctl.adapters.cameras.opencv import OpenCVCamera
 from rlctl.adapters.clock.system import SystemClock
 from rlctl.adapters.control.terminal import KeyboardControls, NoControls, TerminalConsole
+from rlctl.adapters.display.rerun_display import RerunDisplay
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
 from rlctl.adapters.hub.layout import LeRobotLayout
 from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
@@ -42,6 +43,7 @@ from rlctl.adapters.memory.dataset_writer import InMemoryDatasetWriter, InMemory
 from rlctl.adapters.memory.episode_actions import InMemoryEpisodeActions
 from rlctl.adapters.memory.episode_data import InMemoryEpisodeData
 from rlctl.adapters.memory.hub import InMemoryHub
+from rlctl.adapters.memory.live_display import NoDisplay, RecordedDisplay
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
 from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
@@ -114,6 +116,7 @@ from rlctl.application.ports.dataset_tools import (
 from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
 from rlctl.application.ports.episode_data import EpisodeDataReader
 from rlctl.application.ports.hub import DatasetLayout, Hub
+from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.motors import MotorBus
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.application.ports.progress import Progress, ProgressTask
@@ -276,6 +279,10 @@ def progress(rich: RichProgress, silent: SilentProgress, fake: RecordingProgress
 
 def progress_task(rich: _RichTask, silent: _SilentTask, fake: RecordedTask) -> list[ProgressTask]:
     return [rich, silent, fake]
+
+
+def live_display(rerun: RerunDisplay, off: NoDisplay, fake: RecordedDisplay) -> list[LiveDisplay]:
+    return [rerun, off, fake]
 
 
 def run_folder_reader(local: LocalRunFolder, fake: InMemoryRunFolders) -> list[RunFolderReader]:

@@ -29,6 +29,11 @@ def lazy(target: str) -> Callable[..., Any]:
     return build
 
 
+def display_kind(config: dict[str, Any]) -> str:
+    """`--display_data=true` (on the commands that have it) shows runs through rerun."""
+    return "rerun" if config.get("display_data") else "off"
+
+
 class Container(containers.DeclarativeContainer):
     config = providers.Configuration(strict=True)
     # True only for a command that owns its process (`rlctl train|record|teleoperate|replay`):
@@ -84,11 +89,26 @@ class Container(containers.DeclarativeContainer):
     simulation = providers.Factory(lazy("rlctl.adapters.sim.simulation:GymSimulation"))
 
     video_encoder = providers.Singleton(lazy("rlctl.adapters.video.pyav_encoder:PyAVVideoEncoder"))
+    video_decoder = providers.Factory(
+        lazy("rlctl.adapters.video.auto:video_decoder_for"), config.dataset.video_backend
+    )
+
+    # The live display of record / teleoperate / eval: `container.rerun_display(settings=...)`
+    # builds one directly (`rlctl dataset view --rerun`).
+    rerun_display = providers.Factory(lazy("rlctl.adapters.display.rerun_display:RerunDisplay"))
+    live_display = providers.Selector(
+        providers.Callable(display_kind, config),
+        off=providers.Singleton(lazy("rlctl.adapters.memory.live_display:NoDisplay")),
+        rerun=providers.Factory(
+            lazy("rlctl.adapters.display.rerun_display:RerunDisplay"), settings=config.display
+        ),
+    )
 
     evaluate_policy = providers.Factory(
         lazy("rlctl.application.use_cases.evaluate_policy:EvaluatePolicy"),
         progress=progress,
         video_encoder=video_encoder,
+        display=live_display,
     )
 
     hub = providers.Singleton(lazy("rlctl.adapters.hub.huggingface:HuggingFaceHub"))
@@ -137,6 +157,12 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.application.use_cases.view_dataset:ViewDataset"),
         meta_reader=meta_reader,
         episode_data=episode_data,
+    )
+    # `container.display_episode(display=...)(location, episode)`: an episode replayed to a display.
+    display_episode = providers.Factory(
+        lazy("rlctl.application.use_cases.display_episode:DisplayEpisode"),
+        view=view_dataset,
+        decoder=video_decoder,
     )
     # Reports of runs: `container.report_run()(run_dir)`.
     run_folder = providers.Singleton(lazy("rlctl.adapters.reports.run_folder:LocalRunFolder"))
@@ -188,12 +214,14 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         progress=progress,
         owns_process=owns_process,
+        display=live_display,
     )
     teleoperate_robot = providers.Factory(
         lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),
         clock=clock,
         progress=progress,
         owns_process=owns_process,
+        display=live_display,
     )
     replay_episode = providers.Factory(
         lazy("rlctl.application.use_cases.replay_episode:ReplayEpisode"),

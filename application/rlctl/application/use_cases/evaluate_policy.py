@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.simulation import (
@@ -40,7 +41,12 @@ from rlctl.application.ports.simulation import (
 from rlctl.application.ports.video import VideoEncoder
 from rlctl.application.use_cases.episode_videos import EpisodeVideos
 from rlctl.application.use_cases.policy_env_fit import check_policy_fits_env
-from rlctl.domain.env_observation import env_policy_features, to_policy_observation
+from rlctl.domain.env_observation import (
+    env_policy_features,
+    flatten_observation,
+    policy_key,
+    to_policy_observation,
+)
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.eval_metrics import (
     EpisodeResult,
@@ -81,6 +87,7 @@ class EvaluatePolicy:
         clock: Callable[[], float] = time.perf_counter,
         cpu_count: int | None = None,
         rename_map: Mapping[str, str] | None = None,
+        display: LiveDisplay | None = None,
     ) -> None:
         self._sim = simulation
         self._policy = policy
@@ -101,6 +108,9 @@ class EvaluatePolicy:
         )
         # Env key → policy key, applied after the env's pre-processor (LeRobot's --rename_map).
         self._rename_map = dict(rename_map or {})
+        # `--display_data=true`: the first env of each batch, step by step.
+        self._display = display
+        self._display_step = 0
 
     def __call__(self, settings: EvalSettings) -> EvalReport:
         start = self._clock()
@@ -131,7 +141,13 @@ class EvaluatePolicy:
         results: list[TaskResult] = []
         bar = self._progress.task("eval", total=len(flat) * settings.n_episodes)
         self._successes = []
+        self._display_step = 0
         try:
+            if self._display is not None:
+                suite = tasks[0].suite if tasks else "sim"
+                features = _display_features(spec)
+                # A simulator keeps no clock: every step is shown, the rollout waits if need be.
+                self._display.open(features, fps=spec.fps, name=f"eval_{suite}", paced=False)
             for i, (suite, task_id, env) in enumerate(flat):
                 task = SimTask(suite, task_id, names.get((suite, task_id), ""))
                 results.append(self._run_task(env, task, spec, settings, max_steps, bar))
@@ -143,6 +159,8 @@ class EvaluatePolicy:
         finally:
             bar.close()
             _close_all(env for _, _, env in flat)
+            if self._display is not None:
+                self._display.close()
         return EvalReport(tasks=results, eval_s=self._clock() - start)
 
     # --- does the policy fit the env? -------------------------------------------------------
@@ -282,6 +300,11 @@ class EvaluatePolicy:
             videos.add(env.render(videos.count), live=np.ones(videos.count, dtype=bool))
         while not tracker.all_done:
             action = self._act(observation, texts, spec)
+            if self._display is not None and not tracker.done[0]:
+                self._display.log_frame(
+                    self._display_step, _first_env(observation, spec.feature_map), action[0]
+                )
+                self._display_step += 1
             step = env.step(action)
             if self.first_step_s is None:
                 self.first_step_s = self._clock() - self._start
@@ -325,6 +348,23 @@ class EvaluatePolicy:
                 where="policy.select_action",
             )
         return action
+
+
+def _display_features(spec: SimSpec) -> dict[str, FeatureSpec]:
+    """The env's features under the keys a policy reads, pictures as the env gives them
+    (height, width, channels), and the action."""
+    out: dict[str, FeatureSpec] = {}
+    for raw_key, feature in spec.features.items():
+        key = ACTION if raw_key == ACTION else policy_key(raw_key, spec.feature_map)
+        out[key] = FeatureSpec(key, feature.dtype, tuple(feature.shape), feature.names)
+    return out
+
+
+def _first_env(observation: Mapping[str, Any], feature_map: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        policy_key(key, feature_map): np.asarray(value)[0]
+        for key, value in flatten_observation(observation).items()
+    }
 
 
 def _renamed(

@@ -43,6 +43,7 @@ from rlctl.application.devices import Calibrate, connect_devices, disconnect_dev
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import Control, RecordControls
 from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
+from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.progress import Progress
 from rlctl.application.ports.robot import ACTION_KEY, Robot
@@ -121,6 +122,7 @@ class RecordEpisodes:
         progress: Progress | None = None,
         calibrate: Calibrate | None = None,
         owns_process: bool = False,
+        display: LiveDisplay | None = None,
     ) -> None:
         if teleop is None and policy is None:
             raise InvalidInput(
@@ -135,6 +137,8 @@ class RecordEpisodes:
         self._teleop = teleop
         self._progress = progress
         self._calibrate = calibrate
+        # Every tick of every phase is shown (`--display_data=true`), stored or not.
+        self._display = display
         # A command that owns its process (`rlctl record`) may tune the interpreter for the loop.
         self._owns_process = owns_process
         self._features = {**robot.observation_features, **robot.action_features}
@@ -166,6 +170,10 @@ class RecordEpisodes:
         stopped = interrupted = failed = False
         finished_unsaved = False
         try:
+            if self._display is not None:
+                self._display.open(
+                    self._features, fps=settings.fps, name="record", paced=self._robot.realtime
+                )
             connect_devices(self._robot, self._teleop, self._calibrate)
             warmup = ticks_for(settings.warmup_time_s, settings.fps, what="warmup_time_s")
             if warmup:
@@ -214,6 +222,8 @@ class RecordEpisodes:
                 disconnect_devices(self._robot, self._teleop)
                 if self._controls is not None:
                     self._controls.close()
+                if self._display is not None:
+                    self._display.close()
         assert meta is not None  # only a failed run discards its dataset, and it raises
         return RecordReport(
             root=target.root,
@@ -270,7 +280,7 @@ class RecordEpisodes:
         record: bool = False,
     ) -> _PhaseEnd:
         assert self._ticker is not None and self._session is not None
-        ticker, session, robot = self._ticker, self._session, self._robot
+        ticker, session, robot, display = self._ticker, self._session, self._robot, self._display
         ticker.restart()
         bar = progress_task(self._progress, name, n_ticks)
         try:
@@ -282,10 +292,13 @@ class RecordEpisodes:
                     return _PhaseEnd(controls, tick)
                 observation = robot.get_observation()
                 task = settings.single_task or str(observation.get("task") or "")
+                sent = None
                 if source is not None:
                     sent = robot.send_action(source(observation, task))
                     if record:
                         session.add_frame(self._frame(observation, sent, task))
+                if display is not None:
+                    display.log_frame(ticker.count - 1, observation, sent)
                 bar.advance()
                 if robot.episode_over:
                     return _PhaseEnd(frozenset(), tick + 1)

@@ -19,6 +19,7 @@ from rlctl.application.control_loop import (
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import RecordControls
+from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.progress import Progress
 from rlctl.application.ports.robot import Robot
 from rlctl.application.ports.teleoperator import Teleoperator
@@ -48,6 +49,7 @@ class TeleoperateRobot:
         progress: Progress | None = None,
         calibrate: Calibrate | None = None,
         owns_process: bool = False,
+        display: LiveDisplay | None = None,
     ) -> None:
         check_action_match(robot.action_features, teleop.action_features, what="the teleop")
         self._robot = robot
@@ -57,6 +59,7 @@ class TeleoperateRobot:
         self._progress = progress
         self._calibrate = calibrate
         self._owns_process = owns_process  # see `control_loop.loop_interpreter`
+        self._display = display  # `--display_data=true`: every tick shown
 
     def __call__(self, *, fps: int = 60, duration_s: float | None = None) -> TeleopReport:
         with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
@@ -67,7 +70,11 @@ class TeleoperateRobot:
         limit = None if duration_s is None else ticks_for(duration_s, fps, what="duration_s")
         interrupted = False
         bar = progress_task(self._progress, "teleoperating", limit)
+        display = self._display
         try:
+            if display is not None:
+                features = {**self._robot.observation_features, **self._robot.action_features}
+                display.open(features, fps=fps, name="teleoperate", paced=self._robot.realtime)
             connect_devices(self._robot, self._teleop, self._calibrate)
             self._teleop.reset()
             self._robot.reset()
@@ -76,7 +83,9 @@ class TeleoperateRobot:
                 if self._controls is not None and self._controls.poll():
                     break
                 observation = self._robot.get_observation()
-                self._robot.send_action(self._teleop.get_action(observation))
+                sent = self._robot.send_action(self._teleop.get_action(observation))
+                if display is not None:
+                    display.log_frame(ticker.count - 1, observation, sent)
                 bar.advance()
                 if ticker.count % _RATE_EVERY_TICKS == 0 and ticker.periods:
                     recent = ticker.periods[-_RATE_EVERY_TICKS:]
@@ -88,6 +97,8 @@ class TeleoperateRobot:
             disconnect_devices(self._robot, self._teleop)
             if self._controls is not None:
                 self._controls.close()
+            if display is not None:
+                display.close()
         stats = ticker.stats()
         log.info("teleoperation ended", ticks=stats.ticks, timing=stats.describe())
         return TeleopReport(ticks=stats.ticks, interrupted=interrupted, timing=stats)

@@ -3,10 +3,13 @@
     rlctl dataset view data/pusht                 # serves on 127.0.0.1, opens a browser
     rlctl dataset view lerobot/pusht --port 8000 --no-browser
     rlctl dataset view data/pusht --out site/     # the same page as static files
+    rlctl dataset view data/pusht --rerun --episode 3 --out ep3.rrd   # one episode for rerun
 
 The page lists the episodes (filterable), plays the chosen episode's cameras in sync and plots
 each state/action group with a cursor that follows the video; clicking a plot seeks. Videos are
-the dataset's own files, served with range requests. Heavy imports happen in the body only.
+the dataset's own files, served with range requests. `--rerun` writes one episode as a rerun
+recording instead (cameras, state, action, named per dimension): `rerun FILE.rrd` opens it.
+Heavy imports happen in the body only.
 """
 
 from __future__ import annotations
@@ -31,9 +34,23 @@ from rlctl.entrypoints.settings import AppSettings
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default=None,
-    help="Write the page as static files to this folder (videos linked or copied) and exit.",
+    help="Write the page as static files to this folder (videos linked or copied) and exit; "
+    "with --rerun, the .rrd file to write.",
+)
+@click.option(
+    "--rerun",
+    "rerun",
+    is_flag=True,
+    help="Write one episode as a rerun recording (.rrd) instead of serving the page.",
+)
+@click.option(
+    "--episode",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="The episode --rerun writes.",
 )
 @click.option("--revision", default=None, help="Hub revision of a REPO_ID (branch, tag, commit).")
 @config_options(AppSettings)
@@ -43,6 +60,8 @@ def view(
     port: int,
     browser: bool,
     out: str | None,
+    rerun: bool,
+    episode: int,
     revision: str | None,
     config: AppSettings,
 ) -> None:
@@ -52,6 +71,9 @@ def view(
 
     container = build_container(config)
     root = container.resolve_dataset()(location, revision=revision)
+    if rerun:
+        _write_rrd(container, str(root), episode, out)
+        return
     viewer = container.view_dataset()(str(root))
     if out is not None:
         from rlctl.adapters.viewer.site import write_site
@@ -60,6 +82,24 @@ def view(
         click.echo(f"wrote {len(viewer.page.episodes)} episodes to {page}")
         return
     _serve(viewer, host, port, browser)
+
+
+def _write_rrd(container: object, root: str, episode: int, out: str | None) -> None:
+    from pathlib import Path
+
+    from rlctl.adapters.display.settings import DisplaySettings
+
+    path = Path(out) if out else Path(f"{Path(root).name}_episode_{episode}.rrd")
+    display = container.rerun_display(  # type: ignore[attr-defined]
+        settings=DisplaySettings(mode="file", rrd=str(path), image_max_side=0),
+        announce=lambda _message: None,
+    )
+    shown = container.display_episode(display=display)(root, episode)  # type: ignore[attr-defined]
+    cameras = ", ".join(shown.cameras) or "no cameras"
+    click.echo(
+        f"wrote episode {shown.episode} ({shown.frames} frames; {cameras}) to {path}; "
+        f"view it with `rerun {path}`"
+    )
 
 
 def _serve(viewer: object, host: str, port: int, browser: bool) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 import click
 
+from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.domain.eval_settings import EvalPolicySettings, EvalSettings
@@ -43,6 +44,10 @@ class EvalCommandSettings(AppSettings):
     rename_map: dict[str, str] = attrs.field(factory=dict)
     output_dir: str | None = None
     job_name: str | None = None
+    # Show the first env of each batch live in rerun: cameras, state, actions (see display.*;
+    # without a screen, display.rrd defaults to display.rrd in the output dir).
+    display_data: bool = False
+    display: DisplaySettings = attrs.field(factory=DisplaySettings)
 
 
 def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = None) -> Path:
@@ -64,6 +69,9 @@ def eval_command(config: EvalCommandSettings) -> None:
     settings = config.eval
     if settings.videos_dir is None and settings.max_episodes_rendered > 0:
         settings = attrs.evolve(settings, videos_dir=str(out / "videos"))
+    if config.display_data and config.display.rrd is None:
+        display = attrs.evolve(config.display, rrd=str(out / "display.rrd"))
+        config = attrs.evolve(config, display=display)
     write_resolved_config(config, out)
     container = build_container(config)
     simulation = container.simulation(config.env)

@@ -11,7 +11,9 @@
 
 Keys while recording: → (or n) next, ← (or r) re-record, Esc (or q) stop. `--resume=true`
 appends to an existing dataset; `--policy.path=...` lets a trained policy act during
-episodes. Ctrl-C keeps every finished episode (exit status 130).
+episodes; `--display_data=true` shows the cameras, joints and actions live in rerun (its
+viewer, `--display.mode=web` for a browser, or an .rrd file on a machine without a screen).
+Ctrl-C keeps every finished episode (exit status 130).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import attrs
 import click
 
+from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.domain.video import VideoEncoding
@@ -64,6 +67,9 @@ class RecordCommandSettings(AppSettings):
     controls: ControlsMode = "keyboard"
     # An arm with no saved calibration is calibrated on the spot (else: an error).
     calibrate: bool = True
+    # Show cameras, joints and actions live in rerun while recording (see display.*).
+    display_data: bool = False
+    display: DisplaySettings = attrs.field(factory=DisplaySettings)
 
 
 @settings_command("record")

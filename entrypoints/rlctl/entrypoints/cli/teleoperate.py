@@ -3,7 +3,8 @@
     rlctl teleoperate --robot.type=so101_follower --robot.port=/dev/ttyACM0 --robot.id=black \\
         --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue --fps=60
 
-Runs until `--teleop_time_s` passes, Esc / q is pressed, or Ctrl-C.
+Runs until `--teleop_time_s` passes, Esc / q is pressed, or Ctrl-C. `--display_data=true`
+shows the cameras, joints and actions live in rerun.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import attrs
 import click
 
+from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
@@ -27,6 +29,9 @@ class TeleoperateCommandSettings(AppSettings):
     teleop_time_s: float | None = None
     controls: ControlsMode = "keyboard"
     calibrate: bool = True
+    # Show cameras, joints and actions live in rerun (see display.*).
+    display_data: bool = False
+    display: DisplaySettings = attrs.field(factory=DisplaySettings)
 
 
 @settings_command("teleoperate")
