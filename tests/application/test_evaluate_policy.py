@@ -155,14 +155,25 @@ def test_eval_info_uses_lerobot_field_names():
     assert info["per_group"]["easy"]["n_episodes"] == 4
 
 
-def test_suite_tasks_start_one_after_the_other():
+def test_suite_tasks_prefetch_the_next_and_keep_at_most_two_alive():
     sim = FakeSimulation({"easy": ["a", "b", "c"], "hard": ["d", "e"]})
     _, report = evaluate(sim, n_episodes=3, batch_size=3, use_async_envs=True)
     assert len(report.tasks) == 5
-    # Only the running task's workers are alive; each task is closed before the next starts.
-    assert sim.record.max_live_workers == 3
+    # The next task's workers start while the current task runs, and each task is closed
+    # when it is done: never more than two tasks' workers (3 each) at once.
+    assert sim.record.max_live_workers == 6
     assert sim.record.live_workers == 0
+    assert sim.record.started[:2] == [("easy", 0), ("easy", 1)]
     assert len(set(sim.record.closed)) == 5
+    assert sim.record.closed == [("easy", 0), ("easy", 1), ("easy", 2), ("hard", 0), ("hard", 1)]
+
+
+def test_every_episode_keeps_its_task_text():
+    sim = FakeSimulation({"easy": ["a", "b"]})
+    _, report = evaluate(sim, n_episodes=3, batch_size=2, use_async_envs=False)
+    texts = {(e["task_id"], e["task"]) for e in report.to_info()["per_episode"]}
+    assert texts == {(0, "fake task easy/0"), (1, "fake task easy/1")}
+    assert len(report.to_info()["per_episode"]) == 6
 
 
 def test_measured_plan_for_a_cheap_env_runs_in_process_with_one_batch():

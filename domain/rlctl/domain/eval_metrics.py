@@ -71,7 +71,9 @@ def _mask(info: Mapping[str, Any], key: str, num_envs: int) -> np.ndarray:
 class RolloutTracker:
     """Per-environment sums, maxima, success and length for one batch of episodes."""
 
-    def __init__(self, num_envs: int, max_steps: int) -> None:
+    def __init__(
+        self, num_envs: int, max_steps: int, task_texts: Sequence[str] | None = None
+    ) -> None:
         if num_envs < 1 or max_steps < 1:
             raise InvalidInput(
                 f"a rollout needs at least one env and one step, got {num_envs} and {max_steps}",
@@ -79,6 +81,9 @@ class RolloutTracker:
             )
         self.num_envs = num_envs
         self.max_steps = max_steps
+        # The task text each env was given (LIBERO's instruction …), kept with its episode.
+        texts = list(task_texts or [])
+        self.task_texts = [str(t) for t in texts[:num_envs]] + [""] * (num_envs - len(texts))
         self.steps = 0
         self.done = np.zeros(num_envs, dtype=bool)
         self.sum_reward = np.zeros(num_envs, dtype=np.float64)
@@ -117,6 +122,7 @@ class RolloutTracker:
                 max_reward=float(self.max_reward[i]),
                 success=bool(self.success[i]),
                 length=int(self.length[i]),
+                task=self.task_texts[i],
             )
             for i in range(min(keep, self.num_envs))
         ]
@@ -130,6 +136,8 @@ class EpisodeResult:
     max_reward: float
     success: bool
     length: int
+    # The task text the policy was given ("" for envs without one).
+    task: str = ""
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -232,6 +240,7 @@ class EvalReport:
                     "length": e.length,
                     "task_group": t.suite,
                     "task_id": t.task_id,
+                    "task": e.task,
                 }
                 for t in self.tasks
                 for e in t.episodes

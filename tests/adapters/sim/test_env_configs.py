@@ -129,3 +129,64 @@ def test_rendering_failures_say_which_backend_and_package():
     assert not is_rendering_error(ValueError("illegal action shape"))
     hint = rendering_hint()
     assert "MUJOCO_GL=egl" in hint and "libegl1" in hint and "libosmesa6" in hint
+
+
+def test_max_parallel_tasks_above_one_is_refused_not_ignored(toy_package):
+    config = make_env_config("toy", task="a,b", max_parallel_tasks=4)
+    with pytest.raises(ConfigError, match="max_parallel_tasks=4 is not supported") as caught:
+        GymSimulation(config).spec()
+    assert caught.value.where == "env.max_parallel_tasks"
+    with pytest.raises(ConfigError, match="max_parallel_tasks"):
+        config.create_envs(1, use_async=False)
+
+
+def test_an_env_without_task_text_warns_once_naming_it():
+    import structlog
+
+    sim = GymSimulation(make_env_config("gym", task="Pendulum-v1", episode_length=3))
+    with structlog.testing.capture_logs() as logs:
+        assert sim.probe().task == ""
+        [[env]] = [list(g.values()) for g in sim.create(2, use_async=False).values()]
+        try:
+            env.reset([0, 1])
+            assert env.task_descriptions() == ["", ""]
+            assert env.task_descriptions() == ["", ""]
+        finally:
+            env.close()
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert warnings[0]["event"] == (
+        "the environment has neither task_description nor task; "
+        "language-conditioned policies need one"
+    )
+    assert warnings[0]["env"] == "gym"
+
+
+def test_task_text_prefers_task_description_then_task():
+    import gymnasium as gym
+
+    from rlctl.adapters.sim.vector import EvalEnvWrapper
+
+    class Described(gym.Env):
+        task_description = "put the bowl on the plate"
+        task = "KITCHEN_put_bowl"
+
+    class Named(gym.Env):
+        task = "push-v3"
+
+    class Empty(gym.Env):
+        task_description = ""
+
+    assert EvalEnvWrapper(Described()).rlctl_task_text == "put the bowl on the plate"
+    assert EvalEnvWrapper(Named()).rlctl_task_text == "push-v3"
+    assert EvalEnvWrapper(Empty()).rlctl_task_text == ""
+    assert EvalEnvWrapper(gym.make("Pendulum-v1")).rlctl_task_text is None
+
+
+def test_metaworld_multitask_sets_expand_like_difficulties():
+    config = make_env_config("metaworld", task="mt10")
+    tasks = config.tasks()
+    assert [t.suite for t in tasks] == ["mt10"] * 10
+    assert [t.name for t in tasks][:3] == ["reach-v3", "push-v3", "pick-place-v3"]
+    assert [t.task_id for t in tasks] == list(range(10))
+    assert len(make_env_config("metaworld", task="mt50").tasks()) == 50

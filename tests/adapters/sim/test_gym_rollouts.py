@@ -5,6 +5,8 @@ Runs are a few steps long; the ones that start worker processes or Meta-World ar
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -92,22 +94,45 @@ def test_metaworld_expert_solves_a_two_task_suite_state_only():
 
 
 @pytest.mark.slow
-def test_suite_tasks_never_have_more_than_one_batch_of_workers(toy_package, monkeypatch):
-    seen: list[int] = []
-    original = GymVectorSimulator.reset
+def test_suite_tasks_prefetch_the_next_and_never_have_more_than_two_alive(toy_package, monkeypatch):
+    workers = worker_count(2, available_cores())  # one per env, never more than the cores
+    before_close: list[int] = []
+    sampled: list[int] = []
+    original_close = GymVectorSimulator.close
 
-    def counting_reset(self, seeds=None):
-        observation = original(self, seeds)
-        seen.append(len(worker_processes()))
-        return observation
+    def counting_close(self):
+        if self.vector_env.closed:  # the final close-everything pass
+            return original_close(self)
+        # The next task's workers start while this one runs: wait for them, then count.
+        deadline = time.monotonic() + 20
+        while len(worker_processes()) < 2 * workers and time.monotonic() < deadline:
+            if self._task.task_id == 2:
+                break  # the last task has no next one
+            time.sleep(0.05)
+        before_close.append(len(worker_processes()))
+        original_close(self)
 
-    monkeypatch.setattr(GymVectorSimulator, "reset", counting_reset)
-    config = make_env_config("toy", task="a,b,c", length=3)
-    _, report = run(config, n_episodes=2, batch_size=2, use_async_envs=True)
+    def sample(stop: threading.Event) -> None:
+        while not stop.is_set():
+            sampled.append(len(worker_processes()))
+            time.sleep(0.02)
+
+    monkeypatch.setattr(GymVectorSimulator, "close", counting_close)
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample, args=(stop,), daemon=True)
+    sampler.start()
+    try:
+        config = make_env_config("toy", task="a,b,c", length=3)
+        _, report = run(config, n_episodes=2, batch_size=2, use_async_envs=True)
+    finally:
+        stop.set()
+        sampler.join()
     assert [t.task for t in report.tasks] == ["a", "b", "c"]
     assert [e.length for e in report.episodes] == [3] * 6
-    workers = worker_count(2, available_cores())  # one per env, never more than the cores
-    assert len(seen) == 3 and max(seen) <= workers and min(seen) == workers
+    # Tasks a and b close with the next task's workers alive beside theirs; c closes alone.
+    assert before_close[:2] == [2 * workers, 2 * workers]
+    assert before_close[2] == workers
+    assert max(sampled) <= 2 * workers
     assert wait_for_no_workers() == []
 
 
@@ -249,3 +274,24 @@ def test_the_metaworld_expert_teleoperates_a_sim_robot_that_records_pixels(monke
     finally:
         teleop.disconnect()
         robot.disconnect()
+
+
+@pytest.mark.slow
+def test_metaworld_renders_in_worker_processes(monkeypatch):
+    """Each worker builds its own renderer (EGL) on its first reset; none comes from the parent."""
+    monkeypatch.delenv("DISPLAY", raising=False)
+    pytest.importorskip("metaworld")
+    config = make_env_config(
+        "metaworld", task="reach-v3", episode_length=2, observation_height=32, observation_width=32
+    )
+    sim = GymSimulation(config)
+    [[env]] = [list(g.values()) for g in sim.create(2, use_async=True).values()]
+    try:
+        observation = env.reset([3, 4])
+        assert len(env.vector_env.processes) == worker_count(2, available_cores())
+        assert observation["pixels"].shape == (2, 32, 32, 3) and observation["pixels"].any()
+        frames = env.render(2)
+        assert frames is not None and frames.shape == (2, 32, 32, 3) and frames.any()
+    finally:
+        env.close()
+    assert wait_for_no_workers() == []

@@ -65,7 +65,8 @@ class EnvConfig:
     # Declared on top of (and winning over) the features the type derives from its settings.
     features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=_env_features)
     features_map: dict[str, str] = attrs.field(factory=dict)
-    # Accepted for LeRobot configs; tasks of a suite run one after the other here.
+    # LeRobot's setting; only 1 is accepted: a suite's tasks run one after the other, each over
+    # every core, with the next task's envs started while the current one runs.
     max_parallel_tasks: int = 1
     disable_env_checker: bool = True
 
@@ -130,6 +131,21 @@ class EnvConfig:
 
     # --- building envs ---------------------------------------------------------------------
 
+    def check_parallel_tasks(self) -> None:
+        """Refuse `max_parallel_tasks > 1` rather than ignore it."""
+        if self.max_parallel_tasks != 1:
+            raise ConfigError(
+                f"max_parallel_tasks={self.max_parallel_tasks} is not supported: rlctl runs a "
+                "suite's tasks one after the other, each spread over every core, and starts the "
+                "next task's envs while the current one runs",
+                where="env.max_parallel_tasks",
+                hint="leave it at 1; --eval.batch_size runs more episodes of a task at once",
+            )
+
+    def env_factories(self, task: SimTask, n_envs: int) -> list[Callable[[], gym.Env]]:
+        """The factories of a task's `n_envs` envs; all alike unless a type numbers them."""
+        return [self.env_factory(task)] * n_envs
+
     def env_factory(self, task: SimTask) -> Callable[[], gym.Env]:
         """A picklable callable that builds one env of `task` (run inside worker processes)."""
         return functools.partial(
@@ -151,9 +167,9 @@ class EnvConfig:
 
         if n_envs < 1:
             raise ConfigError(f"n_envs must be at least 1, got {n_envs}", where="eval.batch_size")
+        self.check_parallel_tasks()
         return create_task_envs(
-            [(task, self.env_factory(task)) for task in self.tasks()],
-            n_envs,
+            [(task, self.env_factories(task, n_envs)) for task in self.tasks()],
             use_async,
             preload=self.worker_preload(),
         )

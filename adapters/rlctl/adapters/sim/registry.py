@@ -27,6 +27,7 @@ BUILTIN_MODULES = (
     "rlctl.adapters.sim.envs.pusht",
     "rlctl.adapters.sim.envs.aloha",
     "rlctl.adapters.sim.envs.metaworld",
+    "rlctl.adapters.sim.envs.libero",
     "rlctl.adapters.sim.envs.gym_generic",
 )
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+import structlog
 
 from rlctl.adapters.sim.config import EnvConfig, timed_build
 from rlctl.adapters.sim.mujoco_gl import is_rendering_error, rendering_hint
@@ -38,6 +39,7 @@ PROBE_STEPS = 5
 # A Box (not Dict) observation is reported under this raw key (→ `observation.state`).
 PLAIN_OBSERVATION_KEY = "state"
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 
 
 def as_observation(raw: Any) -> Observation:
@@ -49,9 +51,15 @@ def as_observation(raw: Any) -> Observation:
 class GymVectorSimulator:
     """`VectorSimulator` over a `LazyVectorEnv`."""
 
-    def __init__(self, env: LazyVectorEnv, task: SimTask) -> None:
+    def __init__(
+        self,
+        env: LazyVectorEnv,
+        task: SimTask,
+        on_missing_text: Callable[[], None] | None = None,
+    ) -> None:
         self._env = env
         self._task = task
+        self._on_missing_text = on_missing_text
         self._failed = False
         self._action_dtype = getattr(env.single_action_space, "dtype", None) or np.float32
 
@@ -92,7 +100,9 @@ class GymVectorSimulator:
 
     def task_descriptions(self) -> list[str]:
         texts = self._guard("read the task text", lambda: self._env.call(TASK_TEXT_ATTR))
-        return [str(t) for t in texts]
+        if any(t is None for t in texts) and self._on_missing_text is not None:
+            self._on_missing_text()
+        return ["" if t is None else str(t) for t in texts]
 
     def render(self, n: int) -> np.ndarray | None:
         return stack_frames(self._guard("render", lambda: self._env.render_first(n)))
@@ -142,6 +152,7 @@ class GymSimulation:
         self._probe_env: Any = None
         self._start_s = 0.0
         self._shape: EnvShape | None = None
+        self._warned_no_text = False
 
     def tasks(self) -> list[SimTask]:
         return self.config.tasks()
@@ -150,6 +161,7 @@ class GymSimulation:
         return self.config.env_processors()
 
     def spec(self) -> SimSpec:
+        self.config.check_parallel_tasks()
         shape = self._shape_of_first_task()
         space = shape.action_space
         action_shape = space.shape or ()
@@ -175,6 +187,8 @@ class GymSimulation:
             observation, _ = env.reset(seed=0)
             start_s = self._start_s + time.perf_counter() - t0
             text = env.rlctl_task_text
+            if text is None:
+                self._warn_no_text()
             t0 = time.perf_counter()
             for _ in range(PROBE_STEPS):
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
@@ -192,7 +206,7 @@ class GymSimulation:
         finally:
             self._close_probe_env()
         batched = {k: np.asarray(v)[None] for k, v in as_observation(observation).items()}
-        return SimProbe(observation=batched, task=text, start_s=start_s, step_s=step_s)
+        return SimProbe(observation=batched, task=text or "", start_s=start_s, step_s=step_s)
 
     def create(
         self, n_envs: int, use_async: bool
@@ -202,11 +216,24 @@ class GymSimulation:
         tasks = {(t.suite, t.task_id): t for t in self.config.tasks()}
         return {
             suite: {
-                tid: GymVectorSimulator(env, tasks.get((suite, tid), SimTask(suite, tid)))
+                tid: GymVectorSimulator(
+                    env, tasks.get((suite, tid), SimTask(suite, tid)), self._warn_no_text
+                )
                 for tid, env in group.items()
             }
             for suite, group in envs.items()
         }
+
+    def _warn_no_text(self) -> None:
+        # Once per run, whichever of the probe and the rollouts notices first.
+        if not self._warned_no_text:
+            self._warned_no_text = True
+            log.warning(
+                "the environment has neither task_description nor task; "
+                "language-conditioned policies need one",
+                env=self.config.type,
+                task=self.config.task,
+            )
 
     def _shape_of_first_task(self) -> EnvShape:
         if self._shape is None:

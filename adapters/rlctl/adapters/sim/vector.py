@@ -12,8 +12,11 @@
   turns seconds of start-up per worker into milliseconds.
 - `EvalEnvWrapper` wraps every sub-env: once its episode has ended it replays the terminal step
   instead of simulating (a finished env costs nothing while the batch's slowest env runs on),
-  and it answers `rlctl_task_text`, so asking for task text never reaches a sub-env that has no
-  such attribute (in a worker that would raise and kill the worker).
+  and it answers `rlctl_task_text` (`task_description`, else `task`, else None), so asking for
+  task text never reaches a sub-env that has no such attribute (in a worker that would raise and
+  kill the worker).
+- Per-task envs: `create_task_envs` takes each task's factories, one per env of the batch (an env
+  such as LIBERO gives each its own initial-state index).
 """
 
 from __future__ import annotations
@@ -88,15 +91,18 @@ class EvalEnvWrapper(gym.Wrapper):
         return observation, reward, terminated, truncated, info
 
     @property
-    def rlctl_task_text(self) -> str:
+    def rlctl_task_text(self) -> str | None:
+        """`task_description`, then `task`; "" when one is there but empty, None when neither is."""
+        found = False
         for name in _TASK_TEXT_SOURCES:
             try:
                 value = self.env.get_wrapper_attr(name)
             except AttributeError:
                 continue
+            found = True
             if isinstance(value, str) and value:
                 return value
-        return ""
+        return "" if found else None
 
 
 def _build_wrapped(factory: Callable[[], gym.Env]) -> gym.Env:
@@ -260,17 +266,17 @@ def close_vector_env(env: gym.vector.VectorEnv, terminate: bool = False) -> None
 
 
 def create_task_envs(
-    tasks: Sequence[tuple[SimTask, Callable[[], gym.Env]]],
-    n_envs: int,
+    tasks: Sequence[tuple[SimTask, Sequence[Callable[[], gym.Env]]]],
     use_async: bool,
     preload: Sequence[str] = (),
 ) -> dict[str, dict[int, LazyVectorEnv]]:
-    """One lazy vector env per task; spaces are probed once per suite."""
+    """One lazy vector env per task, over that task's factories (one per env); spaces are
+    probed once per suite."""
     out: dict[str, dict[int, LazyVectorEnv]] = {}
     shapes: dict[str, EnvShape] = {}
-    for task, factory in tasks:
+    for task, factories in tasks:
         shape = shapes.get(task.suite)
-        lazy = LazyVectorEnv([factory] * n_envs, use_async, shape, preload)
+        lazy = LazyVectorEnv(factories, use_async, shape, preload)
         shapes.setdefault(task.suite, lazy.shape)
         out.setdefault(task.suite, {})[task.task_id] = lazy
     return out

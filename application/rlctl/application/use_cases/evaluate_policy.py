@@ -100,6 +100,7 @@ class EvaluatePolicy:
         self.first_step_s: float | None = None
         self._start = 0.0
         self._successes: list[bool] = []
+        self._prefetch: Callable[[], None] | None = None
         self._env_pre: Callable[[dict[str, Any]], dict[str, Any]] = _identity
         self._env_post: Callable[[dict[str, Any]], dict[str, Any]] = _identity
         self._env_pipelines: tuple[ProcessorPipeline, ProcessorPipeline] = (
@@ -150,12 +151,15 @@ class EvaluatePolicy:
                 self._display.open(features, fps=spec.fps, name=f"eval_{suite}", paced=False)
             for i, (suite, task_id, env) in enumerate(flat):
                 task = SimTask(suite, task_id, names.get((suite, task_id), ""))
+                # The next task's workers start in the background once this task's have reset
+                # (prefetch), and this task's close as soon as it is done: at most two tasks'
+                # envs are alive at any time.
+                self._prefetch = flat[i + 1][2].start if i + 1 < len(flat) else None
                 results.append(self._run_task(env, task, spec, settings, max_steps, bar))
                 env.close()
-                if i + 1 < len(flat):
-                    # The next task's workers start in the background as soon as this task's
-                    # are gone: never two tasks' workers at once.
-                    flat[i + 1][2].start()
+                log.info(
+                    "task done", suite=suite, task_id=task_id, tasks_done=i + 1, at=time.time()
+                )
         finally:
             bar.close()
             _close_all(env for _, _, env in flat)
@@ -294,8 +298,11 @@ class EvaluatePolicy:
         n = env.num_envs
         self._policy.reset()
         observation = env.reset(seeds)
+        start_next, self._prefetch = self._prefetch, None
+        if start_next is not None:
+            start_next()
         texts = [str(t) for t in env.task_descriptions()] or [""] * n
-        tracker = RolloutTracker(n, max_steps)
+        tracker = RolloutTracker(n, max_steps, task_texts=texts)
         if videos is not None:
             videos.add(env.render(videos.count), live=np.ones(videos.count, dtype=bool))
         while not tracker.all_done:

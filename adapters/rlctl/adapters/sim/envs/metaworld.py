@@ -1,8 +1,9 @@
 """Meta-World: single tasks (`push-v3`), difficulty suites (`easy`, `medium`, `hard`,
-`very_hard`) and comma-separated mixes of both (`--env.task=easy,push-v3`).
+`very_hard`, LeRobot's names), Meta-World's multi-task sets (`mt10`, `mt50`) and
+comma-separated mixes of them (`--env.task=easy,push-v3`).
 
-Each entry of `task` is a suite; a difficulty expands to its tasks, a task name is a suite of
-one. Tasks are numbered from 0 within their suite, as LeRobot numbers them.
+Each entry of `task` is a suite; a difficulty or a set expands to its tasks, a task name is a
+suite of one. Tasks are numbered from 0 within their suite, as LeRobot numbers them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,25 @@ from rlctl.adapters.sim.config import EnvConfig, env_feature
 from rlctl.application.ports.simulation import SimTask
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec
+
+# Meta-World's MT10 set, in its own order (metaworld.env_dict.MT10_V3).
+MT10 = (
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "door-open-v3",
+    "drawer-open-v3",
+    "drawer-close-v3",
+    "button-press-topdown-v3",
+    "peg-insert-side-v3",
+    "window-open-v3",
+    "window-close-v3",
+)
+
+
+def multitask_sets(all_tasks: list[str]) -> dict[str, list[str]]:
+    """MT10 and MT50 (every task, alphabetical as Meta-World lists them)."""
+    return {"mt10": list(MT10), "mt50": sorted(all_tasks)}
 
 
 def _metaworld_map() -> dict[str, str]:
@@ -70,18 +90,20 @@ class MetaworldEnv(EnvConfig):
             raise ConfigError(
                 "no Meta-World task given",
                 where="env.task",
-                hint="name a task (push-v3), a difficulty (easy, medium, hard, very_hard) or a "
-                "comma-separated list of them",
+                hint="name a task (push-v3), a difficulty (easy, medium, hard, very_hard), a "
+                "multi-task set (mt10, mt50) or a comma-separated list of them",
             )
+        sets = multitask_sets(list(table["tasks"]))
         out: dict[str, list[str]] = {}
         for group in groups:
-            names = table["suites"].get(group) or [task_name(group)]
+            names = table["suites"].get(group) or sets.get(group.lower()) or [task_name(group)]
             unknown = [n for n in names if n not in table["tasks"]]
             if unknown:
                 raise ConfigError(
                     f"unknown Meta-World task {unknown[0]!r}",
                     where="env.task",
-                    hint=f"difficulties: {', '.join(table['suites'])}; tasks look like push-v3",
+                    hint=f"difficulties: {', '.join(table['suites'])}; sets: mt10, mt50; "
+                    "tasks look like push-v3",
                 )
             out[group] = list(names)
         return out
