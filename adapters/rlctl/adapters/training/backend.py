@@ -110,8 +110,8 @@ class TorchTrainingBackend:
         if checkpoint is not None and ema is not None:
             # pretrained_model holds the average; the live weights are in training_state.
             load_weights(model, checkpoint / TRAINING_STATE_DIR / state_files.LIVE_MODEL)
-        channels_last = to_channels_last(model)
         draw_threads = use_cpu_kernels(model, settings.cpu_kernels)
+        channels_last = to_channels_last(model)
         if ema is not None and channels_last:
             to_channels_last(ema.model)
         optimisation = self._optimisation(settings, model, world)
@@ -146,8 +146,8 @@ class TorchTrainingBackend:
             scaler=optimisation.scaler,
             precision=optimisation.precision,
             ema=ema,
-            batches=iter(loader),
             draw_threads=draw_threads,
+            batches=iter(loader),
             batch_size=settings.batch_size,
             grad_clip_norm=optimisation.optimizer_spec.grad_clip_norm,
             output_dir=Path(settings.output_dir or "."),
@@ -237,7 +237,7 @@ def _describe(
         optimizer=unstructure(optimisation.optimizer_spec),
         scheduler=unstructure(optimisation.scheduler_spec) if optimisation.scheduler_spec else None,
         precision=str(optimisation.precision.dtype).removeprefix("torch."),
-        start_step=start,
         cpu_kernels=settings.cpu_kernels,
+        start_step=start,
         steps=settings.steps,
     )

@@ -48,12 +48,12 @@ class RunParts:
     preprocessor: ProcessorPipeline
     postprocessor: ProcessorPipeline
     optimizer: Optimizer
-    # The threads the model's dropouts draw with (`cpu_kernels=auto`), stopped at `close`.
-    draw_threads: DrawThreads | None
     scheduler: Any
     scaler: torch.amp.GradScaler
     precision: Precision
     ema: EmaModel | None
+    # The threads the model's dropouts draw with (`cpu_kernels=auto`), stopped at `close`.
+    draw_threads: DrawThreads | None
     batches: Iterator[dict[str, Any]]
     batch_size: int
     grad_clip_norm: float
@@ -197,10 +197,10 @@ class TorchTrainingSession:
 
     def barrier(self) -> None:
         self._p.world.barrier()
-        if self._p.draw_threads is not None:
-            self._p.draw_threads.close()
 
     def close(self) -> None:
         # Dropping the loader's iterator stops its worker processes.
         self._p.batches = iter(())
+        if self._p.draw_threads is not None:
+            self._p.draw_threads.close()
         self._p.world.close()

@@ -156,8 +156,8 @@ Common settings (all: --print-config):
   --log_freq=N --save_freq=N --eval_freq=N --env.type=pusht --eval.n_episodes=N
   --optimizer.lr=X --optimizer.type=adamw --scheduler.type=none --grad_clip_norm=X
   --use_amp=true (CUDA) --ema.enable=true --tensorboard=true --wandb.enable=true
-  --resume=DIR      continue a run (its settings, then these overrides)
   --cpu_kernels=torch  torch's own kernels (default auto: rlctl's CPU training speed paths)
+  --resume=DIR      continue a run (its settings, then these overrides)
 """
 
 
