@@ -47,6 +47,11 @@ from rlctl.adapters.memory.live_display import NoDisplay, RecordedDisplay
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
 from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
+from rlctl.adapters.memory.policy_server import (
+    InProcessPolicyConnector,
+    InProcessPolicyServer,
+    ScriptedChunkService,
+)
 from rlctl.adapters.memory.progress import (
     RecordedTask,
     RecordingProgress,
@@ -62,6 +67,8 @@ from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
+from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
+from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolicy
 from rlctl.adapters.reports.renderer import HtmlReportRenderer
 from rlctl.adapters.reports.run_folder import LocalRunFolder
 from rlctl.adapters.robots.arm_follower import ArmFollower
@@ -119,6 +126,7 @@ from rlctl.application.ports.hub import DatasetLayout, Hub
 from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.motors import MotorBus
 from rlctl.application.ports.policy import Policy, PolicyLoader
+from rlctl.application.ports.policy_service import ChunkService, PolicyConnector, PolicyServer
 from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, Robot
 from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
@@ -126,6 +134,7 @@ from rlctl.application.ports.simulation import Simulation, VectorSimulator
 from rlctl.application.ports.teleoperator import EpisodeActions, Teleoperator
 from rlctl.application.ports.training import MetricsSink, TrainingBackend, TrainingSession
 from rlctl.application.ports.video import VideoDecoder, VideoEncoder, VideoWriter
+from rlctl.application.use_cases.serve_policy import PolicyService
 
 # --- devices --------------------------------------------------------------------------------
 
@@ -312,13 +321,28 @@ def policy(
     loaded: LoadedPolicy,
     random: RandomPolicy,
     expert: MetaWorldExpertPolicy,
+    remote: RemotePolicy,
     fake: ScriptedPolicy,
 ) -> list[Policy]:
-    return [loaded, random, expert, fake]
+    return [loaded, random, expert, remote, fake]
 
 
 def policy_loader(lerobot: LeRobotPolicyLoader, fake: InMemoryPolicyLoader) -> list[PolicyLoader]:
     return [lerobot, fake]
+
+
+def chunk_service(service: PolicyService, fake: ScriptedChunkService) -> list[ChunkService]:
+    return [service, fake]
+
+
+def policy_server(grpc: GrpcPolicyServer, fake: InProcessPolicyServer) -> list[PolicyServer]:
+    return [grpc, fake]
+
+
+def policy_connector(
+    grpc: GrpcPolicyConnector, fake: InProcessPolicyConnector
+) -> list[PolicyConnector]:
+    return [grpc, fake]
 
 
 def simulation(gym: GymSimulation, fake: FakeSimulation) -> list[Simulation]:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import attrs
 
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.remote_inference import RemotePolicySettings
 
 
 @attrs.frozen
-class EvalPolicySettings:
-    """Which policy acts: a saved one (`--policy.path`), else a type that needs no training."""
+class EvalPolicySettings(RemotePolicySettings):
+    """Which policy acts: a saved one (`--policy.path`), one served by `rlctl policy serve`
+    (`--policy.server=HOST:PORT`, with the remote settings it inherits), else a type that needs
+    no training."""
 
     # A LeRobot `pretrained_model` folder, one rlctl saved, or a run's checkpoint.
     path: str | None = None

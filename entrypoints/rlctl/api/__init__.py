@@ -18,6 +18,7 @@ __all__ = [
     "AppSettings",
     "Container",
     "DatasetSettings",
+    "connect_policy",
     "container",
     "create_dataset",
     "inspect_dataset",
@@ -106,6 +107,21 @@ def load_policy(location: str | Path, *, device: str | None = None, using: Conta
     c = using or build_container()
     path = c.resolve_policy()(str(location))
     return c.policy_loader().load(str(path), device=device)
+
+
+def connect_policy(
+    server: str, *, realtime: bool = True, using: Container | None = None, **settings: Any
+) -> Any:
+    """A policy served by `rlctl policy serve` at `server` (`HOST:PORT`), as a `Policy`:
+    `select_action` once per control tick never waits on the network (with `realtime`), holding
+    the last action when no fresh one has arrived. `settings` are `RemotePolicySettings` fields
+    (`token_file`, `tls_cert`, `aggregate`, `chunk_size_threshold`, …); `close()` when done."""
+    from rlctl.domain.remote_inference import RemotePolicySettings
+
+    c = using or build_container()
+    return c.policy_connector().connect(
+        RemotePolicySettings(server=server, **settings), realtime=realtime
+    )
 
 
 def _local_dataset(location: str | Path, c: Container, **options: Any) -> Path | str:

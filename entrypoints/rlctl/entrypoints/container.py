@@ -81,8 +81,14 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.adapters.policies.loaded_policy:LeRobotPolicyLoader")
     )
     # `container.eval_policy(EvalPolicySettings, simulation, seed=...)`: saved, or built by type.
+    # Policies served by `rlctl policy serve`: `container.policy_connector().connect(settings)`.
+    policy_connector = providers.Singleton(
+        lazy("rlctl.adapters.remote.remote_policy:GrpcPolicyConnector")
+    )
     eval_policy = providers.Factory(
-        lazy("rlctl.application.use_cases.choose_policy:choose_policy"), policy_loader
+        lazy("rlctl.application.use_cases.choose_policy:choose_policy"),
+        policy_loader,
+        connector=policy_connector,
     )
 
     # A simulation is built per env config: `container.simulation(env_config)`.

@@ -53,7 +53,13 @@ class EvalCommandSettings(AppSettings):
 def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = None) -> Path:
     """`outputs/eval/<date>/<time>_<env>_<policy>`, as lerobot-eval names its runs."""
     now = now or dt.datetime.now()
-    policy = Path(settings.policy.path).name if settings.policy.path else settings.policy.type
+    policy = (
+        Path(settings.policy.path).name
+        if settings.policy.path
+        else "remote"
+        if settings.policy.server
+        else settings.policy.type
+    )
     job = settings.job_name or f"{settings.env.type}_{policy}"
     return Path("outputs/eval") / f"{now:%Y-%m-%d}" / f"{now:%H-%M-%S}_{job}"
 

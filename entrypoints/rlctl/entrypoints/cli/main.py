@@ -33,7 +33,7 @@ SUBCOMMAND_HELP = {
     "eval": "Evaluate a policy in simulation; write eval_info.json and videos...",
     "find-cameras": "List cameras with the size, rate and format they start in.",
     "find-port": "List serial ports, ask to unplug the board, and name the port that went away.",
-    "policy": "Push and pull policy checkpoints (LeRobot's pretrained_model layout).",
+    "policy": "Push and pull policy checkpoints (LeRobot's pretrained_model layout); serve...",
     "quickstart": "Record expert demonstrations in Meta-World, train a policy, evaluate it...",
     "record": "Record episodes from a robot driven by a teleoperator (or a policy)...",
     "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",

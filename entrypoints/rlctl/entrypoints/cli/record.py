@@ -24,6 +24,7 @@ import click
 from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.teleop.config import TeleoperatorConfig
+from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.video import VideoEncoding
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.devices import ControlsMode
@@ -52,7 +53,9 @@ class DatasetRecordSettings(DatasetSettings):
 
 
 @attrs.frozen
-class PolicyInControl:
+class PolicyInControl(RemotePolicySettings):
+    """A policy acting: saved here (`path`), or on a policy server (`server`, remote settings)."""
+
     path: str | None = None
     device: str | None = None
 
@@ -89,6 +92,8 @@ def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
     policy = (
         container.policy_loader().load(config.policy.path, device=config.policy.device)
         if config.policy.path
+        else container.policy_connector().connect(config.policy, realtime=True)
+        if config.policy.server
         else None
     )
     use_case = container.record_episodes(

@@ -1,0 +1,1 @@
+"""Remote inference: the gRPC policy server, its client, and the robot's `RemotePolicy`."""

@@ -1,0 +1,47 @@
+"""Ports for remote inference: serving policies to robots, and acting from a served policy.
+
+A `PolicyServer` is a transport (gRPC in the adapters) that hands every request it accepts to a
+`ChunkService` and returns its answer; authentication, message limits and decoding are its job,
+what to answer is the service's. A `PolicyConnector` gives a robot a `Policy` that runs on a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from rlctl.application.ports.policy import Policy
+from rlctl.domain.remote_inference import (
+    ChunkReply,
+    ChunkRequest,
+    PolicyDescription,
+    RemotePolicySettings,
+)
+
+
+class ChunkService(Protocol):
+    """What a server answers; raises `RlctlError`s (`InvalidInput`, `ConfigError`) to refuse."""
+
+    def describe(self, policy: str, provided: Mapping[str, Any] | None) -> PolicyDescription: ...
+
+    def predict(self, request: ChunkRequest) -> ChunkReply: ...
+
+
+class PolicyServer(Protocol):
+    def serve(
+        self, service: ChunkService, *, on_ready: Callable[[str], None] | None = None
+    ) -> None:
+        """Serve until `stop()` (or the process is told to stop); `on_ready(address)` once
+        listening, with the address clients connect to."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+class PolicyConnector(Protocol):
+    def connect(self, settings: RemotePolicySettings, *, realtime: bool = True) -> Policy:
+        """A `Policy` acting from the server `settings.server`.
+
+        `realtime`: the caller's loop keeps its own pace (a robot), so a tick whose action has
+        not arrived holds instead of waiting; otherwise (a simulation) the tick waits for it."""
+        ...

@@ -1,0 +1,181 @@
+"""Remote inference: what travels between a robot and a policy server, and how the robot merges
+the chunks it receives with the actions it still has queued.
+
+The robot sends an observation stamped with the control tick it was taken at; the server answers
+with a chunk whose action `i` applies at tick `timestep + i`. Chunks arrive while the robot keeps
+acting, so an arriving chunk meets actions already queued for the same ticks: they are merged by
+one of LeRobot's aggregation rules (`latest_only`, `average`, `weighted_average`, `conservative`).
+Actions for ticks already executed are dropped: a late chunk never replays the past.
+
+Pure data and numpy: the transport (gRPC, its byte format) and the threads live in adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+
+from rlctl.domain.errors import InvalidInput
+
+Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+# Same weights as LeRobot's async inference (`old`: the queued action, `new`: the arriving one).
+AGGREGATIONS: dict[str, Aggregate] = {
+    "latest_only": lambda old, new: new,
+    "average": lambda old, new: 0.5 * old + 0.5 * new,
+    "weighted_average": lambda old, new: 0.3 * old + 0.7 * new,
+    "conservative": lambda old, new: 0.7 * old + 0.3 * new,
+}
+
+AggregateName = Literal["latest_only", "average", "weighted_average", "conservative"]
+OnStall = Literal["hold", "safe_action"]
+
+
+def aggregation(name: str) -> Aggregate:
+    try:
+        return AGGREGATIONS[name]
+    except KeyError:
+        raise InvalidInput(
+            f"unknown aggregation {name!r}",
+            where="policy.aggregate",
+            hint=f"choose one of {', '.join(AGGREGATIONS)}",
+        ) from None
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:PORT` for IPv6) → (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(
+            f"a policy server address is HOST:PORT, got {address!r}",
+            where="policy.server",
+            hint="e.g. --policy.server=127.0.0.1:8080",
+        )
+    return host.strip("[]"), int(port)
+
+
+@attrs.frozen(kw_only=True)
+class RemotePolicySettings:
+    """A policy served by `rlctl policy serve`: where it is, and how the robot acts from it."""
+
+    # HOST:PORT of `rlctl policy serve`; set, the policy runs there instead of here.
+    server: str | None = None
+    # Which of the server's policies (its name there); empty: the only one it serves.
+    server_policy: str = ""
+    # A file holding the server's token (the server's --token-file).
+    token_file: str | None = None
+    # The server's TLS certificate (PEM), or the CA that signed it; unset: no TLS.
+    tls_cert: str | None = None
+    # How an arriving chunk merges with the actions still queued for the same ticks.
+    aggregate: AggregateName = "weighted_average"
+    # Ask for the next chunk when the queue holds at most this fraction of a chunk.
+    chunk_size_threshold: float = 0.5
+    # Actions kept from each chunk; 0: all the policy predicts.
+    actions_per_chunk: int = 0
+    # A chunk not received this long after its observation was sent is abandoned (and asked again).
+    chunk_deadline_s: float = 1.0
+    # When the queue runs dry: hold the last commanded action, or send `safe_action`.
+    on_stall: OnStall = "hold"
+    # The action sent while stalled with on_stall=safe_action (and before any chunk arrived).
+    safe_action: tuple[float, ...] | None = None
+    # How long to wait for a server (first chunk, reconnection) before giving up.
+    connect_timeout_s: float = 30.0
+    # The longest pause between reconnection attempts (they back off from 50 ms).
+    reconnect_max_s: float = 2.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.server is not None:
+            parse_address(self.server)
+        aggregation(self.aggregate)
+        if not 0.0 <= self.chunk_size_threshold <= 1.0:
+            raise InvalidInput(
+                f"chunk_size_threshold must be within [0, 1], got {self.chunk_size_threshold}",
+                where="policy.chunk_size_threshold",
+            )
+        if self.actions_per_chunk < 0:
+            raise InvalidInput("actions_per_chunk must be 0 or positive", where="policy")
+        if self.chunk_deadline_s <= 0 or self.connect_timeout_s <= 0:
+            raise InvalidInput("deadlines must be positive", where="policy.chunk_deadline_s")
+        if self.on_stall == "safe_action" and self.safe_action is None:
+            raise InvalidInput(
+                "on_stall=safe_action needs a safe_action",
+                where="policy.safe_action",
+                hint="e.g. --policy.safe_action='[0, 0, 0, 0, 0, 0]'",
+            )
+
+
+@attrs.frozen(kw_only=True)
+class ChunkRequest:
+    """One observation batch sent for a chunk. Arrays only, plus the task text per batch row."""
+
+    observation: Mapping[str, np.ndarray]
+    task: tuple[str, ...] = ()
+    # The control tick the observation was taken at; the chunk's first action applies there.
+    timestep: int = 0
+    policy: str = ""
+    # At most this many actions back; 0: the whole predicted chunk.
+    max_actions: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ChunkReply:
+    # (batch, steps, action_dim) raw actions; action i applies at tick `timestep + i`.
+    actions: np.ndarray
+    timestep: int = 0
+    inference_s: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class PolicyDescription:
+    """What a robot needs to know about a served policy, as plain data (a config as a dict)."""
+
+    name: str
+    config: dict[str, Any]
+    actions_per_chunk: int
+    # The policy's view of the features the robot offered (its renames applied), if it offered.
+    observation_features: dict[str, Any] = attrs.field(factory=dict)
+
+
+class TimedActionQueue:
+    """Actions keyed by the control tick they apply at.
+
+    `merge` takes an arriving chunk: ticks at or before `executed` are dropped; a tick also queued
+    is aggregated (`fn(queued, arriving)`); queued ticks the chunk does not cover are dropped, as
+    LeRobot's client does (the newest chunk decides how far the queue reaches).
+    """
+
+    def __init__(self) -> None:
+        self._actions: dict[int, np.ndarray] = {}
+
+    def merge(self, start: int, actions: np.ndarray, executed: int, fn: Aggregate) -> int:
+        """Merge `actions[..., i, :]` for ticks `start + i`; return how many were kept."""
+        steps = actions.shape[-2]
+        merged: dict[int, np.ndarray] = {}
+        for i in range(steps):
+            tick = start + i
+            if tick <= executed:
+                continue
+            new = actions[..., i, :]
+            old = self._actions.get(tick)
+            merged[tick] = new if old is None else fn(old, new)
+        self._actions = merged
+        return len(merged)
+
+    def pop(self, tick: int) -> np.ndarray | None:
+        """The action for `tick` (removed), or None; earlier actions are discarded unexecuted."""
+        for stale in [t for t in self._actions if t < tick]:
+            del self._actions[stale]
+        return self._actions.pop(tick, None)
+
+    def remaining(self, tick: int) -> int:
+        """How many queued actions apply at `tick` or later."""
+        return sum(1 for t in self._actions if t >= tick)
+
+    def needs_chunk(self, tick: int, chunk_size: int, threshold: float) -> bool:
+        return self.remaining(tick) / max(1, chunk_size) <= threshold
+
+    def clear(self) -> None:
+        self._actions.clear()

@@ -1,0 +1,93 @@
+"""`rlctl policy serve`: serve trained policies to robots over gRPC (remote inference).
+
+    rlctl policy serve --policy.path=outputs/train/act/checkpoints/last/pretrained_model \\
+        --port 8080 --token-file ~/.rlctl/token
+    rlctl policy serve --policy.paths='{act: runs/act/pretrained_model, mlp: runs/mlp/model}'
+
+Then, on the robot's computer: `rlctl record ... --policy.server=GPU_BOX:8080
+--policy.token_file=~/.rlctl/token`. Messages carry data only (tensor bytes with dtype and shape,
+task text, ticks): nothing a client sends is unpickled. Serves on 127.0.0.1 unless `--host` says
+otherwise; another host needs a token, and TLS (`--tls-cert`, `--tls-key`) is advised.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import click
+
+from rlctl.entrypoints.cli.config_options import config_options, settings_command
+from rlctl.entrypoints.settings import AppSettings
+
+
+@attrs.frozen
+class ServedPolicies:
+    # One policy: a `pretrained_model` folder (or a run's checkpoint); served under its folder name.
+    path: str | None = None
+    # Several policies, by the name robots ask for: {name: folder}.
+    paths: dict[str, str] = attrs.field(factory=dict)
+    # cpu, cuda, cuda:1, mps; default: the device it was trained on, if present here.
+    device: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ServeCommandSettings(AppSettings):
+    policy: ServedPolicies = attrs.field(factory=ServedPolicies)
+    # The address to listen on: loopback unless told otherwise (another host needs a token).
+    host: str = "127.0.0.1"
+    # 0: any free port (printed when serving).
+    port: int = 8080
+    # A file holding the token clients must send (at least 16 characters).
+    token_file: str | None = None
+    # PEM certificate and private key: serve over TLS.
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    # Messages over this size are refused (RESOURCE_EXHAUSTED).
+    max_message_mb: float = 64.0
+    # Requests handled at once (each policy still answers one at a time).
+    workers: int = 8
+
+
+@settings_command("serve")
+@config_options(ServeCommandSettings)
+def serve(config: ServeCommandSettings) -> None:
+    """Serve trained policies to robots over gRPC (remote inference)."""
+    from rlctl.adapters.remote.grpc_server import GrpcPolicyServer, read_token
+    from rlctl.application.use_cases.serve_policy import ServedPolicy, ServePolicy
+    from rlctl.domain.errors import ConfigError
+    from rlctl.entrypoints.container import build_container
+
+    served = [ServedPolicy(name, path) for name, path in config.policy.paths.items()]
+    if config.policy.path:
+        served.insert(0, ServedPolicy(_name_of(Path(config.policy.path)), config.policy.path))
+    if not served:
+        raise ConfigError(
+            "no policy to serve",
+            where="--policy.path",
+            hint="--policy.path=FOLDER, or --policy.paths='{name: FOLDER, ...}'",
+        )
+    container = build_container(config)
+    server = GrpcPolicyServer(
+        host=config.host,
+        port=config.port,
+        token=read_token(config.token_file),
+        tls_cert=config.tls_cert,
+        tls_key=config.tls_key,
+        max_message_bytes=int(config.max_message_mb * (1 << 20)),
+        workers=config.workers,
+        handle_signals=True,
+    )
+    use_case = ServePolicy(container.policy_loader(), server)
+
+    def ready(address: str) -> None:
+        names = ", ".join(p.name for p in served)
+        click.echo(f"serving {names} on {address}", err=False)
+
+    use_case(served, device=config.policy.device, on_ready=ready)
+
+
+def _name_of(folder: Path) -> str:
+    # `.../checkpoints/last/pretrained_model` is better known by its run than by its leaf.
+    parts = [p for p in folder.resolve().parts if p not in {"pretrained_model", "last"}]
+    return parts[-1] if parts else folder.name

@@ -1,0 +1,82 @@
+"""`rlctl policy serve` as a real process on loopback, and a tiny policy checkpoint for it."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlctl.adapters.policies.loaded_policy import create_policy
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies import MLPConfig
+
+STATE_DIM, ACTION_DIM = 6, 6
+STATS = {
+    "observation.state": {"mean": np.zeros(STATE_DIM), "std": np.ones(STATE_DIM)},
+    "action": {"mean": np.zeros(ACTION_DIM), "std": np.ones(ACTION_DIM)},
+}
+
+
+def tiny_mlp(folder: Path, chunk: int = 10) -> Path:
+    torch.manual_seed(0)
+    config = MLPConfig(
+        input_features={"observation.state": typed_feature("STATE", (STATE_DIM,))},
+        output_features={"action": typed_feature("ACTION", (ACTION_DIM,))},
+        chunk_size=chunk,
+        n_action_steps=chunk,
+        hidden_dims=(16,),
+        device="cpu",
+    )
+    return create_policy(config, STATS, device="cpu").save(folder)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, log: Path, *args: str) -> None:
+        self.log = log
+        self._seen = len(self._ready_lines()) if log.exists() else 0
+        self._out = log.open("a")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from rlctl.entrypoints.cli.main import main; main()",
+                "policy",
+                "serve",
+                *args,
+            ],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+        self.address = self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            found = self._ready_lines()
+            if len(found) > self._seen:
+                return str(found[-1])
+            if self.process.poll() is not None:
+                raise AssertionError(f"the server exited:\n{self.log.read_text()}")
+            time.sleep(0.05)
+        raise AssertionError(f"the server did not start:\n{self.log.read_text()}")
+
+    def _ready_lines(self) -> list[str]:
+        return re.findall(r"serving \S+ on (\S+:\d+)", self.log.read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+        self._out.close()

@@ -1,0 +1,94 @@
+"""The wire format carries data only, and refuses what it cannot check."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from rlctl.adapters.remote import wire
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.remote_inference import ChunkReply, ChunkRequest
+
+DTYPES = st.sampled_from(["float32", "float64", "float16", "uint8", "int32", "int64", "bool"])
+
+
+@given(
+    arrays=st.dictionaries(
+        st.text("abcdefgh.", min_size=1, max_size=12),
+        DTYPES.flatmap(lambda d: hnp.arrays(d, hnp.array_shapes(min_dims=0, max_dims=4))),
+        max_size=4,
+    ),
+    task=st.lists(st.text(max_size=20), max_size=3),
+)
+def test_messages_round_trip(arrays: dict[str, np.ndarray], task: list[str]) -> None:
+    fields, tensors = wire.decode(wire.encode({"task": task, "timestep": 7}, arrays))
+    assert fields == {"task": task, "timestep": 7}
+    assert list(tensors) == list(arrays)
+    for name, array in arrays.items():
+        assert tensors[name].dtype == array.dtype and tensors[name].shape == array.shape
+        np.testing.assert_array_equal(tensors[name], array)
+
+
+def test_requests_and_replies_round_trip() -> None:
+    request = ChunkRequest(
+        observation={"observation.state": np.arange(6, dtype=np.float32).reshape(1, 6)},
+        task=("pick the cube",),
+        timestep=12,
+        policy="act",
+        max_actions=50,
+    )
+    back = wire.decode_request(wire.encode_request(request))
+    assert (back.task, back.timestep, back.policy, back.max_actions) == (
+        ("pick the cube",),
+        12,
+        "act",
+        50,
+    )
+    np.testing.assert_array_equal(back.observation["observation.state"], np.arange(6)[None])
+    reply = wire.decode_reply(wire.encode_reply(ChunkReply(actions=np.ones((1, 5, 6)), timestep=3)))
+    assert reply.actions.shape == (1, 5, 6) and reply.actions.dtype == np.float32
+
+
+def raw(header: dict[str, object], payload: bytes = b"") -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack("<4sI", wire.MAGIC, len(body)) + body + payload
+
+
+STATE = {"name": "observation.state", "dtype": "float32", "shape": [1, 6], "nbytes": 24}
+
+
+@pytest.mark.parametrize(
+    ("message", "complaint"),
+    [
+        (pickle.dumps({"observation": [1, 2, 3]}), "wrong magic"),
+        (b"RLC", "too short"),
+        (struct.pack("<4sI", wire.MAGIC, 1000) + b"{}", "past the message"),
+        (struct.pack("<4sI", wire.MAGIC, 3) + b"{{{", "not JSON"),
+        (raw({"tensors": [{**STATE, "dtype": "object"}]}, bytes(24)), "dtype 'object'"),
+        (raw({"tensors": [{**STATE, "dtype": "complex128"}]}, bytes(24)), "complex128"),
+        (raw({"tensors": [{**STATE, "nbytes": 20}]}, bytes(20)), "24 bytes, 20 announced"),
+        (raw({"tensors": [{**STATE, "shape": [1, -6]}]}, bytes(24)), "not a list of sizes"),
+        (raw({"tensors": [{**STATE, "shape": [1] * 9}]}, bytes(24)), "not a list of sizes"),
+        (raw({"tensors": [STATE]}, bytes(16)), "fewer sent"),
+        (raw({"tensors": [STATE]}, bytes(32)), "bytes after the last tensor"),
+        (raw({"tensors": [STATE, STATE]}, bytes(48)), "appears twice"),
+        (raw({"tensors": "all of them"}), "tensors list"),
+        (raw({"tensors": []}), "at least one observation"),
+        (raw({"tensors": [STATE], "task": "not a list"}, bytes(24)), "list of strings"),
+        (raw({"tensors": [STATE], "timestep": "soon"}, bytes(24)), "integer"),
+        (
+            raw({"tensors": [STATE]}, np.array([[0, 1, np.nan, 3, 4, 5]], np.float32).tobytes()),
+            "NaN",
+        ),
+    ],
+)
+def test_malformed_requests_are_refused_with_the_reason(message: bytes, complaint: str) -> None:
+    with pytest.raises(InvalidInput, match=complaint):
+        wire.decode_request(message)
