@@ -138,3 +138,28 @@ def test_dataset_view_rerun_writes_one_episode_with_its_cameras_and_named_series
     }
     missing = CliRunner().invoke(cli, ["dataset", "view", str(root), "--rerun", "--episode", "7"])
     assert missing.exit_code == 1 and "episode 7 does not exist" in missing.output
+
+
+@pytest.mark.slow
+def test_eval_with_display_data_writes_the_first_envs_steps_beside_its_results(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("gym_pusht")
+    out = tmp_path / "eval"
+    result = invoke(
+        "eval",
+        "--env.type=pusht",
+        "--env.episode_length=8",
+        "--eval.n_episodes=2",
+        "--eval.batch_size=2",
+        "--eval.use_async_envs=false",
+        "--eval.max_episodes_rendered=0",
+        f"--output_dir={out}",
+        "--progress=silent",
+        "--display_data=true",
+    )
+    assert result.exit_code == 0, result.output
+    rrd = out / "display.rrd"
+    assert f"the frames go to {rrd}" in result.output
+    # Unpaced: every step of the first env is shown, none dropped.
+    assert rows_by_entity(rrd) == {"/observation.image": 8, "/observation.state": 8, "/action": 8}

@@ -140,3 +140,24 @@ def test_web_mode_serves_rerun_web_viewer_and_prints_its_address() -> None:
             assert b"Rerun" in page.read()
     finally:
         display.close()
+
+
+def test_a_viewer_that_cannot_start_falls_back_to_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `rerun` program to spawn
+    messages: list[str] = []
+    rrd = tmp_path / "fallback.rrd"
+    display = RerunDisplay(
+        DisplaySettings(mode="viewer", rrd=str(rrd), grpc_port=_free_port()),
+        announce=messages.append,
+    )
+    display.open(FEATURES, fps=30, name="record", paced=False)
+    observation, action = frames(1)[0]
+    display.log_frame(0, observation, action)
+    display.close()
+    assert display.mode == "file" and messages == [
+        f"live display: the frames go to {rrd}; view it with `rerun {rrd}` "
+        "(or watch live in a browser: --display.mode=web)"
+    ]
+    assert rows_by_entity(rrd)["/action"] == 1

@@ -13,6 +13,7 @@ logged at the end.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import os
@@ -39,6 +40,8 @@ DEFAULT_FOLDER = Path("outputs/display")
 FRAME_TIMELINE = "frame"
 TIME_TIMELINE = "time"
 _STOP = object()
+# How long closing waits for rerun to deliver what is queued (a viewer that went away).
+_FLUSH_TIMEOUT_S = 10.0
 
 
 def has_screen(environ: Mapping[str, str] | None = None, platform: str | None = None) -> bool:
@@ -161,14 +164,19 @@ class RerunDisplay:
         self._recording = None
         if recording is None:
             return
-        recording.flush()
-        recording.disconnect()
+        try:
+            recording.flush(timeout_sec=_FLUSH_TIMEOUT_S)
+        except Exception as error:  # a viewer that went away must not fail the run it showed
+            log.warning("live display: rerun could not deliver every frame", error=str(error))
+        finally:
+            with contextlib.suppress(Exception):
+                recording.disconnect()
         if self.dropped:
             log.warning("live display fell behind", dropped_frames=self.dropped, shown=self.shown)
         if self._failure is not None:
             log.warning("live display stopped", error=str(self._failure))
         if self.mode == "file" and self.rrd_path is not None:
-            log.info("live display written", rrd=str(self.rrd_path), frames=self.shown)
+            log.debug("live display written", rrd=str(self.rrd_path), frames=self.shown)
 
     # Where the frames go
 
