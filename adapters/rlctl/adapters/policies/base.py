@@ -79,6 +79,11 @@ class PolicyModel(nn.Module):
             if feature.kind in (FeatureKind.STATE, FeatureKind.VISUAL, FeatureKind.ENV)
         ]
 
+    @classmethod
+    def preprocessor_steps(cls, config: Any) -> list[Any]:
+        """Steps this policy adds to its pre-processor after batching (a tokenizer …)."""
+        return []
+
     def action_buffer(self) -> ActionBuffer:
         """Where this policy's chunks wait between ticks (see `acting`)."""
         return ActionQueue(self.config.n_action_steps)

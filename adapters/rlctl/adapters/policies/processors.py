@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
+from rlctl.adapters.policies import tokenizer as _tokenizer  # noqa: F401 (registers the step)
+from rlctl.adapters.policies.base import implementation_of
 from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.files import read_arrays, read_checkpoint_json
 from rlctl.application.relative_actions import relative_actions_config
@@ -131,6 +133,8 @@ def make_pre_post_processors(
 ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
     """LeRobot's default pair for a policy: rename -> batch -> device -> normalise, and
     unnormalise -> cpu. `dataset_stats` maps feature keys to `{"mean": ..., "std": ..., ...}`.
+    A policy's own steps (`preprocessor_steps`, e.g. SmolVLA's task newline and tokenizer) come
+    after batching, where LeRobot's policy-specific factories put them.
 
     With relative actions (`config.use_relative_actions`, or `relative_actions` given), actions
     are learned relative to the state, in the order LeRobot's pi0 uses: ... -> device ->
@@ -152,6 +156,7 @@ def make_pre_post_processors(
     pre_steps: list[ProcessorStep] = [
         RenameObservations(RenameConfig(dict(rename_map or {}))),
         AddBatchDimension(),
+        *policy_preprocessor_steps(config),
         DeviceStep(DeviceConfig(device or config.device or "cpu")),
     ]
     post_steps: list[ProcessorStep] = [
@@ -166,6 +171,14 @@ def make_pre_post_processors(
         ProcessorPipeline(pre_steps, name=PREPROCESSOR_NAME),
         ProcessorPipeline(post_steps, name=POSTPROCESSOR_NAME),
     )
+
+
+def policy_preprocessor_steps(config: PolicyConfig) -> list[ProcessorStep]:
+    """The steps `config`'s model class adds to its pre-processor (none for most policies)."""
+    if not type(config).implementation:
+        return []
+    make = getattr(implementation_of(type(config)), "preprocessor_steps", None)
+    return list(make(config)) if callable(make) else []
 
 
 def _numpy_stats(stats: Stats) -> dict[str, dict[str, np.ndarray]]:

@@ -20,6 +20,7 @@ from rlctl.domain.processors.steps.relative_actions import (
     to_relative_actions,
 )
 from rlctl.domain.processors.steps.rename import RenameConfig, RenameObservations
+from rlctl.domain.processors.steps.task_text import NewLineTask, TokenizerConfig
 from rlctl.domain.processors.steps.to_batch import AddBatchDimension
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Clip",
     "ClipConfig",
     "ClipRange",
+    "NewLineTask",
     "NormMode",
     "NormalizedFeature",
     "Normalizer",
@@ -36,6 +38,7 @@ __all__ = [
     "RelativeActionsConfig",
     "RenameConfig",
     "RenameObservations",
+    "TokenizerConfig",
     "Unnormalizer",
     "joint_mask",
     "normalize_array",
