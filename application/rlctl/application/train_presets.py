@@ -6,6 +6,8 @@ and `get_scheduler_preset` give them, and how `--optimizer.*` / `--scheduler.*` 
     Diffusion  Adam(lr, betas, eps, weight_decay from the config) + diffusers' cosine schedule
                with `scheduler_warmup_steps` of linear warm-up
     MLP        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule
+    SmolVLA    AdamW(lr, betas, eps, weight_decay, grad_clip_norm from the config); LeRobot's
+               cosine decay with warm-up is not ported yet, so no schedule
 
 A new policy registers its preset with `@training_preset("name")`; a policy without one trains
 with LeRobot's default `AdamConfig` (lr 1e-3).
@@ -19,7 +21,13 @@ from typing import Any
 import attrs
 
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
+from rlctl.domain.policies import (
+    ACTConfig,
+    DiffusionConfig,
+    MLPConfig,
+    PolicyConfig,
+    SmolVLAConfig,
+)
 from rlctl.domain.train_settings import TrainSettings
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -127,6 +135,22 @@ def _mlp(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
     return (
         OptimizerSpec(
             type="adamw", lr=config.optimizer_lr, weight_decay=config.optimizer_weight_decay
+        ),
+        None,
+    )
+
+
+@training_preset("smolvla")
+def _smolvla(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    assert isinstance(config, SmolVLAConfig)
+    return (
+        OptimizerSpec(
+            type="adamw",
+            lr=config.optimizer_lr,
+            betas=config.optimizer_betas,
+            eps=config.optimizer_eps,
+            weight_decay=config.optimizer_weight_decay,
+            grad_clip_norm=config.optimizer_grad_clip_norm,
         ),
         None,
     )

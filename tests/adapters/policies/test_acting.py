@@ -8,6 +8,7 @@ chunks; and a policy without a history reads an observation only when a new chun
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from rlctl.domain.policies import (
     DiffusionConfig,
     MLPConfig,
     PolicyConfig,
+    SmolVLAConfig,
     known_policy_types,
 )
 from rlctl.domain.processors import ProcessorPipeline
@@ -33,22 +35,30 @@ INPUTS = {
     "observation.environment_state": typed_feature("ENV", (ENV,)),
 }
 OUTPUTS = {"action": typed_feature("ACTION", (ACTION_DIM,))}
+CAMERA = "observation.images.top"
 
-# A tiny config of every built-in trainable type, reading a history where the type allows it.
-TINY: dict[str, Callable[[], PolicyConfig]] = {
-    "act": lambda: ACTConfig(
+# A tiny config of every built-in trainable type, reading a history where the type allows it
+# (each is given the tiny SmolVLM folder; only SmolVLA reads it).
+TINY: dict[str, Callable[[Path], PolicyConfig]] = {
+    "act": lambda vlm: ACTConfig(
         input_features=INPUTS, output_features=OUTPUTS, chunk_size=4, n_action_steps=4,
         dim_model=8, n_heads=2, dim_feedforward=16, n_encoder_layers=1, n_vae_encoder_layers=1,
         latent_dim=2, pretrained_backbone_weights=None,
     ),
-    "diffusion": lambda: DiffusionConfig(
+    "diffusion": lambda vlm: DiffusionConfig(
         input_features=INPUTS, output_features=OUTPUTS, n_obs_steps=2, horizon=8,
         n_action_steps=4, down_dims=(8, 16), kernel_size=3, n_groups=4,
         diffusion_step_embed_dim=8, num_inference_steps=2, pretrained_backbone_weights=None,
     ),
-    "mlp": lambda: MLPConfig(
+    "mlp": lambda vlm: MLPConfig(
         input_features=INPUTS, output_features=OUTPUTS, n_obs_steps=2, chunk_size=5,
         n_action_steps=4, hidden_dims=(8,),
+    ),
+    "smolvla": lambda vlm: SmolVLAConfig(
+        input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+        output_features=OUTPUTS, vlm_model_name=str(vlm), num_vlm_layers=2, chunk_size=5,
+        n_action_steps=4, num_steps=2, max_state_dim=4, max_action_dim=4,
+        resize_imgs_with_padding=(32, 32),
     ),
 }  # fmt: skip
 
@@ -67,14 +77,18 @@ def observation(tick: int) -> dict[str, torch.Tensor]:
     return {
         "observation.state": torch.full((1, STATE), float(tick)),
         "observation.environment_state": torch.full((1, ENV), float(tick)),
+        CAMERA: torch.full((1, 3, 16, 16), tick / 10),
         "task": ["t"],
     }
 
 
 @pytest.mark.parametrize("policy_type", sorted(TINY))
-def test_each_chunk_is_predicted_from_the_last_observations(policy_type: str) -> None:
+def test_each_chunk_is_predicted_from_the_last_observations(
+    policy_type: str, request: pytest.FixtureRequest
+) -> None:
     torch.manual_seed(0)
-    config = TINY[policy_type]()
+    vlm = request.getfixturevalue("tiny_smolvlm") if policy_type == "smolvla" else Path()
+    config = TINY[policy_type](vlm)
     model = build_policy(config)
     seen: list[list[int]] = []
     predict = model.predict_chunk
@@ -86,7 +100,10 @@ def test_each_chunk_is_predicted_from_the_last_observations(policy_type: str) ->
         return predict(batch, noise)
 
     model.predict_chunk = spy  # type: ignore[method-assign]
-    policy = LoadedPolicy(model, ProcessorPipeline(), ProcessorPipeline())
+    # The policy's own steps (SmolVLA's tokenizer) give it the task it reads.
+    policy = LoadedPolicy(
+        model, ProcessorPipeline(model.preprocessor_steps(config)), ProcessorPipeline()
+    )
     for episode in range(2):
         policy.reset()
         seen.clear()

@@ -18,6 +18,7 @@ from rlctl.domain.policies.diffusion import DiffusionConfig
 from rlctl.domain.policies.mlp import MLPConfig
 from rlctl.domain.policies.registry import known_policy_types, policy_config_class
 from rlctl.domain.policies.scripted import MetaWorldExpertConfig, RandomPolicyConfig
+from rlctl.domain.policies.smolvla import SmolVLAConfig
 
 __all__ = [
     "ACTION",
@@ -30,6 +31,7 @@ __all__ = [
     "MetaWorldExpertConfig",
     "PolicyConfig",
     "RandomPolicyConfig",
+    "SmolVLAConfig",
     "dataset_policy_features",
     "known_policy_types",
     "lerobot_config_data",

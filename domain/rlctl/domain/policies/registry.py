@@ -30,6 +30,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.diffusion",
     "rlctl.domain.policies.mlp",
     "rlctl.domain.policies.scripted",
+    "rlctl.domain.policies.smolvla",
 )
 
 _state = {"plugins_loaded": False}

@@ -1,0 +1,73 @@
+"""`rlctl train --policy.type=smolvla` as a user types it, on LeRobot's sim_video fixture and a
+tiny SmolVLM folder made offline; then fine-tuning from the checkpoint
+(--policy.pretrained_path)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("transformers", reason="SmolVLA needs the smolvla extra")
+
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
+from rlctl.entrypoints.cli.main import cli
+
+TINY_SMOLVLM = Path(__file__).parents[1] / "adapters" / "policies" / "tiny_smolvlm.py"
+
+
+@pytest.mark.slow
+def test_train_then_fine_tune_smolvla_from_the_command_line(fixtures_dir, tmp_path):
+    vlm = runpy.run_path(str(TINY_SMOLVLM))["write_tiny_smolvlm"](tmp_path / "vlm")
+    common = [
+        f"--dataset.root={fixtures_dir / 'sim_video'}",
+        "--steps=2",
+        "--batch_size=2",
+        "--num_workers=0",
+        "--log_freq=1",
+        "--save_freq=2",
+    ]
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--policy.type=smolvla",
+            f"--policy.vlm_model_name={vlm}",
+            "--policy.num_vlm_layers=2",
+            "--policy.chunk_size=4",
+            "--policy.n_action_steps=4",
+            "--policy.num_steps=2",
+            "--policy.resize_imgs_with_padding=[64,64]",
+            f"--output_dir={out}",
+            *common,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    checkpoint = out / "checkpoints" / "last" / "pretrained_model"
+    steps = json.loads((checkpoint / "policy_preprocessor.json").read_text())["steps"]
+    tokenizer = next(s for s in steps if s["registry_name"] == "tokenizer_processor")
+    assert tokenizer["config"]["tokenizer_name"] == str(vlm)
+
+    policy = load_policy_folder(checkpoint)
+    observation = {
+        "observation.state": np.zeros((1, 6), np.float32),
+        "observation.images.front": np.full((1, 3, 48, 64), 0.5, np.float32),
+        "task": "push the t to the target",
+    }
+    assert policy.predict_chunk(observation).actions.shape == (1, 4, 6)
+
+    tuned = tmp_path / "tuned"
+    result = CliRunner().invoke(
+        cli,
+        ["train", f"--policy.pretrained_path={checkpoint}", f"--output_dir={tuned}", *common],
+    )
+    assert result.exit_code == 0, result.output
+    config = json.loads(
+        (tuned / "checkpoints" / "last" / "pretrained_model" / "config.json").read_text()
+    )
+    assert config["type"] == "smolvla" and config["num_vlm_layers"] == 2
