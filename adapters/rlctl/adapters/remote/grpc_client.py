@@ -41,7 +41,7 @@ class GrpcPolicyClient:
         ]
         if tls_cert is not None:
             try:
-                root = Path(tls_cert).read_bytes()
+                root = Path(tls_cert).expanduser().read_bytes()
             except OSError as err:
                 raise ConfigError(
                     f"cannot read the TLS certificate: {err}", where=str(tls_cert)

@@ -34,7 +34,7 @@ def read_token(path: str | Path | None) -> str | None:
     if path is None:
         return None
     try:
-        token = Path(path).read_text().strip()
+        token = Path(path).expanduser().read_text().strip()
     except OSError as err:
         raise ConfigError(f"cannot read the token file: {err}", where=str(path)) from None
     if len(token) < 16:
@@ -78,7 +78,11 @@ class GrpcPolicyServer:
             raise ConfigError("TLS needs both --tls-cert and --tls-key", where="--tls-cert")
         self.host, self.port = host, port
         self._token = token
-        self._tls = (Path(tls_cert), Path(tls_key)) if tls_cert and tls_key else None
+        self._tls = (
+            (Path(tls_cert).expanduser(), Path(tls_key).expanduser())
+            if tls_cert and tls_key
+            else None
+        )
         self._max = max_message_bytes
         self._workers = workers
         self._handle_signals = handle_signals
