@@ -4,12 +4,9 @@ writing the report (an HTML page and a PNG of its curves)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
-
-if TYPE_CHECKING:
-    from rlctl.application.use_cases.report_run import RunReport
 
 
 @attrs.frozen
@@ -28,6 +25,55 @@ class RunRecord:
     videos: Sequence[str] = ()
     checkpoints: Sequence[int] = ()
     skipped_lines: int = 0
+
+
+# What a report shows, built by the `ReportRun` use case and drawn by a `ReportRenderer`.
+
+
+@attrs.frozen
+class Series:
+    name: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+@attrs.frozen
+class Panel:
+    """One chart: lines sharing axes. `x_label` names the x axis (step, episode)."""
+
+    title: str
+    x_label: str
+    series: tuple[Series, ...]
+    y_unit: str = ""
+    markers: bool = False
+    # Fixed y limits (a percentage: 0..100); None: the data's range.
+    y_limits: tuple[float, float] | None = None
+
+
+@attrs.frozen
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+@attrs.frozen
+class Video:
+    label: str
+    path: str  # relative to the run folder
+
+
+@attrs.frozen
+class RunReport:
+    kind: str  # "train" or "eval"
+    location: str
+    title: str
+    facts: tuple[tuple[str, str], ...]
+    panels: tuple[Panel, ...]
+    tables: tuple[Table, ...] = ()
+    videos: tuple[Video, ...] = ()
+    config: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = ()
 
 
 class RunFolderReader(Protocol):

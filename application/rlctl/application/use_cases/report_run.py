@@ -18,7 +18,16 @@ from typing import Any
 
 import attrs
 
-from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader, RunRecord
+from rlctl.application.ports.run_report import (
+    Panel,
+    ReportRenderer,
+    RunFolderReader,
+    RunRecord,
+    RunReport,
+    Series,
+    Table,
+    Video,
+)
 from rlctl.domain.errors import InvalidInput
 
 REPORT_NAME = "report.html"
@@ -37,52 +46,6 @@ _EVAL_SUCCESS = "pc_success"
 _EVAL_REWARDS = ("avg_sum_reward", "avg_max_reward")
 PERCENT = (0.0, 100.0)
 _STEP_VIDEOS = re.compile(r"videos_step_(\d+)")
-
-
-@attrs.frozen
-class Series:
-    name: str
-    x: tuple[float, ...]
-    y: tuple[float, ...]
-
-
-@attrs.frozen
-class Panel:
-    """One chart: lines sharing axes. `x_label` names the x axis (step, episode)."""
-
-    title: str
-    x_label: str
-    series: tuple[Series, ...]
-    y_unit: str = ""
-    markers: bool = False
-    # Fixed y limits (a percentage: 0..100); None: the data's range.
-    y_limits: tuple[float, float] | None = None
-
-
-@attrs.frozen
-class Table:
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
-
-
-@attrs.frozen
-class Video:
-    label: str
-    path: str  # relative to the run folder
-
-
-@attrs.frozen
-class RunReport:
-    kind: str  # "train" or "eval"
-    location: str
-    title: str
-    facts: tuple[tuple[str, str], ...]
-    panels: tuple[Panel, ...]
-    tables: tuple[Table, ...] = ()
-    videos: tuple[Video, ...] = ()
-    config: Mapping[str, Any] | None = None
-    notes: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -92,8 +92,8 @@ class PolicyService:
 
 
 def _host_array(actions: Any) -> np.ndarray:
-    if hasattr(actions, "detach"):
-        actions = actions.detach().cpu().numpy()
+    # A policy hands back raw actions on the host (its post-processor ends on the CPU): numpy
+    # arrays, or CPU tensors, which numpy reads through the array protocol.
     out = np.asarray(actions, dtype=np.float32)
     return out if out.ndim == 3 else out[None]
 
