@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlctl.application.ports.run_report import RunRecord
-from rlctl.application.use_cases.report_run import RunReport
+from rlctl.application.ports.run_report import RunRecord, RunReport
 from rlctl.domain.errors import InvalidInput
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from rlctl.application.use_cases.report_run import Panel
+from rlctl.application.ports.run_report import Panel
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlctl.adapters.reports.chart import PALETTE, Frame, data_ranges, nice_ticks, tick_label
-from rlctl.application.use_cases.report_run import Panel, RunReport, Table
+from rlctl.application.ports.run_report import Panel, RunReport, Table
 
 WIDTH, HEIGHT = 560, 250
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 64, 14, 12, 40

@@ -9,7 +9,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont
 
 from rlctl.adapters.reports.chart import PALETTE, Frame, data_ranges, nice_ticks, tick_label
-from rlctl.application.use_cases.report_run import Panel, RunReport
+from rlctl.application.ports.run_report import Panel, RunReport
 
 PANEL_W, PANEL_H = 640, 340
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 78, 18, 40, 70

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlctl.adapters.reports.html import report_html
 from rlctl.adapters.reports.png import write_curves_png
-from rlctl.application.use_cases.report_run import RunReport
+from rlctl.application.ports.run_report import RunReport
 
 
 class HtmlReportRenderer:
