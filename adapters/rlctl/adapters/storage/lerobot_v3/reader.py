@@ -372,7 +372,7 @@ def check_files_present(root: Path, meta: DatasetMeta, episodes: Sequence[Episod
     the check's order) is named as `rlctl dataset check` names it, with a count of the rest."""
     needed: dict[Path, tuple[str | None, list[int]]] = {}
     for episode in episodes:
-        files = [(episode_data_file(meta, episode), None)]
+        files: list[tuple[Path, str | None]] = [(episode_data_file(meta, episode), None)]
         files += [(episode_video_file(meta, episode, key), key) for key in meta.video_keys]
         for path, key in files:
             needed.setdefault(root / path, (key, []))[1].append(episode.index)
