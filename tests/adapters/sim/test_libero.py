@@ -242,3 +242,43 @@ def test_a_few_real_steps_of_one_task_through_the_evaluation(monkeypatch):
     info = report.to_info()
     assert info["per_group"]["libero_object"]["n_episodes"] == 1
     assert info["per_episode"][0]["task"] == episode.task
+
+
+@pytest.mark.slow
+@needs_libero
+@needs_assets
+def test_libero_renders_in_worker_processes(monkeypatch):
+    """Each worker imports LIBERO and builds its simulator and GL context on its first reset."""
+    from rlctl.adapters.sim.simulation import GymSimulation
+    from rlctl.adapters.sim.vector import available_cores
+    from rlctl.domain.rollout_plan import worker_count
+
+    from .conftest import wait_for_no_workers
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    config = make_env_config(
+        "libero",
+        task="libero_object",
+        task_ids=[1],
+        episode_length=2,
+        observation_height=48,
+        observation_width=48,
+    )
+    sim = GymSimulation(config)
+    [[env]] = [list(g.values()) for g in sim.create(2, use_async=True).values()]
+    try:
+        observation = env.reset([0, 1])
+        assert len(env.vector_env.processes) == worker_count(2, available_cores())
+        assert observation["pixels/image"].shape == (2, 48, 48, 3)
+        assert observation["pixels/image"].any() and observation["pixels/image2"].any()
+        assert observation["robot_state/eef/mat"].shape == (2, 3, 3)
+        frames = env.render(2)
+        assert frames is not None and frames.shape == (2, 48, 48, 3) and frames.any()
+        assert (
+            env.task_descriptions() == ["pick up the cream cheese and place it in the basket"] * 2
+        )
+        step = env.step(np.zeros((2, 7), dtype=np.float32))
+        assert np.asarray(step.info["is_success"]).tolist() == [False, False]
+    finally:
+        env.close()
+    assert wait_for_no_workers() == []
