@@ -1,7 +1,7 @@
 """Run with LeRobot 0.6.1's Python (RLCTL_LEROBOT_PYTHON); prints one JSON line.
 
     python lerobot_smolvla.py make OUT VLM_DIR SPEC_JSON INPUTS_NPZ
-        builds a SmolVLA on the tiny SmolVLM folder VLM_DIR (random weights, seeded), saves it
+        builds a SmolVLA on the tiny SmolVLM folder VLM_DIR (weights randomised, seeded), saves it
         with its pre/post processors in LeRobot's format to OUT, and predicts a chunk
     python lerobot_smolvla.py predict CHECKPOINT INPUTS_NPZ
         loads a checkpoint (LeRobot's or rlctl's) and predicts a chunk
@@ -48,11 +48,10 @@ def make(out, vlm_dir, spec_text, inputs_path):
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
     config = SmolVLAConfig(
         vlm_model_name=vlm_dir,
-        load_vlm_weights=False,
         input_features=inputs,
         output_features=outputs,
         device="cpu",
-        **spec["config"],
+        **{"load_vlm_weights": False, **spec["config"]},
     )
     torch.manual_seed(spec["seed"])
     policy = SmolVLAPolicy(config)

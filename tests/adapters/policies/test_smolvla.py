@@ -225,3 +225,25 @@ def test_fewer_expert_layers_and_self_attention_build_and_train(tiny_smolvlm: Pa
         loss.backward()
         chunk = policy.predict_chunk(raw_batch(), noise=noise()).actions
         assert torch.isfinite(chunk).all(), overrides
+
+
+def test_a_pretrained_vlm_loads_in_bfloat16_and_its_checkpoint_reloads_the_same(
+    tiny_smolvlm: Path, tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file
+
+    torch.manual_seed(0)
+    policy = create_policy(tiny_config(tiny_smolvlm, load_vlm_weights=True), stats())
+    vlm = policy.model.model.vlm_with_expert.vlm
+    pretrained = load_file(str(tiny_smolvlm / "model.safetensors"))
+    ours = vlm.state_dict()
+    assert {t.dtype for t in vlm.parameters()} == {torch.bfloat16}
+    for key, value in pretrained.items():
+        if key in ours:  # the layers past num_vlm_layers are dropped
+            assert torch.equal(ours[key], value.to(torch.bfloat16)), key
+    first = policy.predict_chunk(raw_batch(), noise=noise()).actions
+
+    reloaded = load_policy_folder(policy.save(tmp_path / "pretrained_model"))
+    dtypes = {n: t.dtype for n, t in policy.model.state_dict().items()}
+    assert {n: t.dtype for n, t in reloaded.model.state_dict().items()} == dtypes
+    assert torch.equal(reloaded.predict_chunk(raw_batch(), noise=noise()).actions, first)

@@ -67,6 +67,19 @@ SPECS: dict[str, dict[str, Any]] = {
             "self_attn_every_n_layers": 3,
         },
     },
+    "pretrained VLM weights (bfloat16)": {
+        "cameras": {"observation.images.top": [3, 64, 64]},
+        "state_dim": 4,
+        "action_dim": 5,
+        "tasks": ["close the drawer", "put the bowl on the plate"],
+        "config": {
+            "load_vlm_weights": True,
+            "num_vlm_layers": 3,
+            "chunk_size": 4,
+            "n_action_steps": 4,
+            "num_steps": 3,
+        },
+    },
     "half as many expert layers": {
         "cameras": {"observation.images.top": [3, 64, 64]},
         "state_dim": 2,

@@ -1,5 +1,6 @@
-"""Writes a tiny SmolVLM folder offline, for SmolVLA tests: config, tokenizer and, with
-`--processor` (LeRobot reads it; it needs `num2words`), SmolVLM's processor.
+"""Writes a tiny SmolVLM folder offline, for SmolVLA tests: config, tokenizer, seeded random
+weights (what `load_vlm_weights=True` loads) and, with `--processor` (LeRobot reads it; it needs
+`num2words`), SmolVLM's processor.
 
     python tiny_smolvlm.py OUT [--processor]
 
@@ -26,10 +27,12 @@ IMAGE = 64
 def write_tiny_smolvlm(
     out: Path, *, hidden: int = 64, layers: int = 4, processor: bool = False
 ) -> Path:
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
         PreTrainedTokenizerFast,
         SmolVLMConfig,
+        SmolVLMForConditionalGeneration,
         SmolVLMImageProcessor,
         SmolVLMProcessor,
         SmolVLMVideoProcessor,
@@ -86,6 +89,8 @@ def write_tiny_smolvlm(
     )
     out.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(out)
+    torch.manual_seed(0)
+    SmolVLMForConditionalGeneration(config).save_pretrained(out)
     if not processor:
         tokenizer.save_pretrained(out)
         return out

@@ -149,6 +149,13 @@ class SmolVLMWithExpertModel(nn.Module):
                 config.vlm_model_name, dtype=torch.bfloat16
             )
             vlm_cfg = self.vlm.config
+        elif config.load_vlm_weights:
+            # About to receive a checkpoint of a SmolVLA on a pretrained VLM: built with the
+            # dtypes loading the pretrained VLM gives (bfloat16, and so the expert copied from it).
+            vlm_cfg = vlm_config(config.vlm_model_name)
+            self.vlm = transformers.AutoModelForImageTextToText.from_config(
+                vlm_cfg, dtype=torch.bfloat16
+            )
         else:
             vlm_cfg = vlm_config(config.vlm_model_name)
             self.vlm = transformers.SmolVLMForConditionalGeneration(vlm_cfg)
@@ -395,7 +402,9 @@ class SmolVLMWithExpertModel(nn.Module):
                 assert attention is not None
                 end = start + hidden.shape[1]
                 o_proj = layer.self_attn.o_proj
-                hidden = o_proj(attention[:, start:end].to(o_proj.weight.dtype)) + hidden
+                out = o_proj(attention[:, start:end].to(o_proj.weight.dtype))
+                out += hidden  # in place: the stream takes the layer's dtype, as in LeRobot
+                hidden = out
                 hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
                 outputs.append(hidden)
                 start = end if len(attended) == 1 else 0
@@ -635,23 +644,25 @@ class SmolVLAPolicy(PolicyModel):
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
     ) -> Any:
         on_meta = any(p.is_meta for p in self.parameters())
+        dtypes = {name: t.dtype for name, t in self.state_dict().items()}
         result = super().load_state_dict(state_dict, strict=strict, assign=assign or on_meta)
         if on_meta:
-            self._after_meta_load()
+            self._after_meta_load(dtypes)
         return result
 
-    def _after_meta_load(self) -> None:
-        left = [name for name, p in self.state_dict().items() if p.is_meta]
+    def _after_meta_load(self, dtypes: Mapping[str, torch.dtype]) -> None:
+        left = [name for name, t in self.state_dict().items() if t.is_meta]
         if left:
             raise ConfigError(
                 f"the checkpoint left {len(left)} SmolVLA tensors unset: {', '.join(left[:8])}",
                 where="model.safetensors",
             )
-        # Assigned tensors keep the file's dtype; a pretrained VLM runs in bfloat16, as in
-        # LeRobot, and so does the checkpoint of a model fine-tuned from it.
-        if self.config.load_vlm_weights:
-            self.model.vlm_with_expert.vlm.to(torch.bfloat16)
-        # requires_grad is the module's (assign keeps it), so frozen parts stay frozen.
+        # Assigned tensors come in the file's dtype; each takes the one the model was built
+        # with (a pretrained VLM runs in bfloat16, as LeRobot loads it). requires_grad is the
+        # module's (assign keeps it), so frozen parts stay frozen.
+        for name, param in self.named_parameters():
+            if param.dtype != dtypes[name]:
+                param.data = param.data.to(dtypes[name])
 
     @property
     def dtype(self) -> torch.dtype:
