@@ -60,6 +60,8 @@ class SmolVLAConfig(PolicyConfig):
     use_delta_joint_actions_aloha: bool = False
     tokenizer_max_length: int = 48
     num_steps: int = 10
+    # rlctl always caches the prefix's keys and values between Euler steps (LeRobot's
+    # cross-attention cannot run without them); kept so config.json round-trips.
     use_cache: bool = True
     freeze_vision_encoder: bool = True
     train_expert_only: bool = True
@@ -89,6 +91,7 @@ class SmolVLAConfig(PolicyConfig):
     min_period: float = 4e-3
     max_period: float = 4.0
     rtc_config: dict[str, Any] | None = attrs.field(default=None, converter=_optional_mapping)
+    # torch.compile of the model: read, not applied by rlctl yet.
     compile_model: bool = False
     compile_mode: str = "max-autotune"
 
