@@ -282,3 +282,24 @@ def test_libero_renders_in_worker_processes(monkeypatch):
     finally:
         env.close()
     assert wait_for_no_workers() == []
+
+
+@needs_libero
+def test_a_config_folder_the_user_chose_is_kept_and_filled(tmp_path, monkeypatch):
+    chosen = tmp_path / "mine"
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(chosen))
+    root = libero_setup.require_libero()
+    assert libero_setup.config_folder(root, None) is None
+    import yaml
+
+    written = yaml.safe_load((chosen / "config.yaml").read_text(encoding="utf-8"))
+    assert written["bddl_files"] == str(root / "bddl_files")
+    assert written["init_states"] == str(root / "init_files")
+    assert set(written) == {"benchmark_root", "bddl_files", "init_states", "datasets", "assets"}
+    monkeypatch.delenv("LIBERO_CONFIG_PATH")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert libero_setup.config_folder(root, None) == str(tmp_path / "cache" / "rlctl" / "libero")
+    (tmp_path / ".libero").mkdir()
+    (tmp_path / ".libero" / "config.yaml").write_text("assets: /x\n", encoding="utf-8")
+    assert libero_setup.config_folder(root, None) is None

