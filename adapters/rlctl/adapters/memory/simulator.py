@@ -6,7 +6,7 @@ last step when `success` is set. After its episode ends a sub-env keeps answerin
 `after_end_reward` and success, on purpose: nothing it says then may be counted.
 
 Workers are simulated: `live_workers` counts the sub-envs of started async simulators, so a
-test can check that a suite never has more than one task's workers alive.
+test can check that a suite never has more than two tasks' workers alive.
 """
 
 from __future__ import annotations

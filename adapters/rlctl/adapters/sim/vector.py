@@ -1,9 +1,9 @@
 """Vector envs for evaluation: created lazily, started in the background, frozen once done.
 
 - `LazyVectorEnv` holds the env factories of one task and builds the gymnasium vector env on
-  first use, or in a background thread after `start()`. A suite of many tasks therefore has
-  only the running task's workers alive, and the next task's workers start while the previous
-  task's results are being written.
+  first use, or in a background thread after `start()`. A suite of many tasks therefore has at
+  most two tasks' workers alive: the running task's, and the next task's, started in the
+  background while the running one steps (the evaluation closes each task's when it is done).
 - Worker processes (`ShardedVectorEnv`: no more than the cores, each holding a shard of the
   envs) come from a forkserver: they do not inherit the main process's torch, CUDA or renderer
   state, and each simulator creates its renderer on the first reset inside its worker. The

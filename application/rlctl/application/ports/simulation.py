@@ -4,8 +4,8 @@ A `Simulation` is one configured env type (PushT, ALOHA, a Meta-World suite …)
 tasks, grouped in suites as LeRobot does (`{suite: {task_id: envs}}`), and creates one
 `VectorSimulator` per task: `num_envs` copies of the task's environment stepped in lock-step,
 in-process or in worker processes. Creating them starts nothing; workers start on `start()`
-(in the background) or on the first `reset`, so a suite of fifty tasks never has more than one
-task's workers alive.
+(in the background) or on the first `reset`, so a suite of fifty tasks has at most two tasks'
+workers alive: the running one's and the next one's, started while it runs.
 
 Observations are plain mappings of batched numpy arrays under the simulator's raw keys (nested
 dicts flattened with "/": `pixels/top`); the env's `feature_map` says which policy key each one
