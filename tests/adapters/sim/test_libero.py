@@ -303,3 +303,35 @@ def test_a_config_folder_the_user_chose_is_kept_and_filled(tmp_path, monkeypatch
     (tmp_path / ".libero").mkdir()
     (tmp_path / ".libero" / "config.yaml").write_text("assets: /x\n", encoding="utf-8")
     assert libero_setup.config_folder(root, None) is None
+
+
+@pytest.mark.slow
+@needs_libero
+@needs_assets
+def test_the_first_reset_skips_the_rebuild_and_gives_the_same_scene(monkeypatch):
+    """A just-built simulator is not rebuilt on its first reset: same observations, same steps."""
+    from rlctl.domain.env_observation import flatten_observation
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    config = make_env_config(
+        "libero", task="libero_object", task_ids=[2], observation_height=48, observation_width=48
+    )
+    [task] = config.tasks()
+    quick, rebuilt = config.env_factory(task)(), config.env_factory(task)()
+    try:
+        first, _ = quick.reset(seed=3)
+        rebuilt._ensure_sim()
+        rebuilt._fresh = False  # as LeRobot: a hard reset (a second model build) first
+        second, _ = rebuilt.reset(seed=3)
+        action = np.array([0.3, -0.2, 0.1, 0.0, 0.0, 0.1, 1.0], dtype=np.float32)
+        for _ in range(3):
+            first, *_ = quick.step(action)
+            second, *_ = rebuilt.step(action)
+        a, b = flatten_observation(first), flatten_observation(second)
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        assert quick._sim.env.hard_reset is True  # later resets rebuild, as LIBERO's
+    finally:
+        quick.close()
+        rebuilt.close()

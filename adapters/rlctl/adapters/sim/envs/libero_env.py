@@ -102,6 +102,8 @@ class LiberoGymEnv(gym.Env):
         self.hard_reset = hard_reset
         self._max_episode_steps = max_episode_steps
         self._sim: Any = None
+        # True between building the simulator and its first reset.
+        self._fresh = False
         self._init_states: np.ndarray | None = None
         self.observation_space = spaces.Dict(self._spaces())
         self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32)
@@ -179,7 +181,21 @@ class LiberoGymEnv(gym.Env):
         )
         # No reset here: `reset` resets it at once (LeRobot resets twice; with hard resets each
         # rebuilds the MuJoCo model and its GL context, seconds apiece on a CPU).
+        self._fresh = True
         return self._sim
+
+    def _reset_sim(self, sim: Any) -> Any:
+        if not (self._fresh and self.hard_reset):
+            return sim.reset()
+        # Just built: a hard reset would compile the same model and make a new GL context again
+        # for nothing (the recorded initial state, or the placement sampler, then sets the scene
+        # either way). Later resets are hard, as LIBERO's.
+        self._fresh = False
+        sim.env.hard_reset = False
+        try:
+            return sim.reset()
+        finally:
+            sim.env.hard_reset = True
 
     # --- gymnasium API ----------------------------------------------------------------------
 
@@ -187,7 +203,7 @@ class LiberoGymEnv(gym.Env):
         sim = self._ensure_sim()
         super().reset(seed=seed)
         sim.seed(seed)
-        raw = sim.reset()
+        raw = self._reset_sim(sim)
         if self._init_states is not None and len(self._init_states):
             raw = sim.set_init_state(
                 self._init_states[self._init_state_id % len(self._init_states)]
@@ -224,4 +240,5 @@ class LiberoGymEnv(gym.Env):
     def close(self) -> None:
         if self._sim is not None:
             sim, self._sim = self._sim, None
+            self._fresh = False
             sim.close()
