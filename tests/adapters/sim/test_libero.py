@@ -332,6 +332,9 @@ def test_the_first_reset_skips_the_rebuild_and_gives_the_same_scene(monkeypatch)
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
         assert quick._sim.env.hard_reset is True  # later resets rebuild, as LIBERO's
+        # render() shows the frame the last step rendered: the same as rendering again.
+        rendered = np.asarray(quick._sim.env._get_observations()["agentview_image"])
+        np.testing.assert_array_equal(quick.render(), rendered[::-1, ::-1])
     finally:
         quick.close()
         rebuilt.close()

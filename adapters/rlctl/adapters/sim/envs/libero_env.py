@@ -104,6 +104,7 @@ class LiberoGymEnv(gym.Env):
         self._sim: Any = None
         # True between building the simulator and its first reset.
         self._fresh = False
+        self._last_frame: np.ndarray | None = None
         self._init_states: np.ndarray | None = None
         self.observation_space = spaces.Dict(self._spaces())
         self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32)
@@ -133,6 +134,8 @@ class LiberoGymEnv(gym.Env):
 
     def _observation(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         pixels = {self.camera_names[c]: np.asarray(raw[c]) for c in self.cameras}
+        # What `render` shows: the first camera as this observation rendered it.
+        self._last_frame = pixels[self.camera_names[self.cameras[0]]]
         if self.obs_type != "pixels_agent_pos":
             return {"pixels": pixels}
         robot = self._sim.robots[0]
@@ -231,6 +234,11 @@ class LiberoGymEnv(gym.Env):
         return self._observation(raw), float(reward), bool(done or success), False, info
 
     def render(self) -> np.ndarray:
+        """The first camera, right way up. The frame the last observation rendered is reused
+        (the scene has not moved since); rendering it again, as LeRobot does, would double the
+        rendering cost of every filmed step."""
+        if self._last_frame is not None:
+            return np.ascontiguousarray(self._last_frame[::-1, ::-1])
         sim = self._ensure_sim()
         raw = sim.env._get_observations()
         # The first camera, turned the right way up (robosuite renders it upside down).
@@ -241,4 +249,5 @@ class LiberoGymEnv(gym.Env):
         if self._sim is not None:
             sim, self._sim = self._sim, None
             self._fresh = False
+            self._last_frame = None
             sim.close()
