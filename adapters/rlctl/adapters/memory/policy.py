@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import ChunkedActing
+from rlctl.adapters.policies.acting import ChunkedActing, ConfigDescribed
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
@@ -26,7 +26,7 @@ from rlctl.domain.policies import PolicyConfig, RandomPolicyConfig
 Chunker = Callable[[Mapping[str, Any]], np.ndarray]
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
     """A policy whose chunks come from `chunker(batch) -> (batch, steps, action_dim)`."""
 
     def __init__(
@@ -52,25 +52,6 @@ class ScriptedPolicy:
         # Every batch a chunk was predicted from, and the number of select_action calls.
         self.predicted_from: list[Mapping[str, Any]] = []
         self.ticks = 0
-
-    @property
-    def config(self) -> PolicyConfig:
-        return self._config
-
-    @property
-    def input_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.input_features
-
-    @property
-    def output_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.output_features
-
-    @property
-    def actions_per_chunk(self) -> int:
-        return self._config.n_action_steps
-
-    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
-        return dict(provided)
 
     def predict_chunk(
         self, observation: Mapping[str, Any], noise: Any | None = None

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlctl.domain.action_chunk import ActionChunk
+from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
 
 Batch = Mapping[str, Any]
 
@@ -102,3 +104,30 @@ class ChunkedActing:
         self.buffer.reset()
         if self.history is not None:
             self.history.reset()
+
+
+class ConfigDescribed[C: PolicyConfig]:
+    """The `Policy` port's members that a policy's config answers: the config, its features and
+    the actions per chunk; for policies that keep their config in `_config` and rename nothing
+    of their own (`observation_features` gives back what it is given)."""
+
+    _config: C
+
+    @property
+    def config(self) -> C:
+        return self._config
+
+    @property
+    def input_features(self) -> Mapping[str, FeatureSpec]:
+        return self._config.input_features
+
+    @property
+    def output_features(self) -> Mapping[str, FeatureSpec]:
+        return self._config.output_features
+
+    @property
+    def actions_per_chunk(self) -> int:
+        return self._config.n_action_steps
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        return dict(provided)

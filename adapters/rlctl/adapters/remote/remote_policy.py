@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import structlog
 
-from rlctl.adapters.policies.acting import ObservationHistory
+from rlctl.adapters.policies.acting import ConfigDescribed, ObservationHistory
 from rlctl.adapters.remote.errors import ChunkLate, ServerUnavailable
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.config import structure
@@ -54,7 +54,7 @@ class ChunkClient(Protocol):
     def close(self) -> None: ...
 
 
-class RemotePolicy:
+class RemotePolicy(ConfigDescribed[PolicyConfig]):
     def __init__(
         self, client: ChunkClient, settings: RemotePolicySettings, *, realtime: bool = True
     ) -> None:
@@ -89,18 +89,6 @@ class RemotePolicy:
         self._worker.start()
 
     # --- the Policy port ----------------------------------------------------------------------
-
-    @property
-    def config(self) -> PolicyConfig:
-        return self._config
-
-    @property
-    def input_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.input_features
-
-    @property
-    def output_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.output_features
 
     @property
     def actions_per_chunk(self) -> int:

@@ -13,20 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlctl.adapters.policies.acting import ConfigDescribed
 from rlctl.adapters.sim.envs.metaworld_env import ACTION_DIM, STATE_DIM, task_table
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.env_observation import env_policy_features
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import MetaWorldExpertConfig
 
 if TYPE_CHECKING:
     from rlctl.application.ports.simulation import Simulation
-from rlctl.domain.features import FeatureSpec, typed_feature
 
 ENV_STATE_KEY = "observation.environment_state"
 
 
-class MetaWorldExpertPolicy:
+class MetaWorldExpertPolicy(ConfigDescribed[MetaWorldExpertConfig]):
     def __init__(self, tasks: Iterable[str] | None = None) -> None:
         import metaworld.policies as experts
 
@@ -61,25 +62,6 @@ class MetaWorldExpertPolicy:
                 hint="run it with --env.type=metaworld --env.obs_type=state (videos still render)",
             )
         return cls([task.name for task in simulation.tasks()])
-
-    @property
-    def config(self) -> MetaWorldExpertConfig:
-        return self._config
-
-    @property
-    def input_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.input_features
-
-    @property
-    def output_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.output_features
-
-    @property
-    def actions_per_chunk(self) -> int:
-        return 1
-
-    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
-        return dict(provided)
 
     def _task_of(self, text: str) -> str:
         names = self._by_text.get(text) or ([text] if text in self._experts else [])

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import ChunkedActing
+from rlctl.adapters.policies.acting import ChunkedActing, ConfigDescribed
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec, typed_feature
@@ -26,7 +26,7 @@ def _finite(bound: np.ndarray, fallback: float) -> np.ndarray:
     return np.where(np.isfinite(bound), bound, fallback).astype(np.float32)
 
 
-class RandomPolicy:
+class RandomPolicy(ConfigDescribed[RandomPolicyConfig]):
     def __init__(
         self,
         action_low: Any,
@@ -69,18 +69,6 @@ class RandomPolicy:
             seed=config.seed if config.seed is not None else seed,
         )
 
-    @property
-    def config(self) -> RandomPolicyConfig:
-        return self._config
-
-    @property
-    def input_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.input_features
-
-    @property
-    def output_features(self) -> Mapping[str, FeatureSpec]:
-        return self._config.output_features
-
     def predict_chunk(
         self, observation: Mapping[str, Any], noise: Any | None = None
     ) -> ActionChunk:
@@ -88,13 +76,6 @@ class RandomPolicy:
         shape = (batch, self._config.chunk_size, self._low.shape[0])
         actions = self._rng.uniform(self._low, self._high, size=shape).astype(np.float32)
         return ActionChunk(actions)
-
-    @property
-    def actions_per_chunk(self) -> int:
-        return self._config.n_action_steps
-
-    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
-        return dict(provided)
 
     def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
         if not self._acting.reads_observation():
