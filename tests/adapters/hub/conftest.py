@@ -2,9 +2,9 @@
 
 The server speaks the endpoints huggingface_hub 2.4 calls for what rlctl does: repo info at a
 revision, the tree and paths-info listings, refs, file resolve (HEAD and GET, with ETag,
-X-Repo-Commit, Content-Length and byte ranges), and the upload side (create repo, validate
-README YAML, preupload, NDJSON commit, branches, tags). Every file is uploaded inline
-("regular" mode), so no LFS or Xet storage is involved.
+X-Repo-Commit, Content-Length and byte ranges, `bytes=a-b` or `bytes=a-`), and the upload side
+(create repo, validate README YAML, preupload, NDJSON commit, branches, tags). Every file is
+uploaded inline ("regular" mode), so no LFS or Xet storage is involved.
 
 Errors carry the headers the Hub sets (`X-Error-Code: RepoNotFound | RevisionNotFound |
 GatedRepo | EntryNotFound`, `X-Error-Message`), since that is how huggingface_hub tells them
@@ -72,6 +72,8 @@ class FakeHub:
         self.max_requests = max_requests
         # file path -> how many more GETs of it break off, and after how many body bytes.
         self.interruptions: dict[str, list[int]] = {}
+        # Body bytes of every file GET (ranged or whole), to tell a streamed read from a download.
+        self.bytes_sent = 0
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
         self.url = ""
@@ -316,19 +318,23 @@ class FakeHub:
                 {"error": "entry"},
                 {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit},
             )
-        start = 0
+        start, end = 0, len(content) - 1
         ranged = h.headers.get("Range")
         if ranged and ranged.startswith("bytes="):
-            start = int(ranged[len("bytes=") :].split("-")[0] or 0)
+            first, _, last = ranged[len("bytes=") :].partition("-")
+            start = int(first or 0)
+            end = min(end, int(last)) if last else end
+        partial = bool(ranged) and (start > 0 or end < len(content) - 1)
         headers = {
             "ETag": f'"{hashlib.sha256(content).hexdigest()}"',
             "X-Repo-Commit": commit,
             "Accept-Ranges": "bytes",
         }
-        if start:
-            headers["Content-Range"] = f"bytes {start}-{len(content) - 1}/{len(content)}"
-        payload = content[start:]
-        h.send_response(206 if start else 200)
+        if partial:
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
+        payload = content[start : end + 1]
+        self.bytes_sent += len(payload) if h.command == "GET" else 0
+        h.send_response(206 if partial else 200)
         for name, value in headers.items():
             h.send_header(name, value)
         h.send_header("Content-Length", str(len(payload)))
