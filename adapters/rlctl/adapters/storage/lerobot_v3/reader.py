@@ -104,8 +104,75 @@ class LeRobotDatasetReader:
         depth_output_unit: str = DEFAULT_OUTPUT_UNIT,
     ) -> None:
         check_transform(image_transforms)
-        self.root = dataset_root(root)
-        self.meta = meta if meta is not None else LeRobotMetaReader().read_meta(self.root)
+        root = dataset_root(root)
+        self._configure(
+            root,
+            meta if meta is not None else LeRobotMetaReader().read_meta(root),
+            delta_timestamps=delta_timestamps,
+            video_backend=video_backend,
+            image_transforms=image_transforms,
+            tolerance_s=tolerance_s,
+            depth_output_unit=depth_output_unit,
+        )
+        self.episodes = _selected_episodes(episodes, self.meta)
+        selected = self._selected_records()
+        check_files_present(self.root, self.meta, selected)
+        self._deltas = self._delta_indices()
+        self._attach(
+            load_frame_table(self.root, self.meta, selected),
+            VideoFrameFetcher(
+                video_decoder_factory or decoder_factory(video_backend),
+                fps=self.meta.fps,
+                tolerance_s=self.video_tolerance_s,
+            ),
+        )
+
+    @classmethod
+    def over_rows(
+        cls,
+        root: Path,
+        meta: DatasetMeta,
+        table: FrameTable,
+        frames: VideoFrameFetcher,
+        *,
+        episodes: Iterable[int] | None = None,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        image_transforms: ImageTransform | None = None,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        depth_output_unit: str = DEFAULT_OUTPUT_UNIT,
+    ) -> LeRobotDatasetReader:
+        """A reader of rows read elsewhere (`table`, the rows of `episodes`, e.g. streamed from
+        the Hub), decoding videos with `frames` (`video_frames(...)`). Video paths are
+        `root / video_path`; `frames`' decoder is what finds them."""
+        check_transform(image_transforms)
+        reader = cls.__new__(cls)
+        reader._configure(
+            root,
+            meta,
+            delta_timestamps=delta_timestamps,
+            video_backend=None,
+            image_transforms=image_transforms,
+            tolerance_s=tolerance_s,
+            depth_output_unit=depth_output_unit,
+        )
+        reader.episodes = _selected_episodes(episodes, reader.meta)
+        reader._deltas = reader._delta_indices()
+        reader._attach(table, frames)
+        return reader
+
+    def _configure(
+        self,
+        root: Path,
+        meta: DatasetMeta,
+        *,
+        delta_timestamps: Mapping[str, Sequence[float]] | None,
+        video_backend: str | None,
+        image_transforms: ImageTransform | None,
+        tolerance_s: float,
+        depth_output_unit: str,
+    ) -> None:
+        self.root = root
+        self.meta = meta
         self._depth = DepthCameras(self.meta, depth_output_unit)
         if self._depth.keys:
             self.meta = attrs.evolve(self.meta, stats=self._depth.stats(self.meta.stats))
@@ -116,11 +183,9 @@ class LeRobotDatasetReader:
         # between frames, so it is the frame period less LeRobot's 1e-4 s of slack.
         self.video_tolerance_s = default_tolerance_s(self.meta.fps)
         self._image_transforms = image_transforms
-        self.episodes = _selected_episodes(episodes, self.meta)
-        selected = self._selected_records()
-        check_files_present(self.root, self.meta, selected)
-        self._deltas = self._delta_indices()
-        self._table: FrameTable = load_frame_table(self.root, self.meta, selected)
+
+    def _attach(self, table: FrameTable, frames: VideoFrameFetcher) -> None:
+        self._table = table
         self._check_task_indices()
         self._images = {
             key: ImageColumn(key, self._table.arrow[key], self.root, _files(self._table))
@@ -139,11 +204,7 @@ class LeRobotDatasetReader:
         self._depth_videos = {
             key: _VideoIndex(self.root, self.meta, key) for key in self._depth.video_keys
         }
-        self._frames = VideoFrameFetcher(
-            video_decoder_factory or decoder_factory(video_backend),
-            fps=self.meta.fps,
-            tolerance_s=self.video_tolerance_s,
-        )
+        self._frames = frames
 
     # ── Size and metadata ────────────────────────────────────────────
 

@@ -113,6 +113,17 @@ def load_frame_table(
     parts: list[pa.Table] = []
     for path, file_episodes in plan:
         parts.append(_read_rows(root, path, columns, file_episodes, meta))
+    return frame_table(root, meta, plan, parts)
+
+
+def frame_table(
+    root: Path,
+    meta: DatasetMeta,
+    plan: list[tuple[Path, list[EpisodeRecord]]],
+    parts: list[pa.Table],
+) -> FrameTable:
+    """The rows of each planned file (`checked_rows` of it), as one checked `FrameTable`."""
+    columns = stored_columns(meta)
     table = _concat(parts, columns)
     numeric: dict[str, np.ndarray] = {}
     arrow: dict[str, pa.Array] = {}
@@ -171,6 +182,14 @@ def _read_rows(
             ),
         )
     table = read_parquet_table(path, "data file", root, columns=columns)
+    return checked_rows(root, path, table, episodes)
+
+
+def checked_rows(
+    root: Path, path: Path, table: pa.Table, episodes: list[EpisodeRecord]
+) -> pa.Table:
+    """The rows of `episodes` in `table` (read from the data file `path`), checked: bookkeeping
+    columns of numbers, and each episode with as many rows as meta/episodes gives it."""
     wrong = bookkeeping_problem(table)
     if wrong is not None:
         raise CorruptDataset(
