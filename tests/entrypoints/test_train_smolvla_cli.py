@@ -52,6 +52,17 @@ def test_train_then_fine_tune_smolvla_from_the_command_line(fixtures_dir, tmp_pa
     steps = json.loads((checkpoint / "policy_preprocessor.json").read_text())["steps"]
     tokenizer = next(s for s in steps if s["registry_name"] == "tokenizer_processor")
     assert tokenizer["config"]["tokenizer_name"] == str(vlm)
+    # LeRobot's preset: AdamW and the cosine decay with warm-up, written as LeRobot reads it.
+    train_config = json.loads((checkpoint / "train_config.json").read_text())
+    assert train_config["optimizer"]["type"] == "adamw"
+    assert train_config["optimizer"]["betas"] == [0.9, 0.95]
+    assert train_config["scheduler"] == {
+        "type": "cosine_decay_with_warmup",
+        "num_warmup_steps": 1_000,
+        "num_decay_steps": 30_000,
+        "peak_lr": 1e-4,
+        "decay_lr": 2.5e-6,
+    }
 
     policy = load_policy_folder(checkpoint)
     observation = {

@@ -6,8 +6,11 @@ and `get_scheduler_preset` give them, and how `--optimizer.*` / `--scheduler.*` 
     Diffusion  Adam(lr, betas, eps, weight_decay from the config) + diffusers' cosine schedule
                with `scheduler_warmup_steps` of linear warm-up
     MLP        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule
-    SmolVLA    AdamW(lr, betas, eps, weight_decay, grad_clip_norm from the config); LeRobot's
-               cosine decay with warm-up is not ported yet, so no schedule
+    SmolVLA,   AdamW(lr, betas, eps, weight_decay, grad_clip_norm from the config) + LeRobot's
+    π0, π0.5   `cosine_decay_with_warmup` (`scheduler_warmup_steps`, `scheduler_decay_steps`,
+               `scheduler_decay_lr`, peak at `optimizer_lr`): linear warm-up, then half a cosine
+               from the peak down to the decay lr. A run shorter than the decay squeezes both
+               phases into its steps (see `rlctl.adapters.training.optim`).
 
 A new policy registers its preset with `@training_preset("name")`; a policy without one trains
 with LeRobot's default `AdamConfig` (lr 1e-3).
@@ -16,7 +19,7 @@ with LeRobot's default `AdamConfig` (lr 1e-3).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 import attrs
 
@@ -31,7 +34,8 @@ from rlctl.domain.policies import (
 from rlctl.domain.train_settings import TrainSettings
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
-SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup")
+COSINE_DECAY = "cosine_decay_with_warmup"
+SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup", COSINE_DECAY)
 DIFFUSER_NAMES = ("cosine", "linear", "constant", "constant_with_warmup")
 
 
@@ -67,6 +71,11 @@ class SchedulerSpec:
     type: str = "diffuser"
     name: str = "cosine"
     num_warmup_steps: int = 0
+    # cosine_decay_with_warmup: the steps of the decay, the lr it reaches and the peak it
+    # starts from (None: the optimiser's lr).
+    num_decay_steps: int = 30_000
+    decay_lr: float = 2.5e-6
+    peak_lr: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.type not in SCHEDULERS:
@@ -85,6 +94,17 @@ class SchedulerSpec:
             raise ConfigError(
                 "num_warmup_steps cannot be negative", where="scheduler.num_warmup_steps"
             )
+        if self.type == COSINE_DECAY:
+            if self.num_decay_steps < 1:
+                raise ConfigError(
+                    f"the cosine decay needs at least one step, got {self.num_decay_steps}",
+                    where="policy.scheduler_decay_steps",
+                )
+            if self.peak_lr is not None and self.peak_lr <= 0:
+                raise ConfigError(
+                    f"the peak learning rate must be positive, got {self.peak_lr}",
+                    where="policy.optimizer_lr",
+                )
 
 
 Preset = Callable[[PolicyConfig], tuple[OptimizerSpec, SchedulerSpec | None]]
@@ -140,20 +160,60 @@ def _mlp(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
     )
 
 
-@training_preset("smolvla")
-def _smolvla(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
-    assert isinstance(config, SmolVLAConfig)
+class CosineDecayFields(Protocol):
+    """The config fields of the VLA presets (LeRobot's SmolVLA, π0 and π0.5 share them)."""
+
+    @property
+    def optimizer_lr(self) -> float: ...
+    @property
+    def optimizer_betas(self) -> tuple[float, float]: ...
+    @property
+    def optimizer_eps(self) -> float: ...
+    @property
+    def optimizer_weight_decay(self) -> float: ...
+    @property
+    def optimizer_grad_clip_norm(self) -> float: ...
+    @property
+    def scheduler_warmup_steps(self) -> int: ...
+    @property
+    def scheduler_decay_steps(self) -> int: ...
+    @property
+    def scheduler_decay_lr(self) -> float: ...
+
+
+def adamw_cosine_decay_preset(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec]:
+    """LeRobot's `AdamWConfig` + `CosineDecayWithWarmupSchedulerConfig` from the config's
+    `optimizer_*` and `scheduler_*` fields: SmolVLA's, π0's and π0.5's preset. Another policy
+    with those fields registers it with `training_preset("name")(adamw_cosine_decay_preset)`."""
+    fields = cast(CosineDecayFields, config)
     return (
         OptimizerSpec(
             type="adamw",
-            lr=config.optimizer_lr,
-            betas=config.optimizer_betas,
-            eps=config.optimizer_eps,
-            weight_decay=config.optimizer_weight_decay,
-            grad_clip_norm=config.optimizer_grad_clip_norm,
+            lr=fields.optimizer_lr,
+            betas=(float(fields.optimizer_betas[0]), float(fields.optimizer_betas[1])),
+            eps=fields.optimizer_eps,
+            weight_decay=fields.optimizer_weight_decay,
+            grad_clip_norm=float(fields.optimizer_grad_clip_norm),
         ),
-        None,
+        SchedulerSpec(
+            type=COSINE_DECAY,
+            num_warmup_steps=fields.scheduler_warmup_steps,
+            num_decay_steps=fields.scheduler_decay_steps,
+            decay_lr=fields.scheduler_decay_lr,
+            peak_lr=fields.optimizer_lr,
+        ),
     )
+
+
+@training_preset("smolvla")
+def _smolvla(config: PolicyConfig) -> tuple[OptimizerSpec, SchedulerSpec | None]:
+    assert isinstance(config, SmolVLAConfig)
+    return adamw_cosine_decay_preset(config)
+
+
+# π0 and π0.5 (their config classes live beside SmolVLA's) name the same fields.
+training_preset("pi0")(adamw_cosine_decay_preset)
+training_preset("pi05")(adamw_cosine_decay_preset)
 
 
 def resolve_optimization(settings: TrainSettings) -> tuple[OptimizerSpec, SchedulerSpec | None]:
@@ -178,6 +238,8 @@ def resolve_optimization(settings: TrainSettings) -> tuple[OptimizerSpec, Schedu
     sched_changes = _overrides(sched, ("type", "name", "num_warmup_steps"))
     if sched_changes:
         scheduler = attrs.evolve(scheduler or SchedulerSpec(), **sched_changes)
+    if scheduler is not None and scheduler.type == COSINE_DECAY and scheduler.peak_lr is None:
+        scheduler = attrs.evolve(scheduler, peak_lr=optimizer.lr)
     return optimizer, scheduler
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
+from rlctl.application.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
 from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
@@ -39,6 +39,10 @@ def _scheduler(spec: SchedulerSpec | None) -> dict[str, Any] | None:
     out: dict[str, Any] = {"type": spec.type, "num_warmup_steps": spec.num_warmup_steps}
     if spec.type == "diffuser":
         out["name"] = spec.name
+    if spec.type == COSINE_DECAY:
+        out.update(
+            num_decay_steps=spec.num_decay_steps, peak_lr=spec.peak_lr, decay_lr=spec.decay_lr
+        )
     return out
 
 

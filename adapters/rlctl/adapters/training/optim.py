@@ -11,11 +11,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import structlog
 import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
+from rlctl.application.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
+
+log = structlog.get_logger(__name__)
 
 LrLambda = Callable[[int], float]
 
@@ -43,7 +46,43 @@ def _warmup(step: int, warmup: int) -> float:
     return step / max(1, warmup)
 
 
+def cosine_decay_phases(spec: SchedulerSpec, total_steps: int) -> tuple[int, int]:
+    """(warm-up steps, decay steps) of LeRobot's `cosine_decay_with_warmup`: a run shorter than
+    `num_decay_steps` scales both so that the schedule ends with the run."""
+    warmup, decay = spec.num_warmup_steps, spec.num_decay_steps
+    if total_steps < decay:
+        scale = total_steps / decay
+        warmup, decay = int(warmup * scale), total_steps
+    return warmup, decay
+
+
+def cosine_decay_with_warmup(spec: SchedulerSpec, total_steps: int) -> LrLambda:
+    """Physical Intelligence's schedule (openpi's `CosineDecaySchedule`) as LeRobot 0.6.1 writes
+    it: from 1/(warmup+1) of the peak linearly up to the peak, then half a cosine from the peak
+    down to `decay_lr`, which it keeps."""
+    warmup, decay = cosine_decay_phases(spec, total_steps)
+    peak = spec.peak_lr
+    if peak is None:
+        raise ValueError("cosine_decay_with_warmup needs its peak_lr (the optimiser's lr)")
+    alpha = spec.decay_lr / peak
+    # A run of no steps has nothing to decay over; any positive span gives the same (unused) lr.
+    span = max(1, decay)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            start = 1 / (warmup + 1)
+            if step <= 0:
+                return start
+            return (start - 1) * (1 - step / warmup) + 1
+        cosine = 0.5 * (1 + math.cos(math.pi * min(step, span) / span))
+        return (1 - alpha) * cosine + alpha
+
+    return schedule
+
+
 def lr_lambda(spec: SchedulerSpec, total_steps: int) -> LrLambda:
+    if spec.type == COSINE_DECAY:
+        return cosine_decay_with_warmup(spec, total_steps)
     warmup = spec.num_warmup_steps
     kind = spec.name if spec.type == "diffuser" else spec.type
 
@@ -77,6 +116,14 @@ def build_scheduler(
 ) -> LambdaLR | None:
     if spec is None:
         return None
+    if spec.type == COSINE_DECAY and total_steps < spec.num_decay_steps:
+        warmup, decay = cosine_decay_phases(spec, total_steps)
+        log.info(
+            "lr schedule scaled to the run",
+            steps=total_steps,
+            warmup=f"{spec.num_warmup_steps} -> {warmup}",
+            decay=f"{spec.num_decay_steps} -> {decay}",
+        )
     return LambdaLR(optimizer, lr_lambda(spec, total_steps))
 
 
