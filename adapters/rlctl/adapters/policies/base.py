@@ -24,6 +24,7 @@ from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import PolicyConfig, known_policy_types
 
 if TYPE_CHECKING:
+    from rlctl.adapters.policies.rtc import PrefixGuidance
     from rlctl.application.ports.simulation import Simulation
 
 Batch = Mapping[str, Any]
@@ -69,6 +70,18 @@ class PolicyModel(nn.Module):
     def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
         """Normalised actions `(batch, steps, action_dim)` for a normalised observation batch."""
         raise NotImplementedError
+
+    def predict_guided_chunk(
+        self, batch: Batch, guidance: PrefixGuidance | None, noise: Tensor | None = None
+    ) -> Tensor:
+        """`predict_chunk` following the previous chunk's leftover (real-time chunking): only
+        flow-matching models whose config `supports_rtc` implement it."""
+        raise ConfigError(
+            f"policy type {self.config.type_name!r} cannot follow committed actions "
+            "(real-time chunking needs a flow-matching policy such as smolvla)",
+            where="policy.rtc_config",
+            hint="drop --policy.rtc_config, or set its enabled to false",
+        )
 
     @property
     def history_keys(self) -> list[str]:

@@ -34,6 +34,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch, PolicyModel
+from rlctl.adapters.policies.rtc import PrefixGuidance, guided
 from rlctl.adapters.policies.tokenizer import TokenizerStep, require_transformers
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies.smolvla import SmolVLAConfig
@@ -560,8 +561,10 @@ class VLAFlowMatching(nn.Module):
         lang_masks: Tensor,
         state: Tensor,
         noise: Tensor | None = None,
+        guidance: PrefixGuidance | None = None,
     ) -> Tensor:
-        """Integrate the velocity from noise (t=1) to actions (t=0) in `num_steps` Euler steps."""
+        """Integrate the velocity from noise (t=1) to actions (t=0) in `num_steps` Euler steps;
+        with `guidance`, towards the previous chunk's leftover (real-time chunking)."""
         batch, device = state.shape[0], state.device
         if noise is None:
             shape = (batch, self.config.chunk_size, self.config.max_action_dim)
@@ -575,11 +578,12 @@ class VLAFlowMatching(nn.Module):
         self.vlm_with_expert(
             [prefix, None], prefix_mask, prefix_positions, cache=cache, fill_cache=True
         )
+        velocity = guided(lambda x, t: self.denoise_step(prefix_pad, cache, x, t), guidance)
         dt = -1.0 / self.config.num_steps
         x_t = noise
         for step in range(self.config.num_steps):
             time = torch.tensor(1.0 + step * dt, dtype=torch.float32, device=device).expand(batch)
-            x_t = x_t + dt * self.denoise_step(prefix_pad, cache, x_t, time)
+            x_t = x_t + dt * velocity(x_t, time)
         return x_t
 
     def denoise_step(self, prefix_pad: Tensor, cache: KVCache, x_t: Tensor, time: Tensor) -> Tensor:
@@ -729,8 +733,16 @@ class SmolVLAPolicy(PolicyModel):
 
     @torch.no_grad()
     def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
+        return self.predict_guided_chunk(batch, None, noise)
+
+    @torch.no_grad()
+    def predict_guided_chunk(
+        self, batch: Batch, guidance: PrefixGuidance | None, noise: Tensor | None = None
+    ) -> Tensor:
         images, masks, tokens, token_masks, state = self._inputs(batch)
         if noise is not None:
             noise = noise.to(device=state.device, dtype=torch.float32)
-        actions = self.model.sample_actions(images, masks, tokens, token_masks, state, noise)
+        actions = self.model.sample_actions(
+            images, masks, tokens, token_masks, state, noise, guidance
+        )
         return actions[:, :, : self.config.action_dim]

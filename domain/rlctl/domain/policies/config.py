@@ -125,6 +125,9 @@ class PolicyConfig:
     # False for policies that read states only: a dataset's cameras are then neither decoded nor
     # normalised for them, and their input features leave the cameras out.
     reads_images: ClassVar[bool] = True
+    # True for flow-matching policies whose sampler follows real-time chunking's guidance
+    # (`rtc_config`, `rlctl.domain.policies.rtc`); the others ignore committed actions.
+    supports_rtc: ClassVar[bool] = False
 
     # --- features, as LeRobot's config properties name them ---------------------------------
 

@@ -10,11 +10,12 @@ interleaved with the VLM's layers, turns noise into a chunk of actions by flow m
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import ClassVar
 
 import attrs
 
 from rlctl.domain.policies.config import PolicyConfig, norm_mapping, optional_pair, require
+from rlctl.domain.policies.rtc import RTCConfig, optional_rtc_config
 
 SMOLVLM_DEFAULT = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
 ATTENTION_MODES = ("cross_attn", "self_attn")
@@ -30,17 +31,13 @@ def _float_pair(value: Iterable[float]) -> tuple[float, float]:
     return first, second
 
 
-def _optional_mapping(value: Any) -> dict[str, Any] | None:
-    # LeRobot's real-time-chunking settings; rlctl keeps them so config.json round-trips.
-    return None if value is None else dict(value)
-
-
 @PolicyConfig.register("smolvla")
 @attrs.frozen(kw_only=True)
 class SmolVLAConfig(PolicyConfig):
     """SmolVLA with LeRobot's defaults (the SmolVLM2-500M backbone, 16 of its layers)."""
 
     implementation = "rlctl.adapters.policies.smolvla:SmolVLAPolicy"
+    supports_rtc: ClassVar[bool] = True
 
     chunk_size: int = 50
     n_action_steps: int = 50
@@ -90,7 +87,9 @@ class SmolVLAConfig(PolicyConfig):
     expert_width_multiplier: float = 0.75
     min_period: float = 4e-3
     max_period: float = 4.0
-    rtc_config: dict[str, Any] | None = attrs.field(default=None, converter=_optional_mapping)
+    # Real-time chunking (`rlctl.domain.policies.rtc`): how acting loops guide each chunk
+    # towards the previous one's leftover; None or enabled=false: chunks are independent.
+    rtc_config: RTCConfig | None = attrs.field(default=None, converter=optional_rtc_config)
     # torch.compile of the model: read, not applied by rlctl yet.
     compile_model: bool = False
     compile_mode: str = "max-autotune"
@@ -111,12 +110,6 @@ class SmolVLAConfig(PolicyConfig):
             not self.adapt_to_pi_aloha,
             "adapt_to_pi_aloha (the pi runtime's ALOHA joint space) is not supported by rlctl",
             "adapt_to_pi_aloha",
-        )
-        require(
-            self.rtc_config is None or not self.rtc_config.get("enabled", False),
-            "real-time chunking (rtc_config) is not supported by rlctl yet",
-            "rtc_config",
-            hint="drop rtc_config or set its enabled to false",
         )
         require(
             self.attention_mode in ATTENTION_MODES,
