@@ -3,6 +3,7 @@ config.json form, the checks against a dataset's features, and the relative stat
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given
@@ -104,7 +105,8 @@ def test_the_dataset_names_the_joints_and_the_processors_get_them():
     ("exclude", "dataset", "message", "hint"),
     [
         (["wrist"], features(), r"\['wrist'\] match no action dimension", "shoulder_pan.pos"),
-        (["gripper"], features(names=None), "has no names", "drop"),
+        (["wrist"], features(names=None), "has no names", "drop"),
+        (["gripper", "wirst"], features(), r"\['wirst'\] match no", "gripper.pos"),
         (["pos"], features(), "exclude every action dimension", "use_relative_actions=false"),
     ],
 )
@@ -114,6 +116,36 @@ def test_excluded_joints_must_exist(exclude, dataset, message, hint):
         with_relative_action_names(config, dataset)
     assert info.value.where == "policy.relative_exclude_joints"
     assert hint in info.value.hint
+
+
+def test_the_default_is_lerobots_gripper_as_recompute_stats_has_it():
+    assert MLPConfig().relative_exclude_joints == ("gripper",)
+    assert ACTConfig(use_relative_actions=True).relative_exclude_joints == ("gripper",)
+
+
+@pytest.mark.parametrize("names", [["joint_0", "joint_1", "joint_2"], None])
+def test_the_default_gripper_on_a_dataset_without_one_makes_every_dimension_relative(names):
+    """LeRobot's mask: an excluded word that names no dimension excludes nothing."""
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        config = with_relative_action_names(
+            MLPConfig(use_relative_actions=True), features(names=names)
+        )
+    assert config.relative_exclude_joints == ("gripper",)
+    assert [entry["words"] for entry in logs if entry["log_level"] == "warning"] == [["gripper"]]
+    steps = relative_actions_config(config)
+    assert steps is not None
+    state = np.array([[1.0, 2.0, 3.0]], np.float32)
+    actions = np.array([[[2.0, 2.0, 5.0]]], np.float32)
+    stats = relative_action_statistics(
+        attrs.evolve(config, chunk_size=1, n_action_steps=1), actions[0], state, np.array([0])
+    )
+    np.testing.assert_allclose(stats["mean"], [1.0, 0.0, 2.0])  # every dimension relative
+    # With a gripper among the names, it stays absolute; nothing is logged.
+    with capture_logs() as logs:
+        with_relative_action_names(MLPConfig(use_relative_actions=True), features())
+    assert not [entry for entry in logs if entry["log_level"] == "warning"]
 
 
 def test_relative_actions_need_a_state_as_wide_as_the_action():

@@ -226,9 +226,9 @@ def test_relative_actions_then_fine_tuning_as_a_user_types_them(runner, fixtures
 
 def test_an_unknown_excluded_joint_is_one_line(runner, fixtures_dir, tmp_path):
     args = train_args(fixtures_dir / "sim_video", tmp_path / "run", RELATIVE[0])
-    result = runner.invoke(cli, [*args, '--policy.relative_exclude_joints=["gripper"]'])
+    result = runner.invoke(cli, [*args, '--policy.relative_exclude_joints=["wrist"]'])
     assert result.exit_code == 1
-    assert "relative_exclude_joints ['gripper'] match no action dimension" in result.output
+    assert "relative_exclude_joints ['wrist'] match no action dimension" in result.output
     assert "joint_0" in result.output and "Traceback" not in result.output
 
 

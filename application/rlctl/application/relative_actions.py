@@ -1,10 +1,15 @@
 """Relative actions for any policy: what the config asks for, checked against the dataset.
 
 `--policy.use_relative_actions=true` trains on `action - observation.state` (LeRobot's pi0/pi05
-convention), `--policy.relative_exclude_joints='["gripper"]'` keeps the dimensions whose name
-contains one of those words absolute. The joint names are the dataset's `action` feature
-names; they are stored in the config (`action_feature_names`) and in the processors, so a
-checkpoint converts back to absolute actions without the dataset.
+convention), `--policy.relative_exclude_joints='["gripper"]'` (the default, as LeRobot's and
+`rlctl dataset recompute-stats --relative-actions`) keeps the dimensions whose name contains one
+of those words absolute. The joint names are the dataset's `action` feature names; they are
+stored in the config (`action_feature_names`) and in the processors, so a checkpoint converts
+back to absolute actions without the dataset.
+
+The default "gripper" on a dataset without one (or without action names) excludes nothing, as
+in LeRobot: every dimension becomes relative, with a warning. A word the user chose that names
+no dimension is an error instead, since a typo would silently make that joint relative.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ from typing import Any
 
 import attrs
 import numpy as np
+import structlog
 
 from rlctl.application.relative_action_stats import action_names, relative_action_stats
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec
-from rlctl.domain.policies import ACTION, OBS_STATE, PolicyConfig
+from rlctl.domain.policies import ACTION, OBS_STATE, RELATIVE_EXCLUDE_DEFAULT, PolicyConfig
 from rlctl.domain.processors import RelativeActionsConfig
 from rlctl.domain.processors.steps.relative_actions import joint_mask
 
 WHERE = "policy.relative_exclude_joints"
+log = structlog.get_logger(__name__)
 
 
 def relative_actions_config(config: PolicyConfig) -> RelativeActionsConfig | None:
@@ -67,21 +74,28 @@ def with_relative_action_names(
 
 
 def check_excluded_joints(exclude: tuple[str, ...], names: list[str] | None) -> None:
-    """Every excluded word must name (part of) an action dimension, as LeRobot matches them."""
+    """Every excluded word must name (part of) an action dimension, as LeRobot matches them;
+    LeRobot's default words may name none (a dataset without a gripper)."""
     if not exclude:
         return
+    defaults = {word.lower() for word in RELATIVE_EXCLUDE_DEFAULT}
+    chosen = [token for token in exclude if token.lower() not in defaults]
     if names is None:
-        raise ConfigError(
-            f"the dataset's {ACTION!r} feature has no names, so joints {list(exclude)} cannot "
-            "be told apart",
-            where=WHERE,
-            hint="drop --policy.relative_exclude_joints (every dimension becomes relative), or "
-            "give the action feature names in meta/info.json",
-        )
+        if chosen:
+            raise ConfigError(
+                f"the dataset's {ACTION!r} feature has no names, so joints {list(exclude)} "
+                "cannot be told apart",
+                where=WHERE,
+                hint="drop --policy.relative_exclude_joints (every dimension becomes relative), "
+                "or give the action feature names in meta/info.json",
+            )
+        _warn_all_relative(exclude, "the dataset's action feature has no names")
+        return
     unknown = [token for token in exclude if not any(token.lower() in n.lower() for n in names)]
-    if unknown:
+    if unknown and set(unknown) & set(chosen):
         raise ConfigError(
-            f"relative_exclude_joints {unknown} match no action dimension",
+            f"relative_exclude_joints {[t for t in unknown if t in chosen]} match no action "
+            "dimension",
             where=WHERE,
             hint=f"the dataset's action names are {names}; exclude words found in them",
         )
@@ -91,6 +105,18 @@ def check_excluded_joints(exclude: tuple[str, ...], names: list[str] | None) -> 
             where=WHERE,
             hint="turn relative actions off instead (--policy.use_relative_actions=false)",
         )
+    if unknown:
+        _warn_all_relative(unknown, f"no action dimension is named so ({names})")
+
+
+def _warn_all_relative(words: Any, why: str) -> None:
+    log.warning(
+        "relative actions: these words exclude no dimension",
+        words=list(words),
+        why=why,
+        hint="those dimensions become relative too; name the joints to keep absolute with "
+        "--policy.relative_exclude_joints='[\"...\"]', or [] to silence this",
+    )
 
 
 def relative_action_statistics(

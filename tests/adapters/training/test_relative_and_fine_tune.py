@@ -94,11 +94,36 @@ def test_without_relative_actions_config_json_has_no_such_keys(make_settings, tr
         assert not {"use_relative_actions", "relative_exclude_joints"} & set(policy), name
 
 
+def test_the_default_gripper_on_a_dataset_without_one_trains_every_joint_relative(
+    make_settings, train, tiny, sim_video
+):
+    """LeRobot's default exclusion ("gripper") on joints joint_0..joint_5: nothing is excluded,
+    as LeRobot's mask has it; the statistics are recompute-stats' and prediction adds the
+    state back on every joint."""
+    policy = tiny.mlp(use_relative_actions=True)
+    assert policy.relative_exclude_joints == ("gripper",)
+    report, _ = train(make_settings(policy=policy, steps=1, save_freq=1))
+    folder = Path(report.last_checkpoint.location) / "pretrained_model"
+    loaded = load_policy_folder(folder)
+    expected = relative_by_hand(sim_video, chunk=5, relative_dims=6)
+    stats = loaded.preprocessor[-1].stats["action"]
+    np.testing.assert_allclose(stats["mean"], expected.mean(axis=0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats["std"], expected.std(axis=0), rtol=1e-3, atol=1e-5)
+
+    state = torch.tensor([[0.3, -0.2, 0.1, 0.5, -0.4, 0.9]])
+    observation = {"observation.state": state}
+    chunk = loaded.predict_chunk(observation).actions
+    with torch.no_grad():
+        raw = loaded.model.predict_chunk(loaded.preprocessor.process_batch(observation))
+    relative = loaded.postprocessor[0](Transition(action=raw)).action
+    torch.testing.assert_close(chunk, relative + state[:, None, :])
+
+
 def test_an_excluded_joint_the_dataset_lacks_is_one_clear_error(make_settings, train, tiny):
-    settings = make_settings(policy=relative_mlp(tiny, relative_exclude_joints=("gripper",)))
+    settings = make_settings(policy=relative_mlp(tiny, relative_exclude_joints=("wrist",)))
     with pytest.raises(ConfigError) as info:
         train(settings)
-    assert "gripper" in info.value.message
+    assert "wrist" in info.value.message
     assert info.value.where == "policy.relative_exclude_joints"
     assert "joint_0" in info.value.hint
 

@@ -75,6 +75,10 @@ def optional_pair(value: Any) -> tuple[int, int] | None:
     return pair
 
 
+# LeRobot's pi0/pi05 default and `recompute_stats(relative_action=True)`'s.
+RELATIVE_EXCLUDE_DEFAULT = ("gripper",)
+
+
 def _mean_std_everywhere() -> dict[str, str]:
     return {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"}
 
@@ -109,8 +113,11 @@ class PolicyConfig:
     # pi0/pi05 fields; config.json holds them only when they are used.
     use_relative_actions: bool = False
     # Action dimensions kept absolute: those whose name (the dataset's action names) contains
-    # one of these words, e.g. '["gripper"]'.
-    relative_exclude_joints: tuple[str, ...] = attrs.field(default=(), converter=names_tuple)
+    # one of these words. LeRobot's default, "gripper", excludes nothing on a dataset without
+    # one (every dimension is then relative); [] makes every dimension relative.
+    relative_exclude_joints: tuple[str, ...] = attrs.field(
+        default=RELATIVE_EXCLUDE_DEFAULT, converter=names_tuple
+    )
     # The dataset's action names, filled in when training starts.
     action_feature_names: tuple[str, ...] | None = attrs.field(
         default=None, converter=optional_names
