@@ -267,3 +267,16 @@ def test_a_hub_repo_id_is_fine_tuned_from_with_the_command_line_on_top(tmp_path,
     assert tuned.policy.pretrained_path == "alice/mlp"
     assert tuned.policy.device is None  # where it trained is not inherited
     assert hub.fetched  # pulled through the resolver
+
+
+def test_help_lists_the_registered_trainable_policy_types(runner):
+    from rlctl.domain.policies import known_policy_types
+
+    result = runner.invoke(cli, ["train", "--help"])
+    assert result.exit_code == 0, result.output
+    line = next(row for row in result.output.splitlines() if "TYPE: " in row)
+    listed = line.split("TYPE: ")[1].strip().split("|")
+    known = known_policy_types()
+    assert listed == [name for name, cls in known.items() if cls.trainable]
+    assert {"act", "diffusion", "mlp", "smolvla"} <= set(listed)
+    assert "random" in known and "random" not in listed  # acts without learning

@@ -40,7 +40,7 @@ SUBCOMMAND_HELP = {
     "report": "Write the report of a training run or an evaluation: an HTML page and a PNG of...",
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
     "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
-    "train": "Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset...",
+    "train": "Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID)...",
 }
 
 

@@ -145,11 +145,20 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+def trainable_policy_types() -> str:
+    """The registered policy types that learn (built-in and plugins), as `a|b|c`: their config
+    classes are pure data, so listing them imports no model."""
+    from rlctl.domain.policies import known_policy_types
+
+    return "|".join(name for name, cls in known_policy_types().items() if cls.trainable)
+
+
 EPILOG = """\b
 Common settings (all: --print-config):
   --dataset.root=PATH | --dataset.repo_id=ID   [--dataset.episodes=[0,1]]
   --dataset.image_transforms.enable=true       LeRobot's augmentations
-  --policy.type=act|diffusion|mlp  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
+  --policy.type=TYPE  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
+                 TYPE: {types}
   --policy.pretrained_path=DIR|REPO_ID        fine-tune: its config and weights, these on top
   --policy.use_relative_actions=true [--policy.relative_exclude_joints='["gripper"]']
   --steps=N --batch_size=B --num_workers=W --seed=S --output_dir=DIR
@@ -172,12 +181,12 @@ def completed_settings(config: TrainCommandSettings, ctx: click.Context) -> Trai
     return config
 
 
-@settings_command("train", epilog=EPILOG)
+@settings_command("train", epilog=EPILOG.replace("{types}", trainable_policy_types()))
 @config_options(TrainCommandSettings, complete=completed_settings)
 @click.pass_context
 def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
-    """Train a policy (--policy.type=act|diffusion|mlp) on a LeRobot dataset
-    (--dataset.root=PATH or --dataset.repo_id=ID); --resume=DIR continues a run."""
+    """Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID);
+    --policy.type names it (see below), --resume=DIR continues a run."""
     from rlctl.domain.config import unstructure
     from rlctl.entrypoints.container import build_container
     from rlctl.entrypoints.settings import write_resolved_config
