@@ -8,6 +8,10 @@ measurement (one env step, one policy call at two batch sizes) and a cost model 
 evaluation; `plan_rollouts` returns the cheapest plan, or honours what the user forced.
 
 The model is deliberately coarse: it only has to rank plans, not predict wall time.
+
+A suite run with `max_parallel_tasks = N` (`task_slots`) runs N tasks at once, each planned as if
+it had a machine of `cores // N` cores to itself: its batch size is chosen (or its forced batch
+sharded) for that share, so that N tasks' workers together never outnumber the cores.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.errors import ConfigError, InvalidInput
 
 MAX_BATCH_SIZE = 64
 # LeRobot leaves ~30 % of the cores for the main process and inference.
@@ -35,6 +39,40 @@ def worker_count(n_envs: int, cpu_count: int) -> int:
     """Worker processes for `n_envs` envs: one per env, but never more than the cores (each
     worker then steps a shard of the envs; forcing a large batch on few cores stays sane)."""
     return max(1, min(n_envs, cpu_count))
+
+
+@attrs.frozen
+class TaskSlots:
+    """How a suite's tasks share the machine: `count` tasks run at once, and each running task's
+    env workers get `cores_per_task` of the cores (its batch is sharded over that many worker
+    processes at most)."""
+
+    count: int
+    cores_per_task: int
+
+
+def task_slots(max_parallel_tasks: int, n_tasks: int, cpu_count: int) -> TaskSlots:
+    """LeRobot's `max_parallel_tasks` within the core budget.
+
+    More tasks at once than there are tasks is clamped (like a batch larger than n_episodes);
+    more than the cores is refused: each task running at once needs at least a core for its
+    envs, or the tasks only queue behind each other while their envs hold memory.
+    """
+    cores = max(1, cpu_count)
+    if max_parallel_tasks < 1:
+        raise ConfigError(
+            f"max_parallel_tasks must be at least 1, got {max_parallel_tasks}",
+            where="env.max_parallel_tasks",
+        )
+    if max_parallel_tasks > cores:
+        raise ConfigError(
+            f"max_parallel_tasks={max_parallel_tasks} is more than the {cores} cores this "
+            "evaluation may use: each task running at once needs at least a core for its envs",
+            where="env.max_parallel_tasks",
+            hint=f"use at most {cores}; --eval.batch_size runs more episodes of a task at once",
+        )
+    count = min(max_parallel_tasks, max(1, n_tasks))
+    return TaskSlots(count, max(1, cores // count))
 
 
 def auto_batch_size(n_episodes: int, cpu_count: int) -> int:

@@ -11,9 +11,11 @@ from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.adapters.sim.registry import env_config_class, known_env_types, make_env_config
 from rlctl.adapters.sim.simulation import GymSimulation
+from rlctl.adapters.sim.vector import available_cores
 from rlctl.application.ports.simulation import SimulationError
 from rlctl.domain.config import parse_overrides, resolve, structure, unstructure
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.rollout_plan import worker_count
 
 
 @attrs.frozen
@@ -131,13 +133,28 @@ def test_rendering_failures_say_which_backend_and_package():
     assert "MUJOCO_GL=egl" in hint and "libegl1" in hint and "libosmesa6" in hint
 
 
-def test_max_parallel_tasks_above_one_is_refused_not_ignored(toy_package):
-    config = make_env_config("toy", task="a,b", max_parallel_tasks=4)
-    with pytest.raises(ConfigError, match="max_parallel_tasks=4 is not supported") as caught:
-        GymSimulation(config).spec()
+def test_max_parallel_tasks_reaches_the_spec_and_below_one_is_refused(toy_package):
+    config = make_env_config("toy", task="a,b", max_parallel_tasks=2)
+    assert GymSimulation(config).spec().max_parallel_tasks == 2
+    with pytest.raises(ConfigError, match=r"env\.max_parallel_tasks: .* at least 1, got 0"):
+        make_env_config("toy", task="a,b", max_parallel_tasks=0)
+    with pytest.raises(ConfigError, match="at least 1") as caught:
+        PushtEnv(max_parallel_tasks=-1)
     assert caught.value.where == "env.max_parallel_tasks"
-    with pytest.raises(ConfigError, match="max_parallel_tasks"):
-        config.create_envs(1, use_async=False)
+
+
+def test_worker_cores_caps_each_tasks_worker_processes(toy_package):
+    config = make_env_config("toy", task="a,b")
+    envs = config.create_envs(4, use_async=True, worker_cores=1)
+    uncapped = config.create_envs(4, use_async=True)
+    try:
+        assert [env.n_workers for env in envs["toy"].values()] == [1, 1]
+        assert uncapped["toy"][0].n_workers == worker_count(4, available_cores())
+        # Nothing started: the envs are lazy.
+        assert all(env.env is None for env in [*envs["toy"].values(), *uncapped["toy"].values()])
+    finally:
+        for env in [*envs["toy"].values(), *uncapped["toy"].values()]:
+            env.close()
 
 
 def test_an_env_without_task_text_warns_once_naming_it():

@@ -6,11 +6,15 @@ last step when `success` is set. After its episode ends a sub-env keeps answerin
 `after_end_reward` and success, on purpose: nothing it says then may be counted.
 
 Workers are simulated: `live_workers` counts the sub-envs of started async simulators, so a
-test can check that a suite never has more than two tasks' workers alive.
+test can check that a suite never has more than two tasks' workers alive (N + 1 with N tasks
+run at once); `running` counts the tasks between their first reset and their close. The record
+is kept under a lock: tasks may run in several threads at once.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
@@ -60,7 +64,11 @@ class FakeRecord:
     closed: list[tuple[str, int]] = attrs.field(factory=list)
     live_workers: int = 0
     max_live_workers: int = 0
+    running: int = 0
+    max_running: int = 0
+    worker_cores: list[int | None] = attrs.field(factory=list)
     probes: int = 0
+    lock: threading.Lock = attrs.field(factory=threading.Lock, eq=False, repr=False)
 
 
 class FakeVectorSimulator:
@@ -76,6 +84,7 @@ class FakeVectorSimulator:
         self._num_envs = num_envs
         self._async = use_async and num_envs > 1
         self._started = False
+        self._running = False
         self._closed = False
         self._episodes: list[FakeEpisode] = []
         self._t = np.zeros(num_envs, dtype=np.int64)
@@ -95,20 +104,27 @@ class FakeVectorSimulator:
         return self._started
 
     def start(self) -> None:
-        if self._started or self._closed:
-            return
-        self._started = True
         record = self._owner.record
-        record.started.append((self._task.suite, self._task.task_id))
-        if self._async:
-            record.live_workers += self._num_envs
-            record.max_live_workers = max(record.max_live_workers, record.live_workers)
+        with record.lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+            record.started.append((self._task.suite, self._task.task_id))
+            if self._async:
+                record.live_workers += self._num_envs
+                record.max_live_workers = max(record.max_live_workers, record.live_workers)
 
     def reset(self, seeds: Sequence[int] | None = None) -> Observation:
         self._check_open()
         self.start()
         seeds_list: list[int | None] = list(seeds) if seeds is not None else [None] * self.num_envs
-        self._owner.record.resets.append(seeds_list)
+        record = self._owner.record
+        with record.lock:
+            record.resets.append(seeds_list)
+            if not self._running:
+                self._running = True
+                record.running += 1
+                record.max_running = max(record.max_running, record.running)
         self._seeds = seeds_list
         self._episodes = [self._owner.script(s, self._task) for s in seeds_list]
         self._t[:] = 0
@@ -124,8 +140,12 @@ class FakeVectorSimulator:
                 f"got {actions.shape}"
             )
         record = self._owner.record
-        record.steps += 1
-        if self._owner.fail_at_step is not None and record.steps >= self._owner.fail_at_step:
+        with record.lock:
+            record.steps += 1
+            steps = record.steps
+        if self._owner.step_sleep_s:
+            time.sleep(self._owner.step_sleep_s)  # lets tasks in other threads interleave
+        if self._owner.fail_at_step is not None and steps >= self._owner.fail_at_step:
             raise SimulationError(
                 "scripted crash", where=f"{self._task.suite}/{self._task.task_id}"
             )
@@ -139,7 +159,7 @@ class FakeVectorSimulator:
                 success[i] = True
                 continue
             t = int(self._t[i])
-            reward[i] = episode.reward_at(t)
+            reward[i] = episode.reward_at(t) + self._owner.action_reward * float(actions[i, 0])
             self._t[i] = t + 1
             if t + 1 >= episode.length:
                 terminated[i] = True
@@ -162,13 +182,16 @@ class FakeVectorSimulator:
         return frames
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
         record = self._owner.record
-        record.closed.append((self._task.suite, self._task.task_id))
-        if self._started and self._async:
-            record.live_workers -= self._num_envs
+        with record.lock:
+            if self._closed:
+                return
+            self._closed = True
+            record.closed.append((self._task.suite, self._task.task_id))
+            if self._started and self._async:
+                record.live_workers -= self._num_envs
+            if self._running:
+                record.running -= 1
 
     def _check_open(self) -> None:
         if self._closed:
@@ -196,6 +219,9 @@ class FakeSimulation:
         after_end_reward: float = 100.0,
         step_s: float = 1e-3,
         start_s: float = 0.5,
+        max_parallel_tasks: int = 1,
+        step_sleep_s: float = 0.0,
+        action_reward: float = 0.0,
     ) -> None:
         self.suites = {k: list(v) for k, v in (suites or {"fake": ["task"]}).items()}
         self.script = script
@@ -209,6 +235,11 @@ class FakeSimulation:
         self.simulators: list[FakeVectorSimulator] = []
         self._step_s = step_s
         self._start_s = start_s
+        self.max_parallel_tasks = max_parallel_tasks
+        self.step_sleep_s = step_sleep_s
+        # Added to each step's reward times the env's first action component, so that what the
+        # policy does shows in the results (0: it does not).
+        self.action_reward = action_reward
 
     def spec(self) -> SimSpec:
         return SimSpec(
@@ -221,6 +252,7 @@ class FakeSimulation:
             max_episode_steps=self.max_episode_steps,
             action_low=-np.ones(self.action_dim, dtype=np.float32),
             action_high=np.ones(self.action_dim, dtype=np.float32),
+            max_parallel_tasks=self.max_parallel_tasks,
         )
 
     def tasks(self) -> list[SimTask]:
@@ -239,7 +271,10 @@ class FakeSimulation:
             step_s=self._step_s,
         )
 
-    def create(self, n_envs: int, use_async: bool) -> dict[str, dict[int, FakeVectorSimulator]]:
+    def create(
+        self, n_envs: int, use_async: bool, worker_cores: int | None = None
+    ) -> dict[str, dict[int, FakeVectorSimulator]]:
+        self.record.worker_cores.append(worker_cores)
         out: dict[str, dict[int, FakeVectorSimulator]] = {}
         for task in self.tasks():
             sim = FakeVectorSimulator(self, task, n_envs, use_async)

@@ -53,6 +53,13 @@ def _env_features(value: Mapping[str, Any]) -> dict[str, FeatureSpec]:
     return typed_features(value, channels_last=True)
 
 
+def _at_least_one(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        raise ConfigError(
+            f"{attribute.name} must be at least 1, got {value}", where=f"env.{attribute.name}"
+        )
+
+
 @tagged_union
 @attrs.frozen(kw_only=True)
 class EnvConfig:
@@ -65,9 +72,9 @@ class EnvConfig:
     # Declared on top of (and winning over) the features the type derives from its settings.
     features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=_env_features)
     features_map: dict[str, str] = attrs.field(factory=dict)
-    # LeRobot's setting; only 1 is accepted: a suite's tasks run one after the other, each over
-    # every core, with the next task's envs started while the current one runs.
-    max_parallel_tasks: int = 1
+    # Tasks of a suite run at once (at most the cores), each with its own policy and a share
+    # of the cores for its env workers; the next task's envs start while they run.
+    max_parallel_tasks: int = attrs.field(default=1, validator=_at_least_one)
     disable_env_checker: bool = True
 
     type_name: ClassVar[str]
@@ -131,17 +138,6 @@ class EnvConfig:
 
     # --- building envs ---------------------------------------------------------------------
 
-    def check_parallel_tasks(self) -> None:
-        """Refuse `max_parallel_tasks > 1` rather than ignore it."""
-        if self.max_parallel_tasks != 1:
-            raise ConfigError(
-                f"max_parallel_tasks={self.max_parallel_tasks} is not supported: rlctl runs a "
-                "suite's tasks one after the other, each spread over every core, and starts the "
-                "next task's envs while the current one runs",
-                where="env.max_parallel_tasks",
-                hint="leave it at 1; --eval.batch_size runs more episodes of a task at once",
-            )
-
     def env_factories(self, task: SimTask, n_envs: int) -> list[Callable[[], gym.Env]]:
         """The factories of a task's `n_envs` envs; all alike unless a type numbers them."""
         return [self.env_factory(task)] * n_envs
@@ -160,18 +156,21 @@ class EnvConfig:
         )
 
     def create_envs(
-        self, n_envs: int, use_async: bool = True
+        self, n_envs: int, use_async: bool = True, worker_cores: int | None = None
     ) -> dict[str, dict[int, LazyVectorEnv]]:
-        """`{suite: {task_id: vector env}}`; no worker starts before the env is first used."""
+        """`{suite: {task_id: vector env}}`; no worker starts before the env is first used.
+
+        `worker_cores` caps each task's worker processes (None: every core).
+        """
         from rlctl.adapters.sim.vector import create_task_envs
 
         if n_envs < 1:
             raise ConfigError(f"n_envs must be at least 1, got {n_envs}", where="eval.batch_size")
-        self.check_parallel_tasks()
         return create_task_envs(
             [(task, self.env_factories(task, n_envs)) for task in self.tasks()],
             use_async,
             preload=self.worker_preload(),
+            worker_cores=worker_cores,
         )
 
 

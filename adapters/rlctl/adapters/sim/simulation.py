@@ -161,7 +161,6 @@ class GymSimulation:
         return self.config.env_processors()
 
     def spec(self) -> SimSpec:
-        self.config.check_parallel_tasks()
         shape = self._shape_of_first_task()
         space = shape.action_space
         action_shape = space.shape or ()
@@ -178,6 +177,7 @@ class GymSimulation:
             action_high=np.asarray(
                 getattr(space, "high", np.zeros(action_shape)), dtype=np.float64
             ),
+            max_parallel_tasks=self.config.max_parallel_tasks,
         )
 
     def probe(self) -> SimProbe:
@@ -209,10 +209,10 @@ class GymSimulation:
         return SimProbe(observation=batched, task=text or "", start_s=start_s, step_s=step_s)
 
     def create(
-        self, n_envs: int, use_async: bool
+        self, n_envs: int, use_async: bool, worker_cores: int | None = None
     ) -> Mapping[str, Mapping[int, GymVectorSimulator]]:
         self._close_probe_env()
-        envs = self.config.create_envs(n_envs, use_async)
+        envs = self.config.create_envs(n_envs, use_async, worker_cores)
         tasks = {(t.suite, t.task_id): t for t in self.config.tasks()}
         return {
             suite: {

@@ -3,7 +3,9 @@
 - `LazyVectorEnv` holds the env factories of one task and builds the gymnasium vector env on
   first use, or in a background thread after `start()`. A suite of many tasks therefore has at
   most two tasks' workers alive: the running task's, and the next task's, started in the
-  background while the running one steps (the evaluation closes each task's when it is done).
+  background while the running one steps (the evaluation closes each task's when it is done);
+  with N tasks running at once, N + 1. `start`, `ensure` and `close` may be called from
+  different threads (a running task prefetches the task another thread will run).
 - Worker processes (`ShardedVectorEnv`: no more than the cores, each holding a shard of the
   envs) come from a forkserver: they do not inherit the main process's torch, CUDA or renderer
   state, and each simulator creates its renderer on the first reset inside its worker. The
@@ -146,11 +148,14 @@ class LazyVectorEnv:
         use_async: bool,
         shape: EnvShape | None = None,
         preload: Sequence[str] = (),
+        worker_cores: int | None = None,
     ) -> None:
         self.env_fns = [functools.partial(_build_wrapped, f) for f in factories]
         self.preload = tuple(preload)
         self.num_envs = len(self.env_fns)
         self.use_async = use_async and self.num_envs > 1
+        # The cores this task's workers may use: all of them unless tasks run side by side.
+        self.worker_cores = worker_cores
         self.shape = shape or EnvShape.probe(factories[0])
         self.single_observation_space = self.shape.observation_space
         self.single_action_space = self.shape.action_space
@@ -159,12 +164,16 @@ class LazyVectorEnv:
         self._env: gym.vector.SyncVectorEnv | ShardedVectorEnv | None = None
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
+        self._lock = threading.Lock()
         self.closed = False
 
     @property
     def n_workers(self) -> int:
         """Worker processes the env runs in; 0 in-process."""
-        return worker_count(self.num_envs, available_cores()) if self.use_async else 0
+        if not self.use_async:
+            return 0
+        cores = available_cores()
+        return worker_count(self.num_envs, min(cores, self.worker_cores or cores))
 
     @property
     def env(self) -> gym.vector.VectorEnv | None:
@@ -176,25 +185,30 @@ class LazyVectorEnv:
         return list(getattr(self._env, "processes", []) or [])
 
     def start(self) -> None:
-        if self.closed or self._env is not None or self._starter is not None:
-            return
-        if not self.use_async:
-            return  # in-process envs are cheap to build when first used
-        self._starter = threading.Thread(target=self._start_in_background, daemon=True)
-        self._starter.start()
+        with self._lock:
+            if self.closed or self._env is not None or self._starter is not None:
+                return
+            if not self.use_async:
+                return  # in-process envs are cheap to build when first used
+            self._starter = threading.Thread(target=self._start_in_background, daemon=True)
+            self._starter.start()
 
     def ensure(self) -> gym.vector.SyncVectorEnv | ShardedVectorEnv:
-        if self.closed:
-            raise gym.error.ClosedEnvironmentError("the vector env is closed")
-        if self._starter is not None:
-            self._starter.join()
-            self._starter = None
-        if self._start_error is not None:
-            error, self._start_error = self._start_error, None
-            raise error
-        if self._env is None:
-            self._env = self._build()
-        return self._env
+        env = self._env
+        if env is not None and self._starter is None and not self.closed:
+            return env  # every step after the first: no lock taken
+        with self._lock:
+            if self.closed:
+                raise gym.error.ClosedEnvironmentError("the vector env is closed")
+            if self._starter is not None:
+                self._starter.join()
+                self._starter = None
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
+            if self._env is None:
+                self._env = self._build()
+            return self._env
 
     def _start_in_background(self) -> None:
         try:
@@ -233,13 +247,14 @@ class LazyVectorEnv:
         return [env.envs[i].render() for i in range(n)]
 
     def close(self, terminate: bool = False) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self._starter is not None:
-            self._starter.join()
-            self._starter = None
-        env, self._env = self._env, None
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._starter is not None:
+                self._starter.join()
+                self._starter = None
+            env, self._env = self._env, None
         if env is not None:
             close_vector_env(env, terminate=terminate)
 
@@ -269,14 +284,15 @@ def create_task_envs(
     tasks: Sequence[tuple[SimTask, Sequence[Callable[[], gym.Env]]]],
     use_async: bool,
     preload: Sequence[str] = (),
+    worker_cores: int | None = None,
 ) -> dict[str, dict[int, LazyVectorEnv]]:
     """One lazy vector env per task, over that task's factories (one per env); spaces are
-    probed once per suite."""
+    probed once per suite. `worker_cores` caps each task's worker processes."""
     out: dict[str, dict[int, LazyVectorEnv]] = {}
     shapes: dict[str, EnvShape] = {}
     for task, factories in tasks:
         shape = shapes.get(task.suite)
-        lazy = LazyVectorEnv(factories, use_async, shape, preload)
+        lazy = LazyVectorEnv(factories, use_async, shape, preload, worker_cores)
         shapes.setdefault(task.suite, lazy.shape)
         out.setdefault(task.suite, {})[task.task_id] = lazy
     return out

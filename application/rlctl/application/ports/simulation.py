@@ -5,7 +5,8 @@ tasks, grouped in suites as LeRobot does (`{suite: {task_id: envs}}`), and creat
 `VectorSimulator` per task: `num_envs` copies of the task's environment stepped in lock-step,
 in-process or in worker processes. Creating them starts nothing; workers start on `start()`
 (in the background) or on the first `reset`, so a suite of fifty tasks has at most two tasks'
-workers alive: the running one's and the next one's, started while it runs.
+workers alive: the running one's and the next one's, started while it runs (with
+`max_parallel_tasks = N`, the N running ones' and the next one's).
 
 Observations are plain mappings of batched numpy arrays under the simulator's raw keys (nested
 dicts flattened with "/": `pixels/top`); the env's `feature_map` says which policy key each one
@@ -68,6 +69,8 @@ class SimSpec:
     max_episode_steps: int
     action_low: np.ndarray
     action_high: np.ndarray
+    # How many of its tasks may run at once (LeRobot's `env.max_parallel_tasks`).
+    max_parallel_tasks: int = 1
 
     @property
     def action_dim(self) -> int:
@@ -129,8 +132,14 @@ class Simulation(Protocol):
         """Build one env of the first task in-process, reset it, and time a few steps."""
         ...
 
-    def create(self, n_envs: int, use_async: bool) -> Mapping[str, Mapping[int, VectorSimulator]]:
-        """`{suite: {task_id: simulator}}` for every task; nothing is started yet."""
+    def create(
+        self, n_envs: int, use_async: bool, worker_cores: int | None = None
+    ) -> Mapping[str, Mapping[int, VectorSimulator]]:
+        """`{suite: {task_id: simulator}}` for every task; nothing is started yet.
+
+        `worker_cores`: the cores one task's worker processes may use (None: every core); a
+        task's `n_envs` are sharded over at most that many workers.
+        """
         ...
 
     def processors(self) -> tuple[ProcessorPipeline, ProcessorPipeline]:

@@ -15,12 +15,22 @@ batch size and sync/async mode are chosen from it (`rlctl.domain.rollout_plan`) 
 settings force them. Even before that, the policy's input and output features are checked
 against the env's (`policy_env_fit`): a policy trained on another robot fails with one message
 naming every difference, not with a tensor shape error from inside the model.
+
+A suite's tasks run one after the other, the next task's envs started while the current one
+runs and each closed when it is done. With the env's `max_parallel_tasks = N` (at most the
+cores), N tasks run at once in threads (`suite_schedule`), each with its own policy (made by
+`policy_copies`: a policy keeps its action queue between ticks) and `cores // N` cores for its
+env workers; the plan is chosen for that share. The report is the sequential run's: tasks in
+suite order, the same seeds, videos and task text per task. A policy that draws random numbers
+(the random policy, sampling policies) draws them per copy, so its episodes differ from a
+sequential run's; a deterministic policy's do not.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,13 +51,14 @@ from rlctl.application.ports.simulation import (
 from rlctl.application.ports.video import VideoEncoder
 from rlctl.application.use_cases.episode_videos import EpisodeVideos
 from rlctl.application.use_cases.policy_env_fit import check_policy_fits_env
+from rlctl.application.use_cases.suite_schedule import SuiteSchedule, run_slots
 from rlctl.domain.env_observation import (
     env_policy_features,
     flatten_observation,
     policy_key,
     to_policy_observation,
 )
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.eval_metrics import (
     EpisodeResult,
     EvalReport,
@@ -58,7 +69,7 @@ from rlctl.domain.eval_metrics import (
 from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.processors import ProcessorPipeline
-from rlctl.domain.rollout_plan import RolloutPlan, Timings, plan_rollouts
+from rlctl.domain.rollout_plan import RolloutPlan, TaskSlots, Timings, plan_rollouts, task_slots
 
 log = structlog.get_logger(__name__)
 
@@ -88,9 +99,13 @@ class EvaluatePolicy:
         cpu_count: int | None = None,
         rename_map: Mapping[str, str] | None = None,
         display: LiveDisplay | None = None,
+        policy_copies: Callable[[], Policy] | None = None,
     ) -> None:
         self._sim = simulation
         self._policy = policy
+        # Another policy like `policy` (same checkpoint or type, same seed), for each task run
+        # beside the first when the simulation runs several at once; without it, one at a time.
+        self._policy_copies = policy_copies
         self._progress = progress
         self._video_encoder = video_encoder
         self._clock = clock
@@ -98,9 +113,12 @@ class EvaluatePolicy:
         # What the last run chose and how long it took to its first env step (benchmarks).
         self.plan: RolloutPlan | None = None
         self.first_step_s: float | None = None
+        self.slots: TaskSlots | None = None
         self._start = 0.0
         self._successes: list[bool] = []
-        self._prefetch: Callable[[], None] | None = None
+        # Guards what runners of parallel tasks share: the success tally, the bar, timings.
+        self._lock = threading.Lock()
+        self._schedule = SuiteSchedule([])
         self._env_pre: Callable[[dict[str, Any]], dict[str, Any]] = _identity
         self._env_post: Callable[[dict[str, Any]], dict[str, Any]] = _identity
         self._env_pipelines: tuple[ProcessorPipeline, ProcessorPipeline] = (
@@ -123,10 +141,19 @@ class EvaluatePolicy:
         self._env_pipelines = (pre, post)
         self._env_pre, self._env_post = _as_batch_fn(pre), _as_batch_fn(post)
         self._check_fit(spec, tasks)
+        slots = self.slots = task_slots(spec.max_parallel_tasks, len(tasks), self._cpu_count)
+        if slots.count > 1 and self._policy_copies is None:
+            raise ConfigError(
+                f"max_parallel_tasks={spec.max_parallel_tasks} runs tasks at once, each with "
+                "its own policy, and this evaluation has only the one policy it was given",
+                where="env.max_parallel_tasks",
+                hint="set env.max_parallel_tasks=1 (evaluations during training run one task "
+                "at a time); a program embedding EvaluatePolicy passes policy_copies",
+            )
         max_steps = min(
             settings.max_episode_steps or spec.max_episode_steps, spec.max_episode_steps
         )
-        self.plan = self._plan(settings, spec, tasks, max_steps)
+        self.plan = self._plan(settings, spec, tasks, max_steps, slots)
         log.info(
             "eval plan",
             batch_size=self.plan.batch_size,
@@ -134,38 +161,57 @@ class EvaluatePolicy:
             reason=self.plan.reason,
             estimated_s=self.plan.estimated_s,
             tasks=len(tasks),
+            parallel_tasks=slots.count,
             n_episodes=settings.n_episodes,
         )
-        envs = self._sim.create(self.plan.batch_size, self.plan.use_async)
+        policies = [self._policy]
+        if slots.count > 1 and self._policy_copies is not None:
+            policies += [self._policy_copies() for _ in range(slots.count - 1)]
+        envs = self._sim.create(
+            self.plan.batch_size,
+            self.plan.use_async,
+            slots.cores_per_task if slots.count > 1 else None,
+        )
         flat = [(suite, tid, env) for suite, group in envs.items() for tid, env in group.items()]
         names = {(t.suite, t.task_id): t.name for t in tasks}
-        results: list[TaskResult] = []
+        results: list[TaskResult | None] = [None] * len(flat)
         bar = self._progress.task("eval", total=len(flat) * settings.n_episodes)
         self._successes = []
         self._display_step = 0
+        # The next task's workers start in the background once a running task's have reset
+        # (prefetch), and each task's close as soon as it is done: at most N + 1 tasks' envs
+        # are alive at any time with N tasks running at once (two when they run in turn).
+        schedule = self._schedule = SuiteSchedule([env for _, _, env in flat])
+        done = [0]
+
+        def run_tasks(slot: int) -> None:
+            while (i := schedule.take()) is not None:
+                suite, task_id, env = flat[i]
+                task = SimTask(suite, task_id, names.get((suite, task_id), ""))
+                results[i] = self._run_task(
+                    env, task, spec, settings, max_steps, bar, policies[slot], slot == 0
+                )
+                env.close()
+                with self._lock:
+                    done[0] += 1
+                log.info(
+                    "task done", suite=suite, task_id=task_id, tasks_done=done[0], at=time.time()
+                )
+
         try:
             if self._display is not None:
                 suite = tasks[0].suite if tasks else "sim"
                 features = _display_features(spec)
                 # A simulator keeps no clock: every step is shown, the rollout waits if need be.
+                # With tasks running at once, the display follows the first runner's tasks.
                 self._display.open(features, fps=spec.fps, name=f"eval_{suite}", paced=False)
-            for i, (suite, task_id, env) in enumerate(flat):
-                task = SimTask(suite, task_id, names.get((suite, task_id), ""))
-                # The next task's workers start in the background once this task's have reset
-                # (prefetch), and this task's close as soon as it is done: at most two tasks'
-                # envs are alive at any time.
-                self._prefetch = flat[i + 1][2].start if i + 1 < len(flat) else None
-                results.append(self._run_task(env, task, spec, settings, max_steps, bar))
-                env.close()
-                log.info(
-                    "task done", suite=suite, task_id=task_id, tasks_done=i + 1, at=time.time()
-                )
+            run_slots(slots.count, run_tasks, schedule.stop)
         finally:
             bar.close()
             _close_all(env for _, _, env in flat)
             if self._display is not None:
                 self._display.close()
-        return EvalReport(tasks=results, eval_s=self._clock() - start)
+        return EvalReport(tasks=[r for r in results if r is not None], eval_s=self._clock() - start)
 
     # --- does the policy fit the env? -------------------------------------------------------
 
@@ -193,17 +239,24 @@ class EvaluatePolicy:
     # --- planning ---------------------------------------------------------------------------
 
     def _plan(
-        self, settings: EvalSettings, spec: SimSpec, tasks: Sequence[SimTask], max_steps: int
+        self,
+        settings: EvalSettings,
+        spec: SimSpec,
+        tasks: Sequence[SimTask],
+        max_steps: int,
+        slots: TaskSlots,
     ) -> RolloutPlan:
         forced = settings.batch_size > 0 and settings.use_async_envs is not None
         timings = None if forced else self._measure(spec, settings, max_steps)
+        # Each of the tasks running at once is planned on its share of the cores, and the
+        # suite takes as long as the tasks one runner goes through.
         return plan_rollouts(
             settings.n_episodes,
-            self._cpu_count,
+            slots.cores_per_task,
             timings,
             batch_size=settings.batch_size,
             use_async=settings.use_async_envs,
-            n_tasks=max(1, len(tasks)),
+            n_tasks=math.ceil(max(1, len(tasks)) / slots.count),
         )
 
     def _measure(self, spec: SimSpec, settings: EvalSettings, max_steps: int) -> Timings:
@@ -240,6 +293,8 @@ class EvaluatePolicy:
         settings: EvalSettings,
         max_steps: int,
         bar: ProgressTask,
+        policy: Policy,
+        displayed: bool,
     ) -> TaskResult:
         n = env.num_envs
         episodes: list[EpisodeResult] = []
@@ -274,7 +329,19 @@ class EvaluatePolicy:
                 else None
             )
             try:
-                tracker = self._rollout(env, seeds, keep, max_steps, spec, videos, bar, task)
+                tracker = self._rollout(
+                    env,
+                    seeds,
+                    keep,
+                    max_steps,
+                    spec,
+                    videos,
+                    bar,
+                    task,
+                    policy,
+                    displayed,
+                    first_batch=batch_ix == 0,
+                )
             except BaseException:
                 if videos is not None:
                     videos.abort()
@@ -294,29 +361,31 @@ class EvaluatePolicy:
         videos: EpisodeVideos | None,
         bar: ProgressTask,
         task: SimTask,
+        policy: Policy,
+        displayed: bool,
+        first_batch: bool,
     ) -> RolloutTracker:
         n = env.num_envs
-        self._policy.reset()
+        display = self._display if displayed else None
+        policy.reset()
         observation = env.reset(seeds)
-        start_next, self._prefetch = self._prefetch, None
-        if start_next is not None:
-            start_next()
+        if first_batch:
+            self._schedule.prefetch()
         texts = [str(t) for t in env.task_descriptions()] or [""] * n
         tracker = RolloutTracker(n, max_steps, task_texts=texts)
         if videos is not None:
             videos.add(env.render(videos.count), live=np.ones(videos.count, dtype=bool))
         while not tracker.all_done:
-            action = self._act(observation, texts, spec)
-            if self._display is not None and not tracker.done[0]:
-                self._display.log_frame(
+            self._schedule.check()
+            action = self._act(observation, texts, spec, policy)
+            if display is not None and not tracker.done[0]:
+                display.log_frame(
                     self._display_step, _first_env(observation, spec.feature_map), action[0]
                 )
                 self._display_step += 1
             step = env.step(action)
             if self.first_step_s is None:
-                self.first_step_s = self._clock() - self._start
-                # Wall time too, so that a benchmark can measure from the command's launch.
-                log.info("first env step", after_s=round(self.first_step_s, 3), at=time.time())
+                self._first_step()
             live = ~tracker.done
             finished = tracker.record(
                 step.reward, step.terminated, step.truncated, success_flags(step.info, n)
@@ -325,14 +394,23 @@ class EvaluatePolicy:
                 videos.add(env.render(videos.count), live=live[: videos.count])
             counted = finished[:keep]
             if counted.any():
-                self._successes.extend(bool(s) for s in tracker.success[:keep][counted])
-                bar.advance(int(counted.sum()))
-                bar.update(
-                    success=f"{100 * np.mean(self._successes):.1f}%",
-                    task=f"{task.suite}/{task.task_id}",
-                )
+                with self._lock:
+                    self._successes.extend(bool(s) for s in tracker.success[:keep][counted])
+                    bar.advance(int(counted.sum()))
+                    bar.update(
+                        success=f"{100 * np.mean(self._successes):.1f}%",
+                        task=f"{task.suite}/{task.task_id}",
+                    )
             observation = step.observation
         return tracker
+
+    def _first_step(self) -> None:
+        with self._lock:
+            if self.first_step_s is not None:
+                return
+            self.first_step_s = self._clock() - self._start
+        # Wall time too, so that a benchmark can measure from the command's launch.
+        log.info("first env step", after_s=round(self.first_step_s, 3), at=time.time())
 
     def _policy_input(
         self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec
@@ -344,9 +422,11 @@ class EvaluatePolicy:
             batch = {self._rename_map.get(k, k): v for k, v in batch.items()}
         return batch
 
-    def _act(self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec) -> Any:
+    def _act(
+        self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec, policy: Policy
+    ) -> Any:
         batch = self._policy_input(observation, texts, spec)
-        action = self._policy.select_action(batch)
+        action = policy.select_action(batch)
         action = np.asarray(self._env_post({"action": action})["action"])
         if action.ndim != 2:
             raise InvalidInput(

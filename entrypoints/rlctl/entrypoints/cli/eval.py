@@ -9,6 +9,9 @@ or any other such registered type. The batch size and in-process vs worker
 processes are chosen from a short measurement unless `--eval.batch_size` /
 `--eval.use_async_envs` force them. Heavy imports happen in the command body only.
 
+A suite's tasks run one after the other; `--env.max_parallel_tasks=N` runs N at once (at most
+the cores), each with its own copy of the policy and `cores // N` cores for its env workers.
+
 A policy whose observation keys differ from the env's reads them through a rename map, env key
 to policy key, as in lerobot-eval: `--rename_map='{"observation.image":
 "observation.images.top"}'`. A policy whose features do not fit the env (trained on another
@@ -18,6 +21,7 @@ robot) is refused before the first step, with every difference named.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 
@@ -82,7 +86,11 @@ def eval_command(config: EvalCommandSettings) -> None:
     container = build_container(config)
     simulation = container.simulation(config.env)
     policy = container.eval_policy(config.policy, simulation, seed=settings.seed)
-    use_case = container.evaluate_policy(simulation, policy, rename_map=config.rename_map)
+    # With --env.max_parallel_tasks=N, each task run beside the first gets a policy of its own.
+    copies = functools.partial(container.eval_policy, config.policy, simulation, seed=settings.seed)
+    use_case = container.evaluate_policy(
+        simulation, policy, rename_map=config.rename_map, policy_copies=copies
+    )
     report = use_case(settings)
     info = report.to_info()
     (out / EVAL_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
