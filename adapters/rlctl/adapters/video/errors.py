@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlctl.domain.errors import VideoError
+from rlctl.domain.errors import RlctlError, VideoError
 
 FFMPEG_HINT = (
     "install ffmpeg (apt-get install ffmpeg) or decode with PyAV: --dataset.video_backend=pyav"
@@ -33,10 +33,13 @@ def ensure_file(path: Path) -> None:
 
 @contextmanager
 def translated(path: Path, action: str, hint: str = CORRUPT_HINT) -> Iterator[None]:
-    """Re-raise anything but our own errors as a `VideoError` naming `path`, cause chained."""
+    """Re-raise anything but our own errors as a `VideoError` naming `path`, cause chained.
+
+    Our own errors include those of the file a decoder reads through (a streamed file that
+    cannot reach the Hub says so, rather than "cannot decode")."""
     try:
         yield
-    except VideoError:
+    except RlctlError:
         raise
     except FileNotFoundError as err:
         raise missing_file_error(path) from err

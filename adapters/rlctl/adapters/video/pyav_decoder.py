@@ -9,8 +9,9 @@ Only the frames returned are converted to RGB.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -47,10 +48,10 @@ class _Decoded:
 class _OpenVideo:
     """One open file and where its decoder stands: the last two frames decoded."""
 
-    def __init__(self, path: Path, threads: int) -> None:
+    def __init__(self, path: Path, threads: int, source: Any = None) -> None:
         self.path = path
         self.lock = threading.Lock()
-        self.container = av.open(str(path), mode="r")
+        self.container = av.open(str(path) if source is None else source, mode="r")
         try:
             self.stream = self.container.streams.video[0]
         except IndexError:
@@ -143,9 +144,17 @@ class _OpenVideo:
 class PyAVVideoDecoder:
     """`VideoDecoder` on PyAV. Safe across fork (children reopen files) and across threads."""
 
-    def __init__(self, max_open_files: int = 64, threads: int = 1) -> None:
-        """`threads`: decoder threads per file, 0 for one per core (helps large frames)."""
+    def __init__(
+        self,
+        max_open_files: int = 64,
+        threads: int = 1,
+        source: Callable[[Path], Any] | None = None,
+    ) -> None:
+        """`threads`: decoder threads per file, 0 for one per core (helps large frames).
+        `source`: what a path is read from (a seekable binary file, e.g. one streamed from the
+        Hub), instead of the local file at that path."""
         self._threads = threads
+        self._source = source
         self._files: OpenFiles[_OpenVideo] = OpenFiles(
             self._open, _OpenVideo.close, max_open=max_open_files
         )
@@ -170,9 +179,11 @@ class PyAVVideoDecoder:
         self._files.clear()
 
     def _open(self, path: Path) -> _OpenVideo:
-        ensure_file(path)
+        if self._source is None:
+            ensure_file(path)
+        source = None if self._source is None else self._source(path)
         with translated(path, "open video"):
-            return _OpenVideo(path, self._threads)
+            return _OpenVideo(path, self._threads, source)
 
 
 def _nearest_frames(video: _OpenVideo, queries: list[float]) -> list[_Decoded]:

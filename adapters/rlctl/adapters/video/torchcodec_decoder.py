@@ -8,9 +8,9 @@ nearest, its neighbour towards the timestamp is tried.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from torchcodec.decoders import VideoDecoder as _TorchCodecDecoder
@@ -26,10 +26,13 @@ SeekMode = Literal["exact", "approximate"]
 
 
 class _OpenVideo:
-    def __init__(self, path: Path, seek_mode: SeekMode, threads: int) -> None:
+    def __init__(self, path: Path, seek_mode: SeekMode, threads: int, source: Any = None) -> None:
         self.lock = threading.Lock()  # a torchcodec decoder holds one position in the file
         self.decoder = _TorchCodecDecoder(
-            str(path), dimension_order="NHWC", seek_mode=seek_mode, num_ffmpeg_threads=threads
+            str(path) if source is None else source,
+            dimension_order="NHWC",
+            seek_mode=seek_mode,
+            num_ffmpeg_threads=threads,
         )
         metadata = self.decoder.metadata
         fps = metadata.average_fps
@@ -55,10 +58,17 @@ class TorchCodecVideoDecoder:
     """`VideoDecoder` on torchcodec (CPU). Needs the system's ffmpeg libraries at run time."""
 
     def __init__(
-        self, max_open_files: int = 64, seek_mode: SeekMode = "approximate", threads: int = 1
+        self,
+        max_open_files: int = 64,
+        seek_mode: SeekMode = "approximate",
+        threads: int = 1,
+        source: Callable[[Path], Any] | None = None,
     ) -> None:
+        """`source`: what a path is read from (a seekable binary file, e.g. one streamed from
+        the Hub), instead of the local file at that path."""
         self._seek_mode = seek_mode
         self._threads = threads
+        self._source = source
         self._files: OpenFiles[_OpenVideo] = OpenFiles(
             self._open, lambda _video: None, max_open=max_open_files
         )
@@ -82,9 +92,11 @@ class TorchCodecVideoDecoder:
         self._files.clear()
 
     def _open(self, path: Path) -> _OpenVideo:
-        ensure_file(path)
+        if self._source is None:
+            ensure_file(path)
+        source = None if self._source is None else self._source(path)
         with translated(path, "open video with torchcodec", hint=TORCHCODEC_HINT):
-            return _OpenVideo(path, self._seek_mode, self._threads)
+            return _OpenVideo(path, self._seek_mode, self._threads, source)
 
 
 def _nearest_frames(video: _OpenVideo, queries: list[float]) -> tuple[np.ndarray, list[float]]:

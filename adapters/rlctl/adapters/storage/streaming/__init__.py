@@ -1,0 +1,1 @@
+"""LeRobot v3.0 datasets streamed from the Hub: `meta/` fetched, tables and videos by ranges."""
