@@ -25,6 +25,7 @@ from rlctl.adapters.clock.system import SystemClock
 from rlctl.adapters.control.terminal import KeyboardControls, NoControls, TerminalConsole
 from rlctl.adapters.display.rerun_display import RerunDisplay
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
+from rlctl.adapters.hub.integrity import LeRobotIntegrity
 from rlctl.adapters.hub.layout import LeRobotLayout
 from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
 from rlctl.adapters.memory.camera import SyntheticCamera
@@ -43,6 +44,7 @@ from rlctl.adapters.memory.dataset_writer import InMemoryDatasetWriter, InMemory
 from rlctl.adapters.memory.episode_actions import InMemoryEpisodeActions
 from rlctl.adapters.memory.episode_data import InMemoryEpisodeData
 from rlctl.adapters.memory.hub import InMemoryHub
+from rlctl.adapters.memory.integrity import DeclaredIntegrity
 from rlctl.adapters.memory.live_display import NoDisplay, RecordedDisplay
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
@@ -122,7 +124,7 @@ from rlctl.application.ports.dataset_tools import (
 )
 from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
 from rlctl.application.ports.episode_data import EpisodeDataReader
-from rlctl.application.ports.hub import DatasetLayout, Hub
+from rlctl.application.ports.hub import DatasetIntegrity, DatasetLayout, Hub
 from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.motors import MotorBus
 from rlctl.application.ports.policy import Policy, PolicyLoader
@@ -257,6 +259,10 @@ def hub(huggingface: HuggingFaceHub, fake: InMemoryHub) -> list[Hub]:
 
 def dataset_layout(lerobot: LeRobotLayout) -> list[DatasetLayout]:
     return [lerobot]
+
+
+def dataset_integrity(lerobot: LeRobotIntegrity, fake: DeclaredIntegrity) -> list[DatasetIntegrity]:
+    return [lerobot, fake]
 
 
 # --- video ----------------------------------------------------------------------------------

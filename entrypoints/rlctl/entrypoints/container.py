@@ -119,6 +119,7 @@ class Container(containers.DeclarativeContainer):
 
     hub = providers.Singleton(lazy("rlctl.adapters.hub.huggingface:HuggingFaceHub"))
     dataset_layout = providers.Singleton(lazy("rlctl.adapters.hub.layout:LeRobotLayout"))
+    dataset_integrity = providers.Singleton(lazy("rlctl.adapters.hub.integrity:LeRobotIntegrity"))
     push_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.push_dataset:PushDataset"),
         hub=hub,
@@ -130,6 +131,7 @@ class Container(containers.DeclarativeContainer):
         hub=hub,
         meta_reader=meta_reader,
         layout=dataset_layout,
+        integrity=dataset_integrity,
     )
     resolve_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.pull_dataset:ResolveDataset"), hub=hub, pull=pull_dataset

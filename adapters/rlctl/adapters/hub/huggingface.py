@@ -78,6 +78,7 @@ class HuggingFaceHub:
         allow: Sequence[str] | None = None,
         ignore: Sequence[str] | None = None,
         local_dir: Path | None = None,
+        force: bool = False,
     ) -> Snapshot:
         settings = self._settings
         log.debug(
@@ -85,6 +86,7 @@ class HuggingFaceHub:
             repo=repo.describe(),
             patterns=None if allow is None else len(allow),
             offline=settings.offline,
+            force=force,
         )
         # A folder being filled is being written: one writer at a time (the cache locks itself).
         folder_lock = writing(local_dir) if local_dir is not None else contextlib.nullcontext()
@@ -104,6 +106,7 @@ class HuggingFaceHub:
                 allow_patterns=list(allow) if allow is not None else None,
                 ignore_patterns=list(ignore) if ignore else None,
                 local_files_only=settings.offline,
+                force_download=force,
                 max_workers=settings.max_workers,
                 library_name="rlctl",
                 library_version=_library_version(),

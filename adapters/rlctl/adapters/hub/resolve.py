@@ -3,7 +3,8 @@
 A path (existing, or not shaped like `namespace/name`) comes back as it is; a repo id comes back
 as the local root of its files: `HF_LEROBOT_HOME/<repo_id>` for a dataset recorded or copied
 there, else the cached snapshot, pulled first when the cache lacks it (offline: an error naming
-what is missing). The use cases hold the rules; this only wires the real adapters.
+what is missing). Either copy is checked first, and its damaged files fetched again. The use
+cases hold the rules; this only wires the real adapters.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
+from rlctl.adapters.hub.integrity import LeRobotIntegrity
 from rlctl.adapters.hub.layout import LeRobotLayout
 from rlctl.application.ports.hub import Hub
 from rlctl.application.use_cases.pull_dataset import PullDataset, ResolveDataset
@@ -22,7 +24,8 @@ def dataset_resolver(hub: Hub | None = None) -> ResolveDataset:
     from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 
     hub = hub or HuggingFaceHub()
-    return ResolveDataset(hub, PullDataset(hub, LeRobotMetaReader(), LeRobotLayout()))
+    pull = PullDataset(hub, LeRobotMetaReader(), LeRobotLayout(), LeRobotIntegrity())
+    return ResolveDataset(hub, pull)
 
 
 def policy_resolver(hub: Hub | None = None) -> ResolvePolicy:

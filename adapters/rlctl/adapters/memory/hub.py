@@ -97,6 +97,7 @@ class InMemoryHub:
         allow: Sequence[str] | None = None,
         ignore: Sequence[str] | None = None,
         local_dir: Path | None = None,
+        force: bool = False,
     ) -> Snapshot:
         commit = self._commit(repo)
         root = local_dir or self.workdir / "cache" / repo.kind / repo.repo_id / commit
@@ -107,7 +108,7 @@ class InMemoryHub:
             if ignore and _match(name, ignore):
                 continue
             target = root / name
-            if target.is_file():
+            if target.is_file() and not force:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)

@@ -112,11 +112,13 @@ class Hub(Protocol):
         allow: Sequence[str] | None = None,
         ignore: Sequence[str] | None = None,
         local_dir: Path | None = None,
+        force: bool = False,
     ) -> Snapshot:
         """Fetch the matching files of `repo` (all when `allow` is None) and say where they are.
 
         Files already in the cache are not fetched again, so calling again after an interruption
-        resumes. With `local_dir` the files are placed there instead of in the shared cache.
+        resumes; `force` fetches them again all the same (what repairs a damaged copy). With
+        `local_dir` the files are placed there instead of in the shared cache.
         """
         ...
 
@@ -136,6 +138,35 @@ class DatasetLayout(Protocol):
         self, meta: DatasetMeta, episodes: Sequence[int], *, videos: bool = True
     ) -> list[str]:
         """Repo paths of the data (and with `videos`, video) files of `episodes`, once each."""
+        ...
+
+
+@attrs.frozen
+class DamagedFile:
+    """A file of a local copy that cannot be loaded: its repo path and what is wrong with it.
+
+    A path ending in `/` names a folder whose files cannot be told apart (fetch all of them)."""
+
+    path: str
+    problem: str
+
+
+class DatasetIntegrity(Protocol):
+    """Finds the files of a local dataset copy that cannot be loaded, and puts fixed ones in.
+
+    The check is the quick one a reader can afford on every open (every file present, whole,
+    of the right kind, with the rows its episodes need), not `rlctl dataset check`'s full read.
+    """
+
+    def damaged_files(self, root: Path, episodes: Sequence[int] | None = None) -> list[DamagedFile]:
+        """The damaged files under `root`. While `meta/` cannot be read only its files are named
+        (the data and video files are unknown until it is repaired); then the data and video
+        files of `episodes` (None: every episode)."""
+        ...
+
+    def replace_files(self, root: Path, names: Sequence[str], source: Path) -> None:
+        """Copy the files `names` from `source` (a fetched snapshot) over those under `root`,
+        each one atomically, leaving every other file of `root` as it is."""
         ...
 
 
