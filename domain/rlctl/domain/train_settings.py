@@ -83,6 +83,19 @@ class DatasetSource:
     image_transforms: ImageTransformsSettings = attrs.field(factory=ImageTransformsSettings)
     # LeRobot replaces the cameras' statistics by ImageNet's, which pretrained backbones expect.
     use_imagenet_stats: bool = True
+    # Read `repo_id` from the Hub as training goes (only meta/ is downloaded), as LeRobot's
+    # `--dataset.streaming=true`.
+    streaming: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.streaming and (self.root or not self.repo_id):
+            raise ConfigError(
+                "streaming reads a dataset from the Hub: it needs --dataset.repo_id and no "
+                "--dataset.root",
+                where="dataset.streaming",
+                hint="pass --dataset.repo_id=ID (and no --dataset.root), or drop "
+                "--dataset.streaming to read a local folder",
+            )
 
     @property
     def location(self) -> str:

@@ -47,15 +47,34 @@ def open_dataset(
     video_backend: str | None = None,
     image_transforms: Callable[[Any], Any] | None = None,
     revision: str | None = None,
+    streaming: bool = False,
+    buffer_size: int | None = None,
+    seed: int | None = None,
     using: Container | None = None,
 ) -> Any:
     """A LeRobot v3.0 dataset as a torch `Dataset` (items as LeRobot's `__getitem__`).
 
     A list of locations gives a multi-dataset over the features they share. `episodes` picks a
     subset (and, for a repo id, downloads only those episodes' files).
+
+    `streaming=True` reads a Hub repo id without downloading it (only `meta/`): a torch
+    `IterableDataset` with the same items, shuffled through a buffer of `buffer_size` frames
+    (1000) seeded by `seed` (42), each DataLoader worker and DDP rank reading its own shard.
     """
     c = using or build_container()
     backend = {"video_backend": video_backend} if video_backend else {}
+    if streaming:
+        return _streaming_dataset(
+            location,
+            c,
+            delta_timestamps=delta_timestamps,
+            episodes=episodes,
+            image_transforms=image_transforms,
+            revision=revision,
+            **backend,
+            **({"buffer_size": buffer_size} if buffer_size is not None else {}),
+            **({"seed": seed} if seed is not None else {}),
+        )
     if not isinstance(location, (str, Path)):
         roots = [_local_dataset(loc, c, revision=revision) for loc in location]
         return c.multi_torch_dataset(
@@ -122,6 +141,20 @@ def connect_policy(
     return c.policy_connector().connect(
         RemotePolicySettings(server=server, **settings), realtime=realtime
     )
+
+
+def _streaming_dataset(location: Any, c: Container, **options: Any) -> Any:
+    from rlctl.application.ports.hub import is_repo_id
+    from rlctl.domain.errors import InvalidInput
+
+    if not isinstance(location, str) or not is_repo_id(location) or Path(location).exists():
+        raise InvalidInput(
+            f"streaming reads one Hub dataset by its repo id, not {location!r}",
+            where="location",
+            hint="pass a repo id such as 'lerobot/pusht'; a local folder is read without "
+            "streaming (streaming=False)",
+        )
+    return c.streaming_dataset(location, **options)
 
 
 def _local_dataset(location: str | Path, c: Container, **options: Any) -> Path | str:

@@ -69,6 +69,11 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.adapters.storage.torch_dataset:MultiLeRobotTorchDataset"),
         video_backend=config.dataset.video_backend,
     )
+    # `open_dataset(repo_id, streaming=True)`: a Hub dataset read as it streams.
+    streaming_dataset = providers.Factory(
+        lazy("rlctl.adapters.storage.streaming.dataset:StreamingLeRobotDataset"),
+        video_backend=config.dataset.video_backend,
+    )
 
     progress = providers.Selector(
         config.progress,

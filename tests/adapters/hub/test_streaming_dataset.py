@@ -252,3 +252,65 @@ def test_bad_arguments_are_refused_before_any_read(pushed):
         StreamingLeRobotDataset(REPO, episodes=[99])
     with pytest.raises(InvalidInput, match="rank"):
         StreamingLeRobotDataset(REPO, rank=2, world_size=2)
+
+
+def test_rlctl_train_trains_from_the_stream_without_fetching_unread_cameras(
+    fake_hub, pushed, tmp_path
+):
+    from click.testing import CliRunner
+
+    from rlctl.adapters.policies.loaded_policy import load_policy_folder
+    from rlctl.entrypoints.cli.main import cli
+
+    out = tmp_path / "run"
+    args = [
+        "train",
+        f"--dataset.repo_id={REPO}",
+        "--dataset.streaming=true",
+        "--policy.type=mlp",
+        "--policy.chunk_size=3",
+        "--policy.n_action_steps=3",
+        "--policy.hidden_dims=[16]",
+        "--steps=3",
+        "--batch_size=4",
+        "--num_workers=0",
+        "--log_freq=1",
+        "--save_freq=3",
+        f"--output_dir={out}",
+    ]
+    result = CliRunner().invoke(cli, args)
+
+    assert result.exit_code == 0, result.output
+    assert "trained steps 0..3 of 3" in result.output
+    policy = load_policy_folder(out / "checkpoints" / "last" / "pretrained_model")
+    assert policy.predict_chunk({STATE: torch.zeros(1, 3)}).actions.shape == (1, 3, 3)
+    assert not fake_hub.file_gets(".mp4")  # the MLP reads no camera: no video was fetched
+    assert fake_hub.file_gets(".parquet")
+
+
+def test_streaming_needs_a_repo_id(tmp_path):
+    from click.testing import CliRunner
+
+    from rlctl.entrypoints.cli.main import cli
+
+    result = CliRunner().invoke(
+        cli, ["train", f"--dataset.root={tmp_path}", "--dataset.streaming=true", "--steps=1"]
+    )
+
+    assert result.exit_code != 0
+    assert "streaming reads a dataset from the Hub" in result.output
+
+
+def test_open_dataset_streams_a_repo_id(pushed):
+    import rlctl.api
+
+    streamed = rlctl.api.open_dataset(REPO, streaming=True, buffer_size=4, seed=7, episodes=[2, 3])
+    local = LeRobotDatasetReader(pushed, episodes=[2, 3])
+
+    assert isinstance(streamed, torch.utils.data.IterableDataset)
+    assert (streamed.buffer_size, streamed.seed) == (4, 7)
+    items = sorted(streamed, key=lambda item: int(item["index"]))
+    for got, want in zip(items, local, strict=True):
+        assert_items_equal(got, want)
+    with pytest.raises(InvalidInput, match="repo id"):
+        rlctl.api.open_dataset(str(pushed), streaming=True)

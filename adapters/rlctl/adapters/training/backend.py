@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,22 +119,7 @@ class TorchTrainingBackend:
         start_step = 0
         if checkpoint is not None:
             start_step = _restore(checkpoint, optimisation, world)
-        sampler = StepBatchSampler(
-            sample_positions(run.data, settings.policy),
-            batch_size=settings.batch_size,
-            seed=data_seed,
-            start_step=start_step,
-            rank=world.rank,
-            world_size=world.size,
-        )
-        loader = make_loader(
-            run.data,
-            sampler,
-            ImageAugmentations(settings.dataset.image_transforms),
-            num_workers=settings.num_workers,
-            pin_memory=world.device.type == "cuda",
-            seed=data_seed,
-        )
+        batches = _batches(run, settings, world, data_seed, start_step)
         _describe(run, model, world, optimisation, start_step)
         parts = RunParts(
             world=world,
@@ -147,7 +133,7 @@ class TorchTrainingBackend:
             precision=optimisation.precision,
             ema=ema,
             draw_threads=draw_threads,
-            batches=iter(loader),
+            batches=batches,
             batch_size=settings.batch_size,
             grad_clip_norm=optimisation.optimizer_spec.grad_clip_norm,
             output_dir=Path(settings.output_dir or "."),
@@ -182,6 +168,44 @@ class TorchTrainingBackend:
             precision,
             grad_scaler(precision, world.device),
         )
+
+
+def _batches(
+    run: PreparedRun, settings: TrainSettings, world: World, data_seed: int, start_step: int
+) -> Iterator[dict[str, Any]]:
+    augment = ImageAugmentations(settings.dataset.image_transforms)
+    pin_memory = world.device.type == "cuda"
+    if run.data.streaming:
+        from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
+        from rlctl.adapters.training.streaming_data import stream_batches
+
+        assert isinstance(run.data.dataset, StreamingLeRobotDataset)
+        return stream_batches(
+            run.data.dataset,
+            augment,
+            batch_size=settings.batch_size,
+            num_workers=settings.num_workers,
+            pin_memory=pin_memory,
+            seed=data_seed,
+            start_epoch=start_step,
+        )
+    sampler = StepBatchSampler(
+        sample_positions(run.data, settings.policy),
+        batch_size=settings.batch_size,
+        seed=data_seed,
+        start_step=start_step,
+        rank=world.rank,
+        world_size=world.size,
+    )
+    loader = make_loader(
+        run.data,
+        sampler,
+        augment,
+        num_workers=settings.num_workers,
+        pin_memory=pin_memory,
+        seed=data_seed,
+    )
+    return iter(loader)
 
 
 def _restore(checkpoint: Path, optimisation: Optimisation, world: World) -> int:
@@ -228,7 +252,8 @@ def _describe(
         "training",
         policy=settings.policy.type_name,
         dataset=str(run.data.root),
-        frames=len(run.data.dataset),
+        frames=run.data.num_frames,
+        streaming=run.data.streaming,
         episodes=run.data.dataset.num_episodes,
         parameters=sum(p.numel() for p in model.parameters()),
         device=str(world.device),

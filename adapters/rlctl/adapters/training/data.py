@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -24,10 +24,13 @@ from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
 from rlctl.domain.dataset_meta import DatasetMeta
-from rlctl.domain.errors import DatasetError
+from rlctl.domain.errors import DatasetError, NotSupported
 from rlctl.domain.policies import ACTION, PolicyConfig
 from rlctl.domain.policies import OBS_STATE as STATE
 from rlctl.domain.train_settings import DatasetSource
+
+if TYPE_CHECKING:  # streaming needs huggingface_hub, an optional extra: imported when used
+    from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
 
 OBSERVATION_PREFIX = "observation."
 IMAGENET_STATS = {
@@ -39,9 +42,14 @@ Stats = dict[str, dict[str, Any]]
 
 
 def local_dataset_root(source: DatasetSource) -> Path:
-    """The local folder: `root` as given, or the Hub `repo_id` pulled into the cache."""
+    """The local folder: `root` as given, or the Hub `repo_id` pulled into the cache (only its
+    `meta/` when streaming)."""
     if source.root:
         return Path(source.root).expanduser()
+    if source.streaming:
+        from rlctl.adapters.storage.streaming.source import open_source
+
+        return open_source(source.location, source.revision, None).root
     from rlctl.adapters.hub.resolve import resolve_location
 
     episodes = tuple(source.episodes) if source.episodes is not None else None
@@ -85,7 +93,8 @@ def normalization_stats(
 
 @attrs.define
 class TrainingData:
-    dataset: LeRobotTorchDataset
+    # A streamed dataset (`--dataset.streaming=true`) is read in its own order, not sampled.
+    dataset: LeRobotTorchDataset | StreamingLeRobotDataset
     root: Path
     # The dataset's own metadata (every feature, the statistics).
     meta: DatasetMeta
@@ -94,8 +103,18 @@ class TrainingData:
     def camera_keys(self) -> list[str]:
         return self.dataset.camera_keys
 
+    @property
+    def streaming(self) -> bool:
+        return not isinstance(self.dataset, LeRobotTorchDataset)
+
+    @property
+    def num_frames(self) -> int:
+        dataset = self.dataset
+        return len(dataset) if isinstance(dataset, LeRobotTorchDataset) else dataset.num_frames
+
     def episode_lengths(self) -> list[int]:
         """Episode lengths in the order the dataset's positions run (its files' order)."""
+        assert isinstance(self.dataset, LeRobotTorchDataset)
         meta = self.dataset.meta
         chosen = self.dataset.reader.episodes
         records = list(meta.episodes) if chosen is None else [meta.episodes[i] for i in chosen]
@@ -114,11 +133,28 @@ def open_training_data(
     config: PolicyConfig,
     *,
     video_backend: str | None = None,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> TrainingData:
     """The dataset with the policy's windows. Cameras the policy does not read are left out,
-    so they are never decoded."""
+    so they are never decoded (nor, streaming, fetched)."""
     unread = {k for k in meta.visual_keys if k not in config.image_features}
     kept = attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
+    if source.streaming:
+        from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
+
+        stream = StreamingLeRobotDataset(
+            source.location,
+            revision=source.revision,
+            episodes=source.episodes,
+            delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
+            video_backend=video_backend,
+            drop_n_last_frames=getattr(config, "drop_n_last_frames", 0),
+            rank=rank,
+            world_size=world_size,
+            meta=kept,
+        )
+        return TrainingData(stream, stream.root, meta)
     reader = LeRobotDatasetReader(
         root,
         delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
@@ -134,6 +170,14 @@ def action_and_state_columns(data: TrainingData) -> tuple[np.ndarray, np.ndarray
     with each row's episode index (what relative action statistics are computed from)."""
     from rlctl.adapters.storage.lerobot_v3.tools.stats_access import LeRobotStatsAccess
 
+    if not isinstance(data.dataset, LeRobotTorchDataset):
+        raise NotSupported(
+            "relative action statistics are computed over the whole dataset, which streaming "
+            "does not read ahead",
+            where="dataset.streaming",
+            hint="pull the dataset (`rlctl dataset pull REPO_ID`) and train without streaming, "
+            "or train with policy.use_relative_actions=false",
+        )
     chosen = data.dataset.reader.episodes
     wanted = None if chosen is None else set(chosen)
     actions, states, episodes = [], [], []

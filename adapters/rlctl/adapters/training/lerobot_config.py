@@ -79,7 +79,8 @@ def lerobot_train_config(
         "dataset": {
             "repo_id": source.repo_id or dataset_root.name,
             "repo_type": "dataset",
-            "root": str(dataset_root),
+            # A streamed dataset has no local root (LeRobot then streams from the Hub too).
+            "root": None if source.streaming else str(dataset_root),
             "episodes": source.episodes,
             "image_transforms": unstructure(source.image_transforms),
             "revision": source.revision,
@@ -87,7 +88,7 @@ def lerobot_train_config(
             "video_backend": video_backend or "pyav",
             "return_uint8": False,
             "depth_output_unit": "mm",
-            "streaming": False,
+            "streaming": source.streaming,
             "eval_split": 0.0,
         },
         "env": _env(env),

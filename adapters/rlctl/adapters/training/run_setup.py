@@ -86,7 +86,13 @@ def prepare_run(
         config = with_relative_action_names(config, meta.features)
         settings = attrs.evolve(settings, policy=attrs.evolve(config, device=world.device.type))
     data = open_training_data(
-        root, meta, settings.dataset, settings.policy, video_backend=video_backend
+        root,
+        meta,
+        settings.dataset,
+        settings.policy,
+        video_backend=video_backend,
+        rank=world.rank,
+        world_size=world.size,
     )
     if loaded is None:
         loaded = new_policy(settings, data, world, pretrained=pretrained)
