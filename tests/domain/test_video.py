@@ -73,6 +73,11 @@ def test_unsupported_settings_are_refused() -> None:
         VideoEncoding(pix_fmt="yuv444p")
 
 
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+def test_x264_and_x265_take_yuv444p_as_in_lerobot(codec: str) -> None:
+    assert VideoEncoding(codec=codec, pix_fmt="yuv444p").pix_fmt == "yuv444p"
+
+
 @pytest.mark.parametrize(
     "encoding",
     [

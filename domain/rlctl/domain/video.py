@@ -110,11 +110,12 @@ class VideoEncoding:
     depth: DepthQuantization | None = attrs.field(default=None, converter=_depth)
 
     def __attrs_post_init__(self) -> None:
-        if self.codec in ("libsvtav1", "hevc") and self.pix_fmt == "yuv444p":
+        # libsvtav1 takes 4:2:0 only; x264 and x265 (h264, hevc) take yuv444p, as in LeRobot.
+        if self.codec == "libsvtav1" and self.pix_fmt == "yuv444p":
             raise InvalidInput(
                 f"{self.codec} cannot encode yuv444p",
                 where="video.pix_fmt",
-                hint="use pix_fmt yuv420p, or codec h264 for yuv444p",
+                hint="use pix_fmt yuv420p, or codec h264 or hevc for yuv444p",
             )
 
     @property

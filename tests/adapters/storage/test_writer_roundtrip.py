@@ -233,14 +233,15 @@ def test_flush_returns_what_is_on_disk(tmp_path: Path) -> None:
     assert not (tmp_path / "ds/.rlctl-staging").exists()
 
 
-def test_h264_is_an_option_and_info_json_records_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+def test_yuv444p_codecs_are_options_and_info_json_records_them(tmp_path: Path, codec) -> None:
     plan = support.DatasetPlan(fps=10, state_dim=2, episodes=(("a",) * 5, ("b",) * 4), video=True)
-    encoding = VideoEncoding(codec="h264", pix_fmt="yuv444p", crf=23)
+    encoding = VideoEncoding(codec=codec, pix_fmt="yuv444p", crf=23)
     support.write(tmp_path / "ds", plan, video=encoding)
     support.check_dataset(tmp_path / "ds", plan)
     info = support.info(tmp_path / "ds")["features"][support.VIDEO]["info"]
     assert (info["video.codec"], info["video.pix_fmt"], info["video.crf"]) == (
-        "h264",
+        codec,
         "yuv444p",
         23,
     )
