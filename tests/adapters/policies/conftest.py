@@ -16,3 +16,33 @@ def tiny_smolvlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write = runpy.run_path(str(TINY_SMOLVLM_SCRIPT))["write_tiny_smolvlm"]
     folder: Path = write(tmp_path_factory.mktemp("smolvlm") / "vlm")
     return folder
+
+
+TINY_PALIGEMMA_TOKENIZER_SCRIPT = Path(__file__).with_name("tiny_paligemma_tokenizer.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_paligemma_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("transformers", reason="π0 needs the smolvla extra")
+    write = runpy.run_path(str(TINY_PALIGEMMA_TOKENIZER_SCRIPT))["write_tiny_paligemma_tokenizer"]
+    folder: Path = write(tmp_path_factory.mktemp("paligemma") / "tokenizer")
+    return folder
+
+
+@pytest.fixture
+def tiny_paligemma_tokenizer(
+    tiny_paligemma_tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """PaliGemma's tokenizer name (what π0's processors write) read from the tiny local folder,
+    as if it were in the Hub cache."""
+    from rlctl.adapters.policies import tokenizer
+
+    load = tokenizer.load_tokenizer
+
+    def local(name: str) -> object:
+        return load(
+            str(tiny_paligemma_tokenizer_dir) if name == tokenizer.PALIGEMMA_TOKENIZER else name
+        )
+
+    monkeypatch.setattr(tokenizer, "load_tokenizer", local)
+    return tiny_paligemma_tokenizer_dir

@@ -167,6 +167,9 @@ def make_pre_post_processors(
         post_steps.append(AbsoluteActions(relative_actions))
     pre_steps.append(Normalizer(normalizer_config(all_features), stats))
     post_steps.append(DeviceStep(DeviceConfig("cpu")))
+    arrange = _policy_hook(config, "arrange_processors")
+    if arrange is not None:
+        pre_steps, post_steps = arrange(config, pre_steps, post_steps)
     return (
         ProcessorPipeline(pre_steps, name=PREPROCESSOR_NAME),
         ProcessorPipeline(post_steps, name=POSTPROCESSOR_NAME),
@@ -175,10 +178,18 @@ def make_pre_post_processors(
 
 def policy_preprocessor_steps(config: PolicyConfig) -> list[ProcessorStep]:
     """The steps `config`'s model class adds to its pre-processor (none for most policies)."""
+    make = _policy_hook(config, "preprocessor_steps")
+    return list(make(config)) if make is not None else []
+
+
+def _policy_hook(config: PolicyConfig, name: str) -> Any:
+    """A classmethod of `config`'s model class shaping its processors, if it has one:
+    `preprocessor_steps(config)` adds steps after batching; `arrange_processors(config, pre,
+    post)` returns both step lists rearranged (π0.5 normalises before tokenising)."""
     if not type(config).implementation:
-        return []
-    make = getattr(implementation_of(type(config)), "preprocessor_steps", None)
-    return list(make(config)) if callable(make) else []
+        return None
+    hook = getattr(implementation_of(type(config)), name, None)
+    return hook if callable(hook) else None
 
 
 def _numpy_stats(stats: Stats) -> dict[str, dict[str, np.ndarray]]:

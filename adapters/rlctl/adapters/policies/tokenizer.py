@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+import numpy as np
 import structlog
 import torch
 
@@ -21,11 +23,17 @@ from rlctl.domain.processors import Step, register_step
 from rlctl.domain.processors.steps.task_text import (
     LANGUAGE_ATTENTION_MASK,
     LANGUAGE_TOKENS,
+    TASK_KEY,
+    NewLineTask,
     TokenizerConfig,
     task_texts,
 )
 
 TOKENIZER_STEP = "tokenizer_processor"
+# The tokenizer LeRobot's π0 and π0.5 processors name (fetched through the Hub cache).
+PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
+PI05_STATE_STEP = "pi05_prepare_state_tokenizer_processor_step"
+STATE_BINS = 256
 INSTALL_HINT = (
     "install the smolvla extra: uv sync --extra smolvla (or pip install 'rlctl[smolvla]')"
 )
@@ -122,3 +130,59 @@ def _device_of(transition: Transition) -> torch.device:
         if isinstance(value, torch.Tensor):
             return value.device
     return torch.device("cpu")
+
+
+@register_step("pi0_new_line_processor")
+class Pi0NewLineTask(NewLineTask):
+    """π0's name for the same step: each task text ends with a newline (PaliGemma's prompts)."""
+
+
+@attrs.frozen(kw_only=True)
+class Pi05PromptConfig:
+    """LeRobot's `Pi05PrepareStateTokenizerProcessorStep` settings."""
+
+    max_state_dim: int = 32
+    task_key: str = TASK_KEY
+
+
+@register_step(PI05_STATE_STEP)
+class Pi05StatePrompt(Step[Pi05PromptConfig]):
+    """π0.5's prompt: `Task: <task>, State: <bins>;\nAction: `, the normalised state (expected
+    in [-1, 1], so after quantile normalisation) discretised into 256 bins, as openpi's
+    PaliGemma tokenizer writes it. Runs after the normaliser and before the tokenizer."""
+
+    config_class = Pi05PromptConfig
+
+    def __init__(self, config: Pi05PromptConfig | None = None) -> None:
+        super().__init__(config)
+        self._warned = False
+
+    def __call__(self, transition: Transition) -> Transition:
+        state = transition.observation.get("observation.state")
+        if state is None:
+            raise ConfigError(
+                "π0.5 writes the robot state into its prompt, but the batch has no "
+                "observation.state",
+                where=PI05_STATE_STEP,
+            )
+        values = torch.as_tensor(state).detach().to("cpu", torch.float32).numpy()
+        values = values.reshape(-1, values.shape[-1])
+        bins = np.digitize(values, bins=np.linspace(-1, 1, STATE_BINS + 1)[:-1]) - 1
+        texts = task_texts(transition.complementary_data.get(self.config.task_key))
+        if texts is None or not any(t.strip() for t in texts):
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "the batch has no task text: π0.5's prompt holds the state alone",
+                    key=self.config.task_key,
+                )
+            texts = [""] * len(bins)
+        elif len(texts) == 1 and len(bins) > 1:
+            texts = texts * len(bins)
+        prompts = []
+        for text, row in zip(texts, bins, strict=True):
+            cleaned = text.strip().replace("_", " ").replace("\n", " ")
+            state_text = " ".join(str(int(b)) for b in row)
+            prompts.append(f"Task: {cleaned}, State: {state_text};\nAction: ")
+        complementary = {**transition.complementary_data, self.config.task_key: prompts}
+        return transition.evolve(complementary_data=complementary)

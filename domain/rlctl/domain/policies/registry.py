@@ -31,6 +31,8 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.mlp",
     "rlctl.domain.policies.scripted",
     "rlctl.domain.policies.smolvla",
+    "rlctl.domain.policies.pi0",
+    "rlctl.domain.policies.pi05",
 )
 
 _state = {"plugins_loaded": False}

@@ -1,0 +1,513 @@
+"""What π0 and π0.5 share: a PaliGemma and a Gemma action expert run layer by layer together,
+the flow-matching sampler, and openpi's image preprocessing.
+
+    images ──► SigLIP + projector ─┐
+    task tokens ──► embeddings ────┴─► prefix ──► PaliGemma's Gemma layers ──┐ keys/values
+    state, noisy actions, time ──► suffix ──► action expert's Gemma layers ◄─┘ ──► velocity
+
+At every layer the prefix (images and text) and the suffix (the expert's tokens) are projected
+by their own Gemma layer and attend together: the prefix sees only itself, the suffix sees the
+prefix and, block-causally, itself. So at inference the prefix runs once, its keys and values are
+kept, and each Euler step of the sampler runs the expert alone over them.
+
+Module and parameter names are LeRobot 0.6.1's (`paligemma_with_expert.paligemma.model...`,
+`paligemma_with_expert.gemma_expert.model.layers...`): the PaliGemma is `transformers`'
+`PaliGemmaForConditionalGeneration` whose Gemma layers are replaced by the ones below (same
+names; their norms may be adaptive, π0.5's expert), and the expert is a `GemmaForCausalLM`-shaped
+module without token embeddings. Both `lm_head`s are kept, unused, because LeRobot's checkpoints
+hold them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from rlctl.adapters.policies.tokenizer import require_transformers
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.policies.pi0 import GemmaSizes, PiConfig
+
+# openpi's mask value for positions a token may not attend to (added to the scores).
+ATTENTION_MASK_VALUE = -2.3819763e38
+ROPE_THETA = 10_000.0
+RMS_EPS = 1e-6
+# Parameters kept in float32 when the model runs in bfloat16 (LeRobot's list).
+KEEP_FLOAT32 = (
+    "vision_tower",
+    "multi_modal_projector",
+    "input_layernorm",
+    "post_attention_layernorm",
+    "model.norm",
+)
+# Velocity of the flow at (x_t, time): the function the sampler integrates.
+Velocity = Callable[[Tensor, Tensor], Tensor]
+# Cached keys and values of the prefix, per layer: (keys, values), each (B, kv_heads, L, dim).
+KVCache = list[tuple[Tensor, Tensor]]
+
+
+# --- Gemma layers ------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    """Gemma's RMSNorm (`x * (1 + weight)`) or, with `cond_dim`, the adaptive one of π0.5:
+    scale, shift and a residual gate computed from a condition (the time embedding)."""
+
+    def __init__(self, dim: int, eps: float = RMS_EPS, cond_dim: int | None = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.cond_dim = cond_dim
+        if cond_dim is not None:
+            self.dense = nn.Linear(cond_dim, dim * 3, bias=True)
+            nn.init.zeros_(self.dense.weight)
+        else:
+            self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        dtype = x.dtype
+        normed = x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + self.eps)
+        if self.cond_dim is None:
+            return (normed * (1.0 + self.weight.float())).type_as(x), None
+        if cond is None:
+            raise ValueError("an adaptive RMSNorm needs its condition")
+        modulation = self.dense(cond)
+        if x.ndim == 3:
+            modulation = modulation[:, None, :]
+        scale, shift, gate = modulation.chunk(3, dim=-1)
+        normed = normed * (1 + scale.float()) + shift.float()
+        return normed.to(dtype), gate.to(dtype)
+
+
+def gated_residual(x: Tensor, y: Tensor, gate: Tensor | None) -> Tensor:
+    return x + y if gate is None else x + y * gate
+
+
+class GemmaAttention(nn.Module):
+    def __init__(self, sizes: GemmaSizes) -> None:
+        super().__init__()
+        width, heads, kv, dim = sizes.width, sizes.num_heads, sizes.num_kv_heads, sizes.head_dim
+        self.head_dim = dim
+        self.q_proj = nn.Linear(width, heads * dim, bias=False)
+        self.k_proj = nn.Linear(width, kv * dim, bias=False)
+        self.v_proj = nn.Linear(width, kv * dim, bias=False)
+        self.o_proj = nn.Linear(heads * dim, width, bias=False)
+
+
+class GemmaMLP(nn.Module):
+    def __init__(self, sizes: GemmaSizes) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(sizes.width, sizes.mlp_dim, bias=False)
+        self.up_proj = nn.Linear(sizes.width, sizes.mlp_dim, bias=False)
+        self.down_proj = nn.Linear(sizes.mlp_dim, sizes.width, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+class GemmaLayer(nn.Module):
+    def __init__(self, sizes: GemmaSizes, cond_dim: int | None) -> None:
+        super().__init__()
+        self.self_attn = GemmaAttention(sizes)
+        self.mlp = GemmaMLP(sizes)
+        self.input_layernorm = RMSNorm(sizes.width, cond_dim=cond_dim)
+        self.post_attention_layernorm = RMSNorm(sizes.width, cond_dim=cond_dim)
+
+    def qkv(self, x: Tensor, cond: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """Queries, keys, values (B, heads, L, dim) of the normed input, and the residual gate."""
+        hidden, gate = self.input_layernorm(x, cond)
+        attn = self.self_attn
+        shape = (*hidden.shape[:-1], -1, attn.head_dim)
+        query = attn.q_proj(hidden).view(shape).transpose(1, 2)
+        key = attn.k_proj(hidden).view(shape).transpose(1, 2)
+        value = attn.v_proj(hidden).view(shape).transpose(1, 2)
+        return query, key, value, gate
+
+    def finish(
+        self, x: Tensor, attended: Tensor, gate: Tensor | None, cond: Tensor | None
+    ) -> Tensor:
+        """The attention's output projected and added, then the MLP's (gated residuals)."""
+        o_proj = self.self_attn.o_proj
+        x = gated_residual(x, o_proj(attended.to(o_proj.weight.dtype)), gate)
+        hidden, gate = self.post_attention_layernorm(x, cond)
+        if self.mlp.up_proj.weight.dtype == torch.bfloat16:
+            hidden = hidden.to(torch.bfloat16)
+        return gated_residual(x, self.mlp(hidden), gate)
+
+
+class GemmaStack(nn.Module):
+    """A Gemma's decoder layers and final norm (`GemmaModel` without embeddings)."""
+
+    def __init__(self, sizes: GemmaSizes, cond_dim: int | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(GemmaLayer(sizes, cond_dim) for _ in range(sizes.depth))
+        self.norm = RMSNorm(sizes.width, cond_dim=cond_dim)
+
+
+class GemmaExpert(nn.Module):
+    """The action expert, shaped as LeRobot's `PiGemmaForCausalLM` (its lm_head is unused)."""
+
+    def __init__(self, sizes: GemmaSizes, cond_dim: int | None) -> None:
+        super().__init__()
+        self.model = GemmaStack(sizes, cond_dim)
+        self.lm_head = nn.Linear(sizes.width, sizes.vocab_size, bias=False)
+
+
+# --- attention arithmetic ------------------------------------------------------------------------
+
+
+def rope(positions: Tensor, head_dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """(cos, sin) of Gemma's rotary embedding at positions (B, L), each (B, 1, L, head_dim)."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
+    inv_freq = 1.0 / (ROPE_THETA ** (exponents / head_dim))
+    freqs = positions[..., None].float() * inv_freq
+    angles = torch.cat((freqs, freqs), dim=-1)
+    return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
+    """Eager grouped-query attention as Gemma's: (B, H, Lq, D) queries, (B, Hkv, Lk, D) keys
+    and values, an additive (B, 1, Lq, Lk) mask -> (B, Lq, H*D)."""
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(query, key.transpose(2, 3)) * query.shape[-1] ** -0.5 + mask
+    probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    out = torch.matmul(probs, value).transpose(1, 2)
+    return out.reshape(*out.shape[:2], -1)
+
+
+def additive_mask(allowed: Tensor) -> Tensor:
+    """(B, Lq, Lk) booleans -> the (B, 1, Lq, Lk) float mask added to attention scores."""
+    return torch.where(allowed[:, None], 0.0, ATTENTION_MASK_VALUE)
+
+
+# --- the PaliGemma and the expert ----------------------------------------------------------------
+
+
+def paligemma_config(sizes: GemmaSizes, image_size: int) -> Any:
+    """transformers' PaliGemmaConfig for these sizes (LeRobot's, with the sizes read from the
+    variant instead of fixed)."""
+    transformers = require_transformers("π0")
+    text = {
+        "hidden_size": sizes.width,
+        "intermediate_size": sizes.mlp_dim,
+        "num_attention_heads": sizes.num_heads,
+        "head_dim": sizes.head_dim,
+        "num_hidden_layers": sizes.depth,
+        "num_key_value_heads": sizes.num_kv_heads,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "vocab_size": sizes.vocab_size,
+        "tie_word_embeddings": False,
+    }
+    vision = {
+        "hidden_size": sizes.vision_width,
+        "num_hidden_layers": sizes.vision_depth,
+        "intermediate_size": sizes.vision_mlp_dim,
+        "num_attention_heads": sizes.vision_heads,
+        "patch_size": sizes.patch_size,
+        "image_size": image_size,
+        "projection_dim": sizes.width,
+        "hidden_act": "gelu_pytorch_tanh",
+        "vision_use_head": False,
+    }
+    return transformers.PaliGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_index=sizes.vocab_size,
+        projection_dim=sizes.width,
+        tie_word_embeddings=False,
+    )
+
+
+class PaliGemmaWithExpertModel(nn.Module):
+    """The PaliGemma (`paligemma`) and the action expert (`gemma_expert`), run together."""
+
+    def __init__(self, config: PiConfig, *, adaptive_expert: bool) -> None:
+        super().__init__()
+        transformers = require_transformers("π0")
+        vlm, expert = config.vlm_sizes, config.expert_sizes
+        self.paligemma = transformers.PaliGemmaForConditionalGeneration(
+            paligemma_config(vlm, config.image_resolution[0])
+        )
+        tower = self.paligemma.model.vision_tower
+        if not hasattr(tower, "vision_model"):
+            # Newer transformers flatten SigLIP's `vision_model` level; LeRobot's checkpoints
+            # (transformers 5.5) name it, so it is kept.
+            holder = nn.Module()
+            holder.vision_model = tower
+            self.paligemma.model.vision_tower = holder
+        language = self.paligemma.model.language_model
+        # Gemma layers driven here (the rotary table and the causal masks of transformers'
+        # GemmaModel go unused); the names of their parameters are transformers' own.
+        language.layers = GemmaStack(vlm).layers
+        language.norm = RMSNorm(vlm.width)
+        del language.rotary_emb
+        self.gemma_expert = GemmaExpert(expert, expert.width if adaptive_expert else None)
+        self.width = vlm.width
+        self.head_dim = vlm.head_dim
+        self.freeze_vision_encoder = config.freeze_vision_encoder
+        self.train_expert_only = config.train_expert_only
+        self.gradient_checkpointing = config.gradient_checkpointing
+        self.set_precision(config.dtype)
+        self._set_requires_grad()
+
+    @property
+    def vlm_layers(self) -> nn.ModuleList:
+        layers: nn.ModuleList = self.paligemma.model.language_model.layers
+        return layers
+
+    @property
+    def expert_layers(self) -> nn.ModuleList:
+        layers: nn.ModuleList = self.gemma_expert.model.layers
+        return layers
+
+    def set_precision(self, precision: str) -> None:
+        if precision == "float32":
+            self.to(dtype=torch.float32)
+            return
+        self.to(dtype=torch.bfloat16)
+        for name, param in self.named_parameters():
+            if any(part in name for part in KEEP_FLOAT32):
+                param.data = param.data.to(torch.float32)
+
+    def _set_requires_grad(self) -> None:
+        if self.freeze_vision_encoder:
+            self.paligemma.model.vision_tower.eval()
+            self.paligemma.model.vision_tower.requires_grad_(False)
+        if self.train_expert_only:
+            self.paligemma.eval()
+            self.paligemma.requires_grad_(False)
+        # The lm_heads read nothing here.
+        self.paligemma.lm_head.requires_grad_(False)
+        self.gemma_expert.lm_head.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> PaliGemmaWithExpertModel:
+        super().train(mode)
+        if self.freeze_vision_encoder:
+            self.paligemma.model.vision_tower.eval()
+        if self.train_expert_only:
+            self.paligemma.eval()
+        return self
+
+    def materialize_buffers(self) -> None:
+        """Buffers that are no checkpoint's (SigLIP's patch positions, the embeddings' scale),
+        recomputed after the parameters were loaded onto a model built on the meta device."""
+        for module in self.modules():
+            for name, buffer in list(module.named_buffers(recurse=False)):
+                if not buffer.is_meta:
+                    continue
+                if name == "position_ids":
+                    value = torch.arange(buffer.shape[-1]).expand(buffer.shape)
+                elif name == "embed_scale":
+                    value = torch.tensor(float(getattr(module, "scalar_embed_scale", 1.0)))
+                else:
+                    raise ConfigError(f"π0's buffer {name!r} cannot be rebuilt after loading")
+                setattr(module, name, value.to(buffer.dtype))
+
+    def embed_image(self, image: Tensor) -> Tensor:
+        """(B, 3, H, W) in [-1, 1] -> (B, patches, width): SigLIP, then the projector (float32)."""
+        dtype = image.dtype
+        vision = self.paligemma.model.vision_tower.vision_model
+        hidden = vision(pixel_values=image.to(torch.float32)).last_hidden_state
+        return self.paligemma.model.multi_modal_projector(hidden).to(dtype)
+
+    def embed_language_tokens(self, tokens: Tensor) -> Tensor:
+        weight = self.paligemma.model.language_model.embed_tokens.weight
+        scale = torch.tensor(self.width**0.5, dtype=torch.float32).to(weight.dtype)
+        return F.embedding(tokens, weight) * scale.to(weight.device)
+
+    # -- the layers ---------------------------------------------------------------------------
+
+    def forward(
+        self,
+        prefix: Tensor,
+        suffix: Tensor,
+        mask: Tensor,
+        positions: Tensor,
+        expert_cond: Tensor | None = None,
+    ) -> Tensor:
+        """Training: the prefix and the suffix through every layer, attending jointly; returns
+        the suffix's output, normed. `mask` is additive (B, 1, L, L) over [prefix, suffix]."""
+        if self.vlm_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
+            prefix, suffix = prefix.to(torch.bfloat16), suffix.to(torch.bfloat16)
+        streams = [prefix, suffix]
+        conds = [None, expert_cond]
+        for vlm_layer, expert_layer in zip(self.vlm_layers, self.expert_layers, strict=True):
+            layers = (vlm_layer, expert_layer)
+            if self.gradient_checkpointing and self.training:
+                streams = checkpoint(
+                    _joint_layer, layers, streams, conds, mask, positions, use_reentrant=False
+                )
+            else:
+                streams = _joint_layer(layers, streams, conds, mask, positions)
+        out, _ = self.gemma_expert.model.norm(streams[1], expert_cond)
+        return out
+
+    def fill_cache(self, prefix: Tensor, mask: Tensor, positions: Tensor) -> KVCache:
+        """Inference: the prefix alone through the PaliGemma's layers; each layer's keys and
+        values (after RoPE) for the expert to attend to."""
+        hidden = prefix
+        if self.vlm_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
+            hidden = hidden.to(torch.bfloat16)
+        cos, sin = rope(positions, self.head_dim, hidden.dtype)
+        cache: KVCache = []
+        for layer in self.vlm_layers:
+            query, key, value, gate = layer.qkv(hidden, None)
+            query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+            cache.append((key, value))
+            hidden = layer.finish(hidden, attend(query, key, value, mask), gate, None)
+        return cache
+
+    def expert_step(
+        self,
+        suffix: Tensor,
+        cache: KVCache,
+        mask: Tensor,
+        positions: Tensor,
+        expert_cond: Tensor | None = None,
+    ) -> Tensor:
+        """Inference: the suffix alone through the expert's layers, attending to the cached
+        prefix and itself; returns its output, normed."""
+        hidden = suffix
+        if self.expert_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
+            hidden = hidden.to(torch.bfloat16)
+        cos, sin = rope(positions, self.head_dim, hidden.dtype)
+        for layer, (cached_key, cached_value) in zip(self.expert_layers, cache, strict=True):
+            query, key, value, gate = layer.qkv(hidden, expert_cond)
+            query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+            key = torch.cat([cached_key, key], dim=2)
+            value = torch.cat([cached_value, value], dim=2)
+            hidden = layer.finish(hidden, attend(query, key, value, mask), gate, expert_cond)
+        out, _ = self.gemma_expert.model.norm(hidden, expert_cond)
+        return out
+
+
+def _joint_layer(
+    layers: tuple[GemmaLayer, GemmaLayer],
+    streams: list[Tensor],
+    conds: list[Tensor | None],
+    mask: Tensor,
+    positions: Tensor,
+) -> list[Tensor]:
+    """One layer of both models: each stream projects its own queries, keys and values, they
+    attend over the concatenation, and each stream finishes with its own layer."""
+    parts = [layer.qkv(x, cond) for layer, x, cond in zip(layers, streams, conds)]
+    query = torch.cat([p[0] for p in parts], dim=2)
+    key = torch.cat([p[1] for p in parts], dim=2)
+    value = torch.cat([p[2] for p in parts], dim=2)
+    cos, sin = rope(positions, query.shape[-1], query.dtype)
+    attended = attend(rotate(query, cos, sin), rotate(key, cos, sin), value, mask)
+    outputs, start = [], 0
+    for layer, x, part, cond in zip(layers, streams, parts, conds):
+        end = start + x.shape[1]
+        outputs.append(layer.finish(x, attended[:, start:end], part[3], cond))
+        start = end
+    return outputs
+
+
+# --- flow matching -------------------------------------------------------------------------------
+
+
+def euler_integrate(velocity: Velocity, noise: Tensor, num_steps: int) -> Tensor:
+    """Integrate the flow from noise (t=1) to actions (t=0) in `num_steps` Euler steps; each
+    step calls `velocity(x_t, time)` with `time` a float32 (B,) tensor (openpi's loop)."""
+    batch = noise.shape[0]
+    dt = -1.0 / num_steps
+    x_t = noise
+    for step in range(num_steps):
+        time = torch.tensor(1.0 + step * dt, dtype=torch.float32, device=noise.device)
+        x_t = x_t + dt * velocity(x_t, time.expand(batch))
+    return x_t
+
+
+def sample_time(config: PiConfig, batch: int, device: torch.device) -> Tensor:
+    """Training times: Beta(alpha, beta) * scale + offset (openpi's, sampled on the CPU)."""
+    beta = torch.distributions.Beta(
+        torch.tensor(config.time_sampling_beta_alpha, dtype=torch.float32),
+        torch.tensor(config.time_sampling_beta_beta, dtype=torch.float32),
+    )
+    time = beta.sample((batch,)).to(device) * config.time_sampling_scale
+    return (time + config.time_sampling_offset).to(torch.float32)
+
+
+def resize_with_pad(images: Tensor, height: int, width: int) -> Tensor:
+    """(B, C, H, W) in [0, 1] resized to fit (height, width) keeping the aspect ratio, clamped,
+    and padded with black on both sides (centred, openpi's convention)."""
+    current_height, current_width = images.shape[2:]
+    ratio = max(current_width / width, current_height / height)
+    resized_height, resized_width = int(current_height / ratio), int(current_width / ratio)
+    resized = F.interpolate(
+        images, size=(resized_height, resized_width), mode="bilinear", align_corners=False
+    ).clamp(0.0, 1.0)
+    top, extra_h = divmod(height - resized_height, 2)
+    left, extra_w = divmod(width - resized_width, 2)
+    return F.pad(resized, (left, left + extra_w, top, top + extra_h), value=0.0)
+
+
+def camera_keys(config: PiConfig) -> list[str]:
+    """The cameras the model reads: the configured ones, then `empty_cameras` placeholders."""
+    keys = list(config.image_features)
+    empty = (f"observation.images.empty_camera_{i}" for i in range(config.empty_cameras))
+    return keys + [key for key in empty if key not in keys]
+
+
+def prepare_images(
+    config: PiConfig, batch: Any, device: torch.device
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Each camera the batch has, resized with padding and scaled to [-1, 1] (SigLIP's range);
+    each one it lacks a -1 image masked out (LeRobot's order: present cameras first)."""
+    keys = camera_keys(config)
+    present = [key for key in keys if key in batch]
+    if not present:
+        raise ConfigError(
+            f"the batch has none of the policy's cameras ({', '.join(keys)})",
+            where="observation.images",
+            hint="π0 reads at least one camera; check the dataset's or env's camera names",
+        )
+    images, masks = [], []
+    size = config.image_resolution
+    for key in present:
+        image = batch[key]
+        image = image[:, -1] if image.ndim == 5 else image
+        image = image.to(device=device, dtype=torch.float32)
+        if tuple(image.shape[2:]) != size:
+            image = resize_with_pad(image, *size)
+        images.append(image * 2.0 - 1.0)
+        masks.append(torch.ones(image.shape[0], dtype=torch.bool, device=device))
+    for _ in range(len(keys) - len(present)):
+        images.append(torch.ones_like(images[-1]) * -1)
+        masks.append(torch.zeros_like(masks[-1]))
+    return images, masks
+
+
+def prefix_blocks(
+    model: PaliGemmaWithExpertModel,
+    images: Iterable[Tensor],
+    image_masks: Iterable[Tensor],
+    tokens: Tensor,
+    token_masks: Tensor,
+    checkpointed: Callable[..., Tensor],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The prefix: each image's patches, then the task's tokens, all in one block (they see
+    each other). Returns (embeddings, padding mask, block starts)."""
+    embeds, pads = [], []
+    for image, mask in zip(images, image_masks, strict=True):
+        embedded = checkpointed(model.embed_image, image)
+        embeds.append(embedded)
+        pads.append(mask[:, None].expand(embedded.shape[0], embedded.shape[1]))
+    embeds.append(checkpointed(model.embed_language_tokens, tokens))
+    pads.append(token_masks)
+    embeds_t, pads_t = torch.cat(embeds, dim=1), torch.cat(pads, dim=1)
+    blocks = torch.zeros(pads_t.shape, dtype=torch.bool, device=pads_t.device)
+    return embeds_t, pads_t, blocks

@@ -1,0 +1,58 @@
+"""Writes a tiny Gemma-style tokenizer folder offline, standing in for PaliGemma's
+(`google/paligemma-3b-pt-224`) in π0 / π0.5 tests.
+
+    python tiny_paligemma_tokenizer.py OUT
+
+Like Gemma's: `<pad>` is id 0, `<eos>` 1, `<bos>` 2, `<unk>` 3, every text starts with `<bos>`
+and none ends with `<eos>`. The vocabulary is a byte-level BPE of a few hundred tokens trained
+here on task strings and π0.5-style prompts (digits included), so any text tokenises.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TASKS = [
+    "pick up the cube and place it in the box",
+    "close the drawer",
+    "push the t to the target",
+    "put the bowl on the plate",
+    "Task: open the drawer, State: 12 128 255 0 64;\nAction: ",
+]
+VOCAB = 320
+
+
+def write_tiny_paligemma_tokenizer(out: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(TASKS * 20, trainer)
+    bpe.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", 2)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+if __name__ == "__main__":
+    write_tiny_paligemma_tokenizer(Path(sys.argv[1]))
+    print('{"written": true}')
