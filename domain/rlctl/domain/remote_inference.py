@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.policies.rtc import RTCConfig
 
 Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -85,6 +86,13 @@ class RemotePolicySettings:
     connect_timeout_s: float = 30.0
     # The longest pause between reconnection attempts (they back off from 50 ms).
     reconnect_max_s: float = 2.0
+    # Real-time chunking for flow-matching policies (smolvla): each chunk is generated
+    # following the actions still queued. Unset: a saved policy's own rtc_config; a served one
+    # without. E.g. --policy.rtc_config.enabled=true --policy.rtc_config.execution_horizon=10.
+    rtc_config: RTCConfig | None = None
+    # Ticks the robot acts on queued actions while a chunk is computed. Unset: measured for a
+    # served policy; 0 for one running here (the loop waits for its chunks; set, it emulates it).
+    rtc_inference_delay: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.server is not None:
@@ -99,6 +107,10 @@ class RemotePolicySettings:
             raise InvalidInput("actions_per_chunk must be 0 or positive", where="policy")
         if self.chunk_deadline_s <= 0 or self.connect_timeout_s <= 0:
             raise InvalidInput("deadlines must be positive", where="policy.chunk_deadline_s")
+        if self.rtc_inference_delay is not None and self.rtc_inference_delay < 0:
+            raise InvalidInput(
+                "rtc_inference_delay must be 0 or more ticks", where="policy.rtc_inference_delay"
+            )
         if self.on_stall == "safe_action" and self.safe_action is None:
             raise InvalidInput(
                 "on_stall=safe_action needs a safe_action",

@@ -15,13 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import ChunkedActing, ConfigDescribed
+from rlctl.adapters.policies.acting import (
+    ActionBuffer,
+    ChunkedActing,
+    ConfigDescribed,
+    Leftover,
+    RealTimeChunks,
+)
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.policies import PolicyConfig, RandomPolicyConfig
+from rlctl.domain.policies.rtc import CommittedActions, RTCConfig
 
 Chunker = Callable[[Mapping[str, Any]], np.ndarray]
 
@@ -37,6 +44,8 @@ class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
         n_action_steps: int | None = None,
         chunker: Chunker | None = None,
         input_features: Mapping[str, FeatureSpec] | None = None,
+        rtc: RTCConfig | None = None,
+        rtc_delay: int = 0,
     ) -> None:
         steps = n_action_steps or chunk_size
         self._config: PolicyConfig = RandomPolicyConfig(
@@ -48,15 +57,35 @@ class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
         self._chunk_size = chunk_size
         self._action_dim = action_dim
         self._chunker = chunker
-        self._acting = ChunkedActing(ActionQueue(steps))
-        # Every batch a chunk was predicted from, and the number of select_action calls.
+        # With `rtc`, it acts as a flow-matching policy's loop does (real-time chunking) and
+        # records the committed actions each chunk was asked with; it does not follow them.
+        self.rtc = rtc if rtc is not None and rtc.enabled else None
+        buffer: ActionBuffer = (
+            ActionQueue(steps)
+            if self.rtc is None
+            else RealTimeChunks(
+                steps,
+                chunk_size=chunk_size,
+                execution_horizon=self.rtc.execution_horizon,
+                inference_delay=rtc_delay,
+            )
+        )
+        self._acting = ChunkedActing(buffer)
+        # Every batch a chunk was predicted from (and what it was to follow), and the number
+        # of select_action calls.
         self.predicted_from: list[Mapping[str, Any]] = []
+        self.committed: list[CommittedActions | None] = []
         self.ticks = 0
 
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,
     ) -> ActionChunk:
         self.predicted_from.append(observation)
+        self.committed.append(committed)
         if self._chunker is not None:
             return ActionChunk(np.asarray(self._chunker(observation), dtype=np.float32))
         batch = _batch_size(observation)
@@ -66,8 +95,16 @@ class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
         self.ticks += 1
         if not self._acting.reads_observation():
             return np.asarray(self._acting.next_action())
-        action = self._acting.act(observation, lambda batch: self.predict_chunk(batch).actions)
+        action = self._acting.act(observation, self._predict)
         return np.asarray(action)
+
+    def _predict(self, batch: Mapping[str, Any], left: Leftover | None = None) -> Any:
+        committed = None
+        if self.rtc is not None and left is not None:
+            committed = CommittedActions(
+                actions=np.asarray(left.actions), inference_delay=left.inference_delay, rtc=self.rtc
+            )
+        return self.predict_chunk(batch, committed=committed).actions
 
     def reset(self) -> None:
         self._acting.reset()
@@ -92,8 +129,21 @@ class InMemoryPolicyLoader:
     ) -> None:
         self.policies: dict[str, Policy] = dict(policies or {})
         self.factories = dict(factories or {})
+        self.loads: list[dict[str, Any]] = []
 
-    def load(self, location: str | Path, *, device: str | None = None) -> Policy:
+    def load(
+        self,
+        location: str | Path,
+        *,
+        device: str | None = None,
+        rtc: RTCConfig | None = None,
+        rtc_delay: int | None = None,
+    ) -> Policy:
+        """The policy stored at `location`, as it was stored; the settings asked with are
+        recorded in `loads` for a test to check."""
+        self.loads.append(
+            {"location": str(location), "device": device, "rtc": rtc, "rtc_delay": rtc_delay}
+        )
         try:
             return self.policies[str(location)]
         except KeyError:

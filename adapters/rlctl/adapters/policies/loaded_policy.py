@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlctl.adapters.policies.acting import ChunkedActing
+from rlctl.adapters.policies.acting import ChunkedActing, Leftover, RealTimeChunks
 from rlctl.adapters.policies.base import PolicyModel, build_policy, implementation_of
 from rlctl.adapters.policies.checkpoint import (
     checkpoint_folder,
@@ -26,13 +26,15 @@ from rlctl.adapters.policies.checkpoint import (
     save_pretrained,
 )
 from rlctl.adapters.policies.processors import make_pre_post_processors
+from rlctl.adapters.policies.rtc import PrefixGuidance
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk
-from rlctl.domain.errors import HardwareError
+from rlctl.domain.errors import ConfigError, HardwareError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.frames import Transition
-from rlctl.domain.policies import PolicyConfig, policy_config_class
+from rlctl.domain.policies import ACTION, PolicyConfig, known_policy_types, policy_config_class
+from rlctl.domain.policies.rtc import CommittedActions, RTCConfig
 from rlctl.domain.processors import ProcessorPipeline, RenameObservations
 
 
@@ -42,12 +44,27 @@ class LoadedPolicy:
         model: PolicyModel,
         preprocessor: ProcessorPipeline,
         postprocessor: ProcessorPipeline,
+        *,
+        rtc: RTCConfig | None = None,
+        rtc_delay: int | None = None,
     ) -> None:
+        """`rtc` replaces the checkpoint's own `rtc_config` (real-time chunking while acting);
+        `rtc_delay` is the inference delay `select_action` emulates with it, in ticks (0: the
+        loop waits for each chunk, as `select_action`'s callers do)."""
         self.model = model.eval()
         self.preprocessor = preprocessor
         self.postprocessor = postprocessor
+        self.rtc = _real_time_chunking(model.config, rtc)
+        buffer = model.action_buffer()
+        if self.rtc is not None:
+            buffer = RealTimeChunks(
+                model.config.n_action_steps,
+                chunk_size=int(getattr(model.config, "chunk_size", model.config.n_action_steps)),
+                execution_horizon=self.rtc.execution_horizon,
+                inference_delay=rtc_delay or 0,
+            )
         self._acting = ChunkedActing(
-            model.action_buffer(),
+            buffer,
             n_obs_steps=model.config.n_obs_steps,
             history_keys=model.history_keys,
         )
@@ -74,12 +91,24 @@ class LoadedPolicy:
 
     @torch.no_grad()
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,
     ) -> ActionChunk:
         raw = _as_tensors(observation)
-        batch = self._preprocess(raw)
         noise_t = None if noise is None else self._to_model(torch.as_tensor(noise))
-        actions = self.model.predict_chunk(batch, noise=noise_t)
+        if committed is None or not self.config.supports_rtc:
+            # A policy that is not flow matching has nothing to guide: it ignores `committed`.
+            actions = self.model.predict_chunk(self._preprocess(raw), noise=noise_t)
+            return ActionChunk(actions=self._postprocess(actions, raw))
+        # The committed actions go through the pre-processor with the observation, so they
+        # reach the model in its own space (normalised; relative to this state if it learns so).
+        left = torch.as_tensor(committed.actions, dtype=torch.float32)
+        batch = self._preprocess({**raw, ACTION: left})
+        guidance = PrefixGuidance(batch.pop(ACTION), committed.inference_delay, committed.rtc)
+        actions = self.model.predict_guided_chunk(batch, guidance, noise=noise_t)
         return ActionChunk(actions=self._postprocess(actions, raw))
 
     @torch.no_grad()
@@ -93,8 +122,11 @@ class LoadedPolicy:
             action = self._acting.next_action()
         return self._postprocess(action, raw).detach().cpu().numpy()
 
-    def _predict_normalised(self, batch: Mapping[str, Any]) -> Tensor:
-        return self.model.predict_chunk(batch)
+    def _predict_normalised(self, batch: Mapping[str, Any], left: Leftover | None = None) -> Tensor:
+        if self.rtc is None:
+            return self.model.predict_chunk(batch)
+        guidance = None if left is None else PrefixGuidance(*left, self.rtc)
+        return self.model.predict_guided_chunk(batch, guidance)
 
     def reset(self) -> None:
         self._acting.reset()
@@ -123,6 +155,23 @@ class LoadedPolicy:
         return self.postprocessor(Transition(observation=dict(raw), action=actions)).action
 
 
+def _real_time_chunking(config: PolicyConfig, override: RTCConfig | None) -> RTCConfig | None:
+    """The RTC settings acting follows: `override` (the command line's), else the config's own;
+    None when off. A policy that cannot follow committed actions refuses to be asked to."""
+    rtc = override if override is not None else getattr(config, "rtc_config", None)
+    if rtc is None or not rtc.enabled:
+        return None
+    if not config.supports_rtc:
+        supported = [n for n, c in known_policy_types().items() if c.supports_rtc]
+        raise ConfigError(
+            f"policy type {config.type_name!r} cannot use real-time chunking: it does not "
+            "generate its chunks by flow matching",
+            where="policy.rtc_config",
+            hint=f"drop --policy.rtc_config (it works with {', '.join(supported)})",
+        )
+    return rtc
+
+
 def _as_tensors(observation: Mapping[str, Any]) -> dict[str, Any]:
     return {
         key: torch.from_numpy(value)
@@ -133,15 +182,21 @@ def _as_tensors(observation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_policy_folder(
-    location: str | os.PathLike[str], *, device: str | None = None
+    location: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    rtc: RTCConfig | None = None,
+    rtc_delay: int | None = None,
 ) -> LoadedPolicy:
-    """Load a policy folder; `device` defaults to the one it was trained on, if present here."""
+    """Load a policy folder; `device` defaults to the one it was trained on, if present here.
+    `rtc` replaces the checkpoint's real-time chunking settings (see `LoadedPolicy`)."""
     folder = checkpoint_folder(location)
     config = read_config(folder)
+    _real_time_chunking(config, rtc)  # refused before the weights are read
     target = _pick_device(device, config.device)
     model = read_model(folder, config, device=target)
     preprocessor, postprocessor = read_processors(folder, device=target)
-    return LoadedPolicy(model, preprocessor, postprocessor)
+    return LoadedPolicy(model, preprocessor, postprocessor, rtc=rtc, rtc_delay=rtc_delay)
 
 
 def create_policy(
@@ -162,8 +217,15 @@ def create_policy(
 class LeRobotPolicyLoader:
     """The `PolicyLoader` port: local checkpoint folders, and registered untrained types."""
 
-    def load(self, location: str | Path, *, device: str | None = None) -> LoadedPolicy:
-        return load_policy_folder(location, device=device)
+    def load(
+        self,
+        location: str | Path,
+        *,
+        device: str | None = None,
+        rtc: RTCConfig | None = None,
+        rtc_delay: int | None = None,
+    ) -> LoadedPolicy:
+        return load_policy_folder(location, device=device, rtc=rtc, rtc_delay=rtc_delay)
 
     def read_config(self, location: str | Path) -> PolicyConfig:
         return read_config(checkpoint_folder(location))

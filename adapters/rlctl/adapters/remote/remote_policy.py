@@ -30,6 +30,7 @@ from rlctl.domain.config import structure
 from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies import PolicyConfig
+from rlctl.domain.policies.rtc import CommittedActions
 from rlctl.domain.remote_inference import (
     ChunkReply,
     ChunkRequest,
@@ -109,7 +110,11 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         }
 
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,
     ) -> ActionChunk:
         arrays, task = _split(observation)
         request = self._request(arrays, task, 0)

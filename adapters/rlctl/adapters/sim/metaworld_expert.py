@@ -20,6 +20,7 @@ from rlctl.domain.env_observation import env_policy_features
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import MetaWorldExpertConfig
+from rlctl.domain.policies.rtc import CommittedActions
 
 if TYPE_CHECKING:
     from rlctl.application.ports.simulation import Simulation
@@ -91,7 +92,11 @@ class MetaWorldExpertPolicy(ConfigDescribed[MetaWorldExpertConfig]):
         return np.clip(np.asarray(actions, dtype=np.float32), -1.0, 1.0)
 
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,  # not flow matching: ignored
     ) -> ActionChunk:
         return ActionChunk(self.select_action(observation)[:, None, :])
 

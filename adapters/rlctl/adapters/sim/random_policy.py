@@ -16,6 +16,7 @@ from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.policies import RandomPolicyConfig
+from rlctl.domain.policies.rtc import CommittedActions
 
 if TYPE_CHECKING:
     from rlctl.application.ports.simulation import Simulation
@@ -70,7 +71,11 @@ class RandomPolicy(ConfigDescribed[RandomPolicyConfig]):
         )
 
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,  # not flow matching: ignored
     ) -> ActionChunk:
         batch = _batch_size(observation)
         shape = (batch, self._config.chunk_size, self._low.shape[0])

@@ -18,6 +18,7 @@ from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies import PolicyConfig
+from rlctl.domain.policies.rtc import CommittedActions, RTCConfig
 
 
 class Policy(Protocol):
@@ -38,7 +39,11 @@ class Policy(Protocol):
         ...
 
     def predict_chunk(
-        self, observation: Mapping[str, Any], noise: Any | None = None
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,
     ) -> ActionChunk:
         """Predict a batched chunk `(batch, steps, action_dim)` of raw (unnormalised) actions.
 
@@ -47,6 +52,12 @@ class Policy(Protocol):
         axis 1. `noise` fixes the initial noise of a sampling policy (Diffusion Policy:
         `(batch, horizon, action_dim)`) so that its output is reproducible; other policies
         ignore it.
+
+        `committed` (real-time chunking) carries the raw actions the caller has committed to
+        and not executed yet, from the observation's tick on, and the ticks it will act on them
+        while this chunk is computed: a flow-matching policy (`config.supports_rtc`) generates
+        the chunk consistent with them. Every other policy ignores `committed` and predicts as
+        without it.
         """
         ...
 
@@ -73,8 +84,19 @@ class PolicyLoader(Protocol):
     """Finds policies: saved ones (a LeRobot `pretrained_model` folder, or one rlctl saved), and
     the policy types that act without training (random, scripted experts), built for an env."""
 
-    def load(self, location: str | Path, *, device: str | None = None) -> Policy:
-        """Raise an `RlctlError` naming the file when the checkpoint is missing or malformed."""
+    def load(
+        self,
+        location: str | Path,
+        *,
+        device: str | None = None,
+        rtc: RTCConfig | None = None,
+        rtc_delay: int | None = None,
+    ) -> Policy:
+        """Raise an `RlctlError` naming the file when the checkpoint is missing or malformed.
+
+        `rtc` replaces the checkpoint's real-time chunking settings for acting (`select_action`);
+        a `ConfigError` when enabled for a policy that cannot follow committed actions.
+        `rtc_delay`: the inference delay, in ticks, `select_action` emulates (None: 0)."""
         ...
 
     def read_config(self, location: str | Path) -> PolicyConfig:

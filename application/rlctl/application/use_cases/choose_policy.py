@@ -28,5 +28,10 @@ def choose_policy(
             )
         return connector.connect(settings, realtime=False)
     if settings.path:
-        return loader.load(settings.path, device=settings.device)
+        return loader.load(
+            settings.path,
+            device=settings.device,
+            rtc=settings.rtc_config,
+            rtc_delay=settings.rtc_inference_delay,
+        )
     return loader.create_for_simulation(settings.type, simulation, seed=seed)

@@ -90,7 +90,12 @@ def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
     robot = container.robot(require_robot(config.robot))
     teleop = container.teleoperator(config.teleop) if config.teleop is not None else None
     policy = (
-        container.policy_loader().load(config.policy.path, device=config.policy.device)
+        container.policy_loader().load(
+            config.policy.path,
+            device=config.policy.device,
+            rtc=config.policy.rtc_config,
+            rtc_delay=config.policy.rtc_inference_delay,
+        )
         if config.policy.path
         else container.policy_connector().connect(config.policy, realtime=True)
         if config.policy.server
