@@ -82,6 +82,7 @@ from rlctl.adapters.sim.random_policy import RandomPolicy
 from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
 from rlctl.adapters.storage.lerobot_v3.episode_actions import LeRobotEpisodeActions
 from rlctl.adapters.storage.lerobot_v3.episode_data import LeRobotEpisodeData
+from rlctl.adapters.storage.lerobot_v3.language_summary import LeRobotLanguageSummary
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.tools.checker import (
     LeRobotDatasetCheck,
@@ -112,7 +113,7 @@ from rlctl.application import ports
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import Console, RecordControls
-from rlctl.application.ports.dataset import DatasetMetaReader
+from rlctl.application.ports.dataset import DatasetMetaReader, LanguageAnnotations
 from rlctl.application.ports.dataset_tools import (
     DatasetCheck,
     DatasetChecker,
@@ -198,6 +199,12 @@ def episode_actions(
 
 
 def meta_reader(lerobot: LeRobotMetaReader, fake: InMemoryDatasetStore) -> list[DatasetMetaReader]:
+    return [lerobot, fake]
+
+
+def language_annotations(
+    lerobot: LeRobotLanguageSummary, fake: InMemoryDatasetStore
+) -> list[LanguageAnnotations]:
     return [lerobot, fake]
 
 

@@ -34,6 +34,8 @@ NUMERIC_DTYPES = frozenset(
     }
 )
 STRING_DTYPES = frozenset({"string", "str"})
+# LeRobot 0.6.1's annotation columns (`language_persistent`, `language_events`): lists of rows.
+LANGUAGE_DTYPE = "language"
 # Columns every LeRobot frame carries; they are bookkeeping, not inputs of a policy.
 DEFAULT_FEATURE_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
@@ -62,7 +64,7 @@ def _kind_of(key: str, dtype: str) -> FeatureKind:
         return FeatureKind.STATE
     if key.startswith("next.reward") or key == "reward":
         return FeatureKind.REWARD
-    if dtype in STRING_DTYPES or key in {"task", "language_instruction"}:
+    if dtype in STRING_DTYPES or dtype == LANGUAGE_DTYPE or key in {"task", "language_instruction"}:
         return FeatureKind.LANGUAGE
     return FeatureKind.OTHER
 
@@ -135,6 +137,15 @@ class FeatureSpec:
     @property
     def is_string(self) -> bool:
         return self.dtype in STRING_DTYPES
+
+    @property
+    def is_language(self) -> bool:
+        """An annotation column: each row a list of language rows (see `rlctl.domain.language`)."""
+        return self.dtype == LANGUAGE_DTYPE
+
+    @property
+    def is_numeric(self) -> bool:
+        return not (self.is_visual or self.is_string or self.is_language)
 
     @property
     def hwc(self) -> tuple[int, int, int]:

@@ -151,9 +151,17 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.application.use_cases.pull_policy:ResolvePolicy"), pull=pull_policy
     )
 
+    language_annotations = providers.Selector(
+        config.dataset.store,
+        lerobot=providers.Singleton(
+            lazy("rlctl.adapters.storage.lerobot_v3.language_summary:LeRobotLanguageSummary")
+        ),
+        memory=providers.Object(None),
+    )
     inspect_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.inspect_dataset:InspectDataset"),
         meta_reader=meta_reader,
+        language=language_annotations,
     )
 
     # The dataset viewer: `container.view_dataset()(location)` → the page's data.

@@ -6,9 +6,11 @@ Items are read by the training backend and by `rlctl.api.open_dataset`, both ada
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.language import ColumnSummary
 
 
 class DatasetMetaReader(Protocol):
@@ -17,3 +19,11 @@ class DatasetMetaReader(Protocol):
     def read_meta(self, location: str) -> DatasetMeta: ...
 
     def size_on_disk(self, location: str) -> int: ...
+
+
+class LanguageAnnotations(Protocol):
+    """Counts a dataset's language annotations (`rlctl.domain.language`)."""
+
+    def summarize_language(self, location: str) -> Mapping[str, ColumnSummary]:
+        """Per language column the dataset has, its rows by style and camera (empty: none)."""
+        ...

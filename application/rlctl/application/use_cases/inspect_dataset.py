@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from rlctl.application.ports.dataset import DatasetMetaReader
+from rlctl.application.ports.dataset import DatasetMetaReader, LanguageAnnotations
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.language import ColumnSummary
 
 
 @attrs.frozen
@@ -23,6 +25,8 @@ class DatasetSummary:
     features: dict[str, dict[str, Any]]
     video_keys: tuple[str, ...]
     size_bytes: int
+    # Per language column (`language_persistent`, `language_events`): rows by style and camera.
+    language: Mapping[str, ColumnSummary] = attrs.field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=True, value_serializer=_plain)
@@ -33,15 +37,29 @@ def _plain(_inst: Any, _field: Any, value: Any) -> Any:
 
 
 class InspectDataset:
-    def __init__(self, meta_reader: DatasetMetaReader) -> None:
+    def __init__(
+        self, meta_reader: DatasetMetaReader, language: LanguageAnnotations | None = None
+    ) -> None:
         self._meta_reader = meta_reader
+        self._language = language
 
     def __call__(self, location: str) -> DatasetSummary:
         meta = self._meta_reader.read_meta(location)
-        return summarize(location, meta, self._meta_reader.size_on_disk(location))
+        has_language = any(spec.is_language for spec in meta.features.values())
+        counts = (
+            self._language.summarize_language(location)
+            if self._language is not None and has_language
+            else {}
+        )
+        return summarize(location, meta, self._meta_reader.size_on_disk(location), counts)
 
 
-def summarize(location: str, meta: DatasetMeta, size_bytes: int) -> DatasetSummary:
+def summarize(
+    location: str,
+    meta: DatasetMeta,
+    size_bytes: int,
+    language: Mapping[str, ColumnSummary] | None = None,
+) -> DatasetSummary:
     return DatasetSummary(
         location=location,
         codebase_version=meta.codebase_version,
@@ -54,4 +72,5 @@ def summarize(location: str, meta: DatasetMeta, size_bytes: int) -> DatasetSumma
         features={key: spec.to_info() for key, spec in meta.features.items()},
         video_keys=tuple(meta.video_keys),
         size_bytes=size_bytes,
+        language=dict(language or {}),
     )

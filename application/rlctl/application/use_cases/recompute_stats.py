@@ -91,7 +91,7 @@ class RecomputeStats:
         meta = self._meta_reader.read_meta(request.location)
         if meta.total_episodes == 0:
             raise InvalidInput("the dataset has no episode", where=request.location)
-        numeric = [k for k, f in meta.features.items() if not f.is_visual and not f.is_string]
+        numeric = [k for k, f in meta.features.items() if f.is_numeric]
         # Depth cameras keep their statistics: LeRobot computes them from the frames as recorded,
         # which the quantized video only approximates (and LeRobot never recomputes cameras).
         visual = [k for k in meta.visual_keys if not meta.features[k].is_depth_map]

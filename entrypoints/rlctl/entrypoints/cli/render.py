@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlctl.application.use_cases.inspect_dataset import DatasetSummary
+from rlctl.domain.language import ColumnSummary
 
 
 def human_size(n_bytes: int) -> str:
@@ -42,4 +43,16 @@ def render_summary(s: DatasetSummary) -> str:
     ]
     width = max((len(k) for k in s.features), default=0)
     lines += [_feature_line(k, e, width) for k, e in s.features.items()]
+    if s.language:
+        lines.append("language annotations")
+        lines += [_language_line(k, c, width) for k, c in s.language.items()]
     return "\n".join(lines)
+
+
+def _language_line(key: str, counts: ColumnSummary, width: int) -> str:
+    styles = ", ".join(f"{style} {n}" for style, n in counts.styles.items()) or "-"
+    line = f"  {key:<{width}}  {counts.rows} rows in {counts.episodes} episodes: {styles}"
+    if counts.cameras:
+        tied = ", ".join(f"{camera} {n}" for camera, n in counts.cameras.items())
+        line += f" (tied to a camera: {tied})"
+    return line

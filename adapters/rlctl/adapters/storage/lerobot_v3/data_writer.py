@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlctl.adapters.storage.lerobot_v3 import language_columns
 from rlctl.adapters.storage.lerobot_v3.atomic_files import write_atomic
 from rlctl.adapters.storage.lerobot_v3.meta_writer import next_file
 from rlctl.domain.errors import NotSupported
@@ -36,6 +37,8 @@ def _arrow_type(spec: FeatureSpec) -> pa.DataType:
         return IMAGE_STRUCT
     if spec.is_string:
         return pa.string()
+    if spec.is_language:
+        return language_columns.arrow_type(spec.key)
     scalar = pa.from_numpy_dtype(np.dtype(spec.dtype))
     if spec.shape in ((), (1,)):
         return scalar
@@ -61,7 +64,7 @@ def _arrow_type(spec: FeatureSpec) -> pa.DataType:
 
 def _array_extension(spec: FeatureSpec) -> dict[bytes, bytes] | None:
     """The field metadata by which pyarrow restores `datasets`' `ArrayNDExtensionType`."""
-    if spec.is_visual or spec.is_string or len(spec.shape) < 2:
+    if not spec.is_numeric or len(spec.shape) < 2:
         return None
     name = f"datasets.features.features.Array{len(spec.shape)}DExtensionType"
     return {
@@ -80,6 +83,8 @@ def _hf_feature(spec: FeatureSpec) -> dict[str, Any]:
         return {"_type": "Image"}
     if spec.is_string:
         return {"dtype": "string", "_type": "Value"}
+    if spec.is_language:
+        return language_columns.hf_feature(spec.key)
     value = {"dtype": spec.dtype, "_type": "Value"}
     if spec.shape in ((), (1,)):
         return value
@@ -127,6 +132,8 @@ class DataTableBuilder:
             )
         if spec.is_string:
             return pa.array(values, pa.string())
+        if spec.is_language:
+            return language_columns.to_arrow(values, key)
         array = np.ascontiguousarray(values)
         if pa.types.is_fixed_size_list(kind):
             flat = pa.array(array.reshape(-1), kind.value_type)

@@ -104,7 +104,7 @@ class EpisodeBuffer:
         timestamps = np.arange(length, dtype=np.float64) / self._fps
         columns: dict[str, Any] = {}
         for key, column in self._values.items():
-            if isinstance(column[0], str):
+            if isinstance(column[0], (str, list)):  # text, or language rows
                 columns[key] = column
                 continue
             stacked = np.stack(column)

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from rlctl.adapters.storage.lerobot_v3 import language_columns
 from rlctl.domain.depth import depth_frame, infer_depth_unit
 from rlctl.domain.errors import FeatureMismatch, InvalidInput
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS, FeatureSpec
@@ -154,6 +155,8 @@ def _validator(spec: FeatureSpec):
         return _image
     if spec.is_string:
         return _string
+    if spec.is_language:
+        return language_columns.check_rows_of
     return _numeric
 
 

@@ -322,7 +322,7 @@ def stats_shapes(
     """The shape of each feature's statistics, in feature order; strings have none."""
     shapes: dict[str, tuple[int, ...]] = {}
     for key, spec in features.items():
-        if spec.is_string:
+        if spec.is_string or spec.is_language:
             continue
         if spec.is_visual:
             shapes[key] = (spec.hwc[2], 1, 1)

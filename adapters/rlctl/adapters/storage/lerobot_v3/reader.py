@@ -26,6 +26,7 @@ from rlctl.adapters.storage.lerobot_v3.decoders import backend_name, decoder_fac
 from rlctl.adapters.storage.lerobot_v3.depth_frames import DepthCameras
 from rlctl.adapters.storage.lerobot_v3.errors import INCOMPLETE_HINT, check_hint
 from rlctl.adapters.storage.lerobot_v3.images import ImageColumn
+from rlctl.adapters.storage.lerobot_v3.language_columns import item_rows
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
 from rlctl.adapters.storage.lerobot_v3.paths import (
     episode_data_file,
@@ -195,6 +196,7 @@ class LeRobotDatasetReader:
         self._other = {
             key: column for key, column in self._table.arrow.items() if key not in self._images
         }
+        self._language = {k for k, spec in self.meta.features.items() if spec.is_language}
         # Depth videos hold 12-bit codes, decoded apart (`_decode_depth`).
         self._videos = {
             key: _VideoIndex(self.root, self.meta, key)
@@ -309,8 +311,11 @@ class LeRobotDatasetReader:
                 item[key] = torch.from_numpy(np.stack([images.chw(int(r)) for r in rows]))
         for key, column in self._other.items():
             rows = query.rows.get(key)
+            py = item_rows if key in self._language else _same
             item[key] = (
-                column[position].as_py() if rows is None else [column[int(r)].as_py() for r in rows]
+                py(column[position].as_py())
+                if rows is None
+                else [py(column[int(r)].as_py()) for r in rows]
             )
         for key, pad in query.pads.items():
             item[is_pad_key(key)] = torch.from_numpy(pad.copy())
@@ -407,6 +412,10 @@ class _VideoIndex:
             found = (path, episode_video_span(episode, self._key)[0])
             self._files[episode_index] = found
         return found
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _selected_episodes(episodes: Iterable[int] | None, meta: DatasetMeta) -> list[int] | None:

@@ -28,6 +28,7 @@ from rlctl.adapters.storage.lerobot_v3.errors import (
     read_parquet_schema,
     read_parquet_table,
 )
+from rlctl.adapters.storage.lerobot_v3.language_columns import canonical_table
 from rlctl.adapters.storage.lerobot_v3.paths import EPISODES_DIR, episode_data_file
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import CorruptDataset
@@ -182,7 +183,7 @@ def _read_rows(
             ),
         )
     table = read_parquet_table(path, "data file", root, columns=columns)
-    return checked_rows(root, path, table, episodes)
+    return canonical_table(checked_rows(root, path, table, episodes), meta)
 
 
 def checked_rows(

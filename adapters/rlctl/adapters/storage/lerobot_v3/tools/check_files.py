@@ -81,7 +81,7 @@ def _numeric_columns(
     out = {}
     for key in stored_columns(meta):
         spec = meta.features.get(key) or FeatureSpec(key=key, dtype="int64", shape=(1,))
-        if key in skip or spec.is_visual or spec.is_string:
+        if key in skip or not spec.is_numeric:
             continue
         try:
             out[key] = numeric_column(table.column(key), spec, where=f"{path}: {key}")

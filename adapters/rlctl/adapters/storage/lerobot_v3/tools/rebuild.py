@@ -27,6 +27,7 @@ from rlctl.adapters.storage.episode_source import (
     VideoSpan,
     open_source,
 )
+from rlctl.adapters.storage.lerobot_v3 import language_columns
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, fsync_file
 from rlctl.adapters.storage.lerobot_v3.data_writer import DataTableBuilder, check_writable
 from rlctl.adapters.storage.lerobot_v3.frame_validation import dataset_features
@@ -267,6 +268,10 @@ class LeRobotRebuild:
         for field in schema:
             if field.name in replaced:
                 arrays.append(pa.array(replaced[field.name], field.type))
+                continue
+            spec = self._features.get(field.name)
+            if spec is not None and spec.is_language:  # any layout LeRobot's tools leave
+                arrays.append(language_columns.canonical(rows.column(field.name), field.name))
                 continue
             try:
                 arrays.append(rows.column(field.name).cast(field.type))
