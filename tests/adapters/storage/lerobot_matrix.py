@@ -55,12 +55,17 @@ def write(root: Path, row: dict, episodes: list[list[str]], seed: int = 0) -> Le
     )
     if row["chunks_size"]:
         dataset.meta.update_chunk_settings(chunks_size=row["chunks_size"])
-    for ep, tasks in enumerate(episodes):
-        for t, task in enumerate(tasks):
+    add_episodes(dataset, row, episodes, seed)
+    return LeRobotDataset(REPO, root=root, video_backend="pyav")
+
+
+def add_episodes(dataset, row: dict, episodes: list[list[str]], seed=0, first: int = 0) -> None:
+    """Episodes `first`, `first + 1`... of `episodes` (their values numbered from `first`)."""
+    for ep in range(first, len(episodes)):
+        for t, task in enumerate(episodes[ep]):
             dataset.add_frame({**rows.frame_values(row["features"], ep, t, seed), "task": task})
         dataset.save_episode()
     dataset.finalize()
-    return LeRobotDataset(REPO, root=root, video_backend="pyav")
 
 
 def edit(folder: Path, row: dict) -> Path:
@@ -78,6 +83,13 @@ def edit(folder: Path, row: dict) -> Path:
         shutil.copytree(folder / "v21", target)
         convert_dataset(REPO, root=target, push_to_hub=False)
         shutil.rmtree(folder / "dataset_old")
+        return target
+    if tool == "resume":
+        first = change["first"]
+        write(target, row, row["episodes"][:first])
+        encoder = RGBEncoderConfig(**row["video"]) if row["video"] else None
+        resumed = LeRobotDataset.resume(REPO, root=target, rgb_encoder=encoder)
+        add_episodes(resumed, row, row["episodes"], first=first)
         return target
     source = write(folder / "source", row, row["episodes"])
     if tool == "delete":
@@ -240,10 +252,20 @@ def write_v21(root: Path, row: dict) -> None:
 # --- reading -------------------------------------------------------------------------------------
 
 
-def dump(root: Path, deltas: dict, out: Path) -> None:
+def dump(root: Path, deltas: dict, out: Path, subset: list | None = None) -> None:
+    """Every item into `out`; with `subset`, also those of the subset's read (`out/subset`)."""
+    if subset:
+        (out / "subset").mkdir(exist_ok=True)
+        read(root, deltas, out / "subset", subset)
+    read(root, deltas, out)
+
+
+def read(root: Path, deltas: dict, out: Path, episodes: list | None = None) -> None:
     dataset = LeRobotDataset(REPO, root=root, video_backend="pyav")
     present = {k: v for k, v in deltas.items() if k in dataset.meta.features}
-    dataset = LeRobotDataset(REPO, root=root, delta_timestamps=present, video_backend="pyav")
+    dataset = LeRobotDataset(
+        REPO, root=root, delta_timestamps=present, episodes=episodes, video_backend="pyav"
+    )
     arrays, strings = {}, []
     for i in range(len(dataset)):
         item = dataset[i]
@@ -272,7 +294,7 @@ def attempt(folder: Path, work, *args) -> str:
 
 
 def generate_row(folder: Path, row: dict) -> None:
-    dump(edit(folder, row), row["deltas"], folder)
+    dump(edit(folder, row), row["deltas"], folder, row["subset"])
 
 
 def generate(rows_path: str, out: str) -> dict:
@@ -294,7 +316,9 @@ def dump_jobs(jobs_path: str) -> dict:
     for job in json.loads(Path(jobs_path).read_text()):
         out = Path(job["out"])
         out.mkdir(parents=True, exist_ok=True)
-        results[job["id"]] = attempt(out, dump, Path(job["root"]), job["deltas"], out)
+        results[job["id"]] = attempt(
+            out, dump, Path(job["root"]), job["deltas"], out, job["subset"]
+        )
     return results
 
 

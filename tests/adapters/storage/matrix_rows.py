@@ -82,6 +82,8 @@ def _row(name: str, **changes: Any) -> dict[str, Any]:
         "edit": None,
         # The least number of data files, video files (per camera) and chunk folders expected.
         "layout": {},
+        # Episodes also read alone (LeRobot's `episodes=`), or None.
+        "subset": None,
     }
     row.update(changes)
     return row
@@ -170,6 +172,7 @@ ROWS: list[dict[str, Any]] = [
         data_files_size_in_mb=0.0001,
         video_files_size_in_mb=0.0001,
         layout={"data_files": 5, "video_files": 5, "chunks": 3},
+        subset=[1, 3, 4],
     ),
     _row(
         "images instead of video (use_videos false)",
@@ -187,7 +190,17 @@ ROWS: list[dict[str, Any]] = [
     _row("rank 2-4 numeric features", features=_rank_features()),
     _tool_row("delete episodes (tool)", {"tool": "delete", "episodes": [1, 3]}),
     _tool_row("split (tool)", {"tool": "split", "episodes": [1, 2]}),
-    _tool_row("merge (tool)", {"tool": "merge"}),
+    _tool_row("merge (tool)", {"tool": "merge"}, subset=[2, 5]),
+    _row(
+        "resumed recording (h264, tiny files, chunks_size 2)",
+        episodes=_episodes(3, 4, 2, 5, 3),
+        video={"vcodec": "h264", "g": 4, "crf": 23},
+        chunks_size=2,
+        data_files_size_in_mb=0.0001,
+        video_files_size_in_mb=0.0001,
+        edit={"tool": "resume", "first": 3},
+        subset=[2, 3],
+    ),
     _tool_row(
         "add features (tool)",
         {"tool": "add_features"},

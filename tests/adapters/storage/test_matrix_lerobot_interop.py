@@ -139,9 +139,11 @@ def encoding(row: dict[str, Any]) -> VideoEncoding | None:
     return VideoEncoding(codec=video.pop("vcodec", "libsvtav1"), **video)
 
 
+OPTIONS = WriterOptions(encode_in_subprocess=False, durable=False)
+
+
 def rlctl_write(root: Path, row: dict[str, Any], episodes, seed: int = 0) -> None:
-    options = WriterOptions(encode_in_subprocess=False, durable=False)
-    session = LeRobotV3Writer(options=options).create(
+    session = LeRobotV3Writer(options=OPTIONS).create(
         root,
         fps=row["fps"],
         features=row["features"],
@@ -150,9 +152,14 @@ def rlctl_write(root: Path, row: dict[str, Any], episodes, seed: int = 0) -> Non
         data_files_size_in_mb=row["data_files_size_in_mb"],
         video_files_size_in_mb=row["video_files_size_in_mb"],
     )
+    add_episodes(session, row, episodes, seed)
+
+
+def add_episodes(session, row: dict[str, Any], episodes, seed: int = 0, first: int = 0) -> None:
+    """Episodes `first`, `first + 1`... of `episodes` (their values numbered from `first`)."""
     with session:
-        for ep, tasks in enumerate(episodes):
-            for t, task in enumerate(tasks):
+        for ep in range(first, len(episodes)):
+            for t, task in enumerate(episodes[ep]):
                 session.add_frame({**mr.frame_values(row["features"], ep, t, seed), "task": task})
             session.save_episode()
 
@@ -164,6 +171,10 @@ def rlctl_edit(folder: Path, row: dict[str, Any], lerobot_folder: Path) -> Path 
     tools = (LeRobotMetaReader(), LeRobotRebuilder(), LocalDatasetFolders(), SilentProgress())
     if change is None:
         rlctl_write(target, row, row["episodes"])
+    elif change["tool"] == "resume":
+        rlctl_write(target, row, row["episodes"][: change["first"]])
+        session = LeRobotV3Writer(options=OPTIONS).resume(target, video=encoding(row))
+        add_episodes(session, row, row["episodes"], first=change["first"])
     elif change["tool"] == "convert_v21":
         ConvertDataset(LeRobotV21Reader(), *tools[1:])(str(lerobot_folder / "v21"), str(target))
     elif change["tool"] in ("delete", "split", "merge"):
@@ -206,6 +217,7 @@ def rlctl_written(lerobot_written: Path, tmp_path_factory) -> dict[str, Any]:
                 "id": row_id,
                 "root": str(root),
                 "deltas": row["deltas"],
+                "subset": row["subset"],
                 "out": str(folder / "lerobot"),
             }
         )
@@ -223,8 +235,10 @@ def present_deltas(root: Path, row: dict[str, Any]) -> dict[str, list[float]]:
     return {k: v for k, v in row["deltas"].items() if k in features}
 
 
-def rlctl_items(root: Path, deltas=None) -> list[dict[str, Any]]:
-    reader = LeRobotDatasetReader(root, delta_timestamps=deltas, video_backend="pyav")
+def rlctl_items(root: Path, deltas=None, episodes=None, backend="pyav") -> list[dict[str, Any]]:
+    reader = LeRobotDatasetReader(
+        root, delta_timestamps=deltas, episodes=episodes, video_backend=backend
+    )
     return reader.get_items(range(len(reader)))
 
 
@@ -238,14 +252,21 @@ def rgb_cameras(root: Path) -> set[str]:
 
 
 def assert_same_items(root: Path, row: dict[str, Any], dumped: Path) -> None:
-    """rlctl's items of `root` are those LeRobot dumped into `dumped`."""
+    """rlctl's items of `root` are those LeRobot dumped into `dumped`: read whole with PyAV and
+    with rlctl's default video backend, and the row's episode subset alone."""
     error = dumped / "error.txt"
     assert not error.exists(), "LeRobot failed:\n" + error.read_text()[-3000:]
+    deltas = present_deltas(root, row)
+    for backend in ("pyav", None):
+        compare_items(root, rlctl_items(root, deltas, backend=backend), dumped)
+    if row["subset"]:
+        compare_items(root, rlctl_items(root, deltas, row["subset"]), dumped / "subset")
+
+
+def compare_items(root: Path, ours: list[dict[str, Any]], dumped: Path) -> None:
     summary = json.loads((dumped / "summary.json").read_text())
-    ours = rlctl_items(root, present_deltas(root, row))
     assert len(ours) == summary["len"]
     cameras = rgb_cameras(root)
-    worst = 0.0
     with np.load(dumped / "items.npz") as theirs:
         for i, item in enumerate(ours):
             strings = {k: v for k, v in item.items() if isinstance(v, str)}
@@ -258,9 +279,8 @@ def assert_same_items(root: Path, row: dict[str, Any], dumped: Path) -> None:
                 other = theirs[f"{i}/{key}"]
                 assert (value.dtype, value.shape) == (other.dtype, other.shape), (i, key)
                 if key in cameras:
-                    error_ = float(np.abs(value - other).mean())
-                    worst = max(worst, error_)
-                    assert error_ <= SAME_FILE_TOLERANCE, (i, key, error_)
+                    error = float(np.abs(value - other).mean())
+                    assert error <= SAME_FILE_TOLERANCE, (i, key, error)
                 else:
                     np.testing.assert_array_equal(value, other, err_msg=f"{i}/{key}")
 
@@ -322,6 +342,11 @@ def assert_settings(root: Path, row: dict[str, Any]) -> None:
         assert len({p.parent for p in videos}) >= layout.get("chunks", 1), key
 
 
+def recorded(row: dict[str, Any]) -> bool:
+    """Written by recording (and resuming), not by a dataset tool."""
+    return row["edit"] is None or row["edit"]["tool"] == "resume"
+
+
 def record(row_id: str, column: str, work) -> None:
     try:
         result = work()
@@ -338,7 +363,7 @@ def test_rlctl_reads_what_lerobot_wrote(row_id, lerobot_written, matrix_report) 
     def check() -> None:
         error = folder / "error.txt"
         assert not error.exists(), "LeRobot could not write the row:\n" + error.read_text()
-        if ROWS[row_id]["edit"] is None:
+        if recorded(ROWS[row_id]):
             assert_settings(folder / "dataset", ROWS[row_id])
         assert_same_items(folder / "dataset", ROWS[row_id], folder)
 
@@ -356,7 +381,7 @@ def test_lerobot_reads_what_rlctl_wrote(row_id, rlctl_written, matrix_report) ->
         if isinstance(written, BaseException):
             raise written
         root, dumped = written
-        if row["edit"] is None:
+        if recorded(row):
             assert_settings(root, row)
             assert_frames_went_in(root, row)
         assert_same_items(root, row, dumped)
