@@ -130,6 +130,11 @@ class ChunkRequest:
     policy: str = ""
     # At most this many actions back; 0: the whole predicted chunk.
     max_actions: int = 0
+    # Real-time chunking: the raw actions still queued from `timestep` on `(batch, steps,
+    # action_dim)`, the ticks the robot acts on them while waiting, and how to follow them.
+    committed: np.ndarray | None = None
+    inference_delay: int = 0
+    rtc: RTCConfig | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -181,6 +186,14 @@ class TimedActionQueue:
         for stale in [t for t in self._actions if t < tick]:
             del self._actions[stale]
         return self._actions.pop(tick, None)
+
+    def upcoming(self, tick: int, limit: int) -> np.ndarray | None:
+        """The queued actions for `tick`, `tick + 1`, … (at most `limit`, up to the first gap),
+        stacked on axis -2; None when `tick` has none."""
+        actions: list[np.ndarray] = []
+        while len(actions) < limit and tick + len(actions) in self._actions:
+            actions.append(self._actions[tick + len(actions)])
+        return np.stack(actions, axis=-2) if actions else None
 
     def remaining(self, tick: int) -> int:
         """How many queued actions apply at `tick` or later."""

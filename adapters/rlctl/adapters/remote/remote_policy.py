@@ -9,6 +9,11 @@ Actions for ticks already past are dropped, so a late chunk is never replayed. A
 goes away is retried with backoff; the loop goes on holding meanwhile.
 
 Without `realtime` (a simulation, which can wait), a tick with no action waits for its chunk.
+
+With real-time chunking (`rtc_config`), each request carries the actions queued from its tick on
+(up to the execution horizon) and the inference delay, measured as the most ticks acted between
+a request and its chunk lately (or `rtc_inference_delay`); the server's flow-matching policy
+generates a chunk that follows them, and it replaces the queue (`latest_only`).
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
 import numpy as np
 import structlog
 
@@ -43,6 +50,7 @@ from rlctl.domain.remote_inference import (
 log = structlog.get_logger()
 
 FIRST_BACKOFF_S = 0.05
+DELAY_WINDOW = 100
 
 
 class ChunkClient(Protocol):
@@ -62,7 +70,13 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         self._client = client
         self._settings = settings
         self._realtime = realtime
-        self._merge = aggregation(settings.aggregate)
+        # Real-time chunking: every request carries the actions still queued, and a chunk
+        # generated to follow them replaces them (no averaging with what it already follows).
+        rtc = settings.rtc_config
+        self._rtc = rtc if rtc is not None and rtc.enabled else None
+        self._merge = aggregation("latest_only" if self._rtc else settings.aggregate)
+        # Ticks acted between a request and its chunk, for the inference delay (recent max).
+        self.delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self.description = self._with_retries(
             lambda: client.describe(settings.server_policy, timeout=settings.connect_timeout_s)
         )
@@ -118,6 +132,13 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
     ) -> ActionChunk:
         arrays, task = _split(observation)
         request = self._request(arrays, task, 0)
+        if committed is not None:
+            request = attrs.evolve(
+                request,
+                committed=_host(committed.actions),
+                inference_delay=committed.inference_delay,
+                rtc=committed.rtc,
+            )
         reply = self._with_retries(
             lambda: self._client.predict(request, timeout=self._settings.connect_timeout_s)
         )
@@ -173,13 +194,22 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
     # --- the loop's side ----------------------------------------------------------------------
 
     def _request(self, arrays: dict[str, np.ndarray], task: list[str], tick: int) -> ChunkRequest:
-        return ChunkRequest(
+        request = ChunkRequest(
             observation=arrays,
             task=tuple(task),
             timestep=tick,
             policy=self._settings.server_policy,
             max_actions=self._settings.actions_per_chunk,
         )
+        if self._rtc is None:
+            return request
+        committed = self._queue.upcoming(tick, self._rtc.execution_horizon)
+        if committed is None:
+            return request
+        delay = self._settings.rtc_inference_delay
+        if delay is None:
+            delay = max(self.delays, default=0)
+        return attrs.evolve(request, committed=committed, inference_delay=delay, rtc=self._rtc)
 
     def _submit(self, request: ChunkRequest) -> None:
         self._slot = request
@@ -278,6 +308,7 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
                 if error is not None:
                     self._error = error
                 if reply is not None:
+                    self.delays.append(max(0, self._executed + 1 - reply.timestep))
                     self._queue.merge(reply.timestep, reply.actions, self._executed, self._merge)
                     self._chunk_size = reply.actions.shape[-2]
                     self.chunks_received += 1
@@ -294,6 +325,12 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
                     raise
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._settings.reconnect_max_s)
+
+
+def _host(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float32)
 
 
 def _split(observation: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], list[str]]:

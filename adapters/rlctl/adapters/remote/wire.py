@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.config import structure, unstructure
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.policies.rtc import RTCConfig
 from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
 MAGIC = b"RLC1"
@@ -133,16 +135,22 @@ def _entry(entry: Any) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
 # --- the messages ------------------------------------------------------------------------------
 
 
+COMMITTED = "rtc.committed"  # the committed actions' tensor name, apart from observations
+
+
 def encode_request(request: ChunkRequest) -> bytes:
-    return encode(
-        {
-            "policy": request.policy,
-            "task": list(request.task),
-            "timestep": request.timestep,
-            "max_actions": request.max_actions,
-        },
-        request.observation,
-    )
+    fields: dict[str, Any] = {
+        "policy": request.policy,
+        "task": list(request.task),
+        "timestep": request.timestep,
+        "max_actions": request.max_actions,
+    }
+    tensors = dict(request.observation)
+    if request.committed is not None and request.rtc is not None:
+        fields["rtc"] = unstructure(request.rtc)
+        fields["inference_delay"] = request.inference_delay
+        tensors[COMMITTED] = request.committed
+    return encode(fields, tensors)
 
 
 def decode_request(message: bytes) -> ChunkRequest:
@@ -150,15 +158,36 @@ def decode_request(message: bytes) -> ChunkRequest:
     task = fields.get("task", [])
     if not isinstance(task, list) or not all(isinstance(t, str) for t in task):
         raise InvalidInput("task must be a list of strings", where="request.task")
+    committed = tensors.pop(COMMITTED, None)
     if not tensors:
         raise InvalidInput("a request carries at least one observation tensor", where="request")
+    rtc = _rtc(fields.get("rtc")) if committed is not None else None
+    if committed is not None and (committed.ndim != 3 or committed.dtype.kind != "f"):
+        raise InvalidInput(
+            "committed actions are floats (batch, steps, action_dim)", where="request.rtc"
+        )
+    delay = _int(fields, "inference_delay")
+    if delay < 0:
+        raise InvalidInput("inference_delay must be 0 or more", where="request.inference_delay")
     return ChunkRequest(
         observation=tensors,
         task=tuple(task),
         timestep=_int(fields, "timestep"),
         policy=_str(fields, "policy"),
         max_actions=_int(fields, "max_actions"),
+        committed=committed,
+        inference_delay=delay,
+        rtc=rtc,
     )
+
+
+def _rtc(data: Any) -> RTCConfig:
+    if not isinstance(data, dict):
+        raise InvalidInput("committed actions come with their rtc settings", where="request.rtc")
+    try:
+        return structure(data, RTCConfig)
+    except ConfigError as err:
+        raise InvalidInput(f"rtc settings: {err.message}", where="request.rtc") from None
 
 
 def encode_reply(reply: ChunkReply) -> bytes:

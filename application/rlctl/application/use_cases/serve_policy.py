@@ -22,6 +22,7 @@ from rlctl.application.ports.policy_service import PolicyServer
 from rlctl.domain.config import structure, unstructure
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies.rtc import CommittedActions
 from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
 log = structlog.get_logger()
@@ -81,9 +82,20 @@ class PolicyService:
             )
         observation: dict[str, Any] = dict(request.observation)
         observation["task"] = list(request.task) or [""] * batch
+        committed = None
+        if request.committed is not None and request.rtc is not None:
+            if request.committed.shape[0] not in (1, batch):
+                raise InvalidInput(
+                    f"committed actions for a batch of {request.committed.shape[0]}, "
+                    f"observations for {batch}",
+                    where="request.rtc",
+                )
+            committed = CommittedActions(
+                actions=request.committed, inference_delay=request.inference_delay, rtc=request.rtc
+            )
         with self._locks[name]:
             started = time.perf_counter()
-            chunk = chosen.predict_chunk(observation)
+            chunk = chosen.predict_chunk(observation, committed=committed)
             actions = _host_array(chunk.actions)
             spent = time.perf_counter() - started
         if request.max_actions:
