@@ -207,3 +207,25 @@ def test_metaworld_multitask_sets_expand_like_difficulties():
     assert [t.name for t in tasks][:3] == ["reach-v3", "push-v3", "pick-place-v3"]
     assert [t.task_id for t in tasks] == list(range(10))
     assert len(make_env_config("metaworld", task="mt50").tasks()) == 50
+
+
+def test_creating_envs_after_the_spec_builds_no_env_to_read_its_spaces(toy_package, monkeypatch):
+    from rlctl.adapters.sim.vector import EnvShape
+
+    probed: list[object] = []
+    original = EnvShape.probe.__func__
+
+    def counting(cls, factory):
+        probed.append(factory)
+        return original(cls, factory)
+
+    monkeypatch.setattr(EnvShape, "probe", classmethod(counting))
+    sim = GymSimulation(make_env_config("toy", task="a,b"))
+    sim.spec()
+    envs = sim.create(2, use_async=False)
+    try:
+        assert probed == []  # the spec's env told the spaces of the suite
+        assert envs["toy"][1].num_envs == 2
+    finally:
+        for env in envs["toy"].values():
+            env.close()

@@ -28,7 +28,7 @@ from rlctl.domain.features import FeatureSpec, typed_feature, typed_features
 if TYPE_CHECKING:
     import gymnasium as gym
 
-    from rlctl.adapters.sim.vector import LazyVectorEnv
+    from rlctl.adapters.sim.vector import EnvShape, LazyVectorEnv
 
 FeatureType = Literal["STATE", "VISUAL", "ENV", "ACTION"]
 ACTION = "action"
@@ -156,11 +156,16 @@ class EnvConfig:
         )
 
     def create_envs(
-        self, n_envs: int, use_async: bool = True, worker_cores: int | None = None
+        self,
+        n_envs: int,
+        use_async: bool = True,
+        worker_cores: int | None = None,
+        known_shapes: Mapping[str, EnvShape] | None = None,
     ) -> dict[str, dict[int, LazyVectorEnv]]:
         """`{suite: {task_id: vector env}}`; no worker starts before the env is first used.
 
-        `worker_cores` caps each task's worker processes (None: every core).
+        `worker_cores` caps each task's worker processes (None: every core); `known_shapes`
+        are suites' spaces already read, so that no env is built to read them again.
         """
         from rlctl.adapters.sim.vector import create_task_envs
 
@@ -171,6 +176,7 @@ class EnvConfig:
             use_async,
             preload=self.worker_preload(),
             worker_cores=worker_cores,
+            known_shapes=known_shapes,
         )
 
 

@@ -212,8 +212,11 @@ class GymSimulation:
         self, n_envs: int, use_async: bool, worker_cores: int | None = None
     ) -> Mapping[str, Mapping[int, GymVectorSimulator]]:
         self._close_probe_env()
-        envs = self.config.create_envs(n_envs, use_async, worker_cores)
         tasks = {(t.suite, t.task_id): t for t in self.config.tasks()}
+        # The first suite's spaces were read from the probe env: no env is built again for them.
+        first = self.config.tasks()[0].suite
+        known = {first: self._shape} if self._shape is not None else None
+        envs = self.config.create_envs(n_envs, use_async, worker_cores, known)
         return {
             suite: {
                 tid: GymVectorSimulator(

@@ -28,7 +28,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -285,11 +285,13 @@ def create_task_envs(
     use_async: bool,
     preload: Sequence[str] = (),
     worker_cores: int | None = None,
+    known_shapes: Mapping[str, EnvShape] | None = None,
 ) -> dict[str, dict[int, LazyVectorEnv]]:
     """One lazy vector env per task, over that task's factories (one per env); spaces are
-    probed once per suite. `worker_cores` caps each task's worker processes."""
+    probed once per suite, unless `known_shapes` has the suite's already (an env such as LIBERO
+    takes seconds to build). `worker_cores` caps each task's worker processes."""
     out: dict[str, dict[int, LazyVectorEnv]] = {}
-    shapes: dict[str, EnvShape] = {}
+    shapes: dict[str, EnvShape] = dict(known_shapes or {})
     for task, factories in tasks:
         shape = shapes.get(task.suite)
         lazy = LazyVectorEnv(factories, use_async, shape, preload, worker_cores)
