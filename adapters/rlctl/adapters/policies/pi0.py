@@ -37,6 +37,7 @@ from rlctl.adapters.policies.paligemma import (
     prepare_images,
     sample_time,
 )
+from rlctl.adapters.policies.rtc import PrefixGuidance, guided
 from rlctl.adapters.policies.smolvla import attention_masks_2d, pad_vector, time_embedding
 from rlctl.adapters.policies.tokenizer import PALIGEMMA_TOKENIZER, Pi0NewLineTask, TokenizerStep
 from rlctl.domain.errors import ConfigError
@@ -170,10 +171,12 @@ class PI0FlowMatching(nn.Module):
         token_masks: Tensor,
         state: Tensor | None,
         noise: Tensor,
+        guidance: PrefixGuidance | None = None,
     ) -> Tensor:
-        """Integrate the velocity from noise (t=1) to actions (t=0)."""
+        """Integrate the velocity from noise (t=1) to actions (t=0); with `guidance`, towards
+        the previous chunk's leftover (real-time chunking)."""
         velocity = self.velocity_field(images, image_masks, tokens, token_masks, state)
-        return euler_integrate(velocity, noise, self.config.num_inference_steps)
+        return euler_integrate(guided(velocity, guidance), noise, self.config.num_inference_steps)
 
     def velocity_field(
         self,
@@ -317,13 +320,21 @@ class PiPolicy(PolicyModel):
 
     @torch.no_grad()
     def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
+        return self.predict_guided_chunk(batch, None, noise)
+
+    @torch.no_grad()
+    def predict_guided_chunk(
+        self, batch: Batch, guidance: PrefixGuidance | None, noise: Tensor | None = None
+    ) -> Tensor:
         images, masks, tokens, token_masks, state = self._inputs(batch)
         batch_size = tokens.shape[0]
         if noise is None:
             shape = (batch_size, self.config.chunk_size, self.config.max_action_dim)
             noise = torch.randn(shape, dtype=torch.float32, device=tokens.device)
         noise = noise.to(device=tokens.device, dtype=torch.float32)
-        actions = self.model.sample_actions(images, masks, tokens, token_masks, state, noise)
+        actions = self.model.sample_actions(
+            images, masks, tokens, token_masks, state, noise, guidance
+        )
         return actions[:, :, : self.config.action_dim]
 
 

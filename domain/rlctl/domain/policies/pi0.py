@@ -19,12 +19,13 @@ LeRobot itself reads only its two names.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import ClassVar
 
 import attrs
 
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies.config import PolicyConfig, norm_mapping, require
+from rlctl.domain.policies.rtc import RTCConfig, optional_rtc_config
 
 CUSTOM_PREFIX = "custom:"
 DEFAULT_IMAGE_SIZE = 224
@@ -101,13 +102,9 @@ def _int_pair(value: Iterable[int]) -> tuple[int, int]:
     return first, second
 
 
-def _optional_mapping(value: Any) -> dict[str, Any] | None:
-    # LeRobot's real-time-chunking settings; rlctl keeps them so config.json round-trips.
-    return None if value is None else dict(value)
-
-
 @attrs.frozen(kw_only=True)
 class PiConfig(PolicyConfig):
+    supports_rtc: ClassVar[bool] = True
     """What π0 and π0.5 share (LeRobot's `PI0Config` and `PI05Config` differ only in defaults)."""
 
     paligemma_variant: str = "gemma_2b"
@@ -127,7 +124,8 @@ class PiConfig(PolicyConfig):
     time_sampling_offset: float = 0.001
     min_period: float = 4e-3
     max_period: float = 4.0
-    rtc_config: dict[str, Any] | None = attrs.field(default=None, converter=_optional_mapping)
+    # Real-time chunking (`rlctl.domain.policies.rtc`); None or enabled=false: independent chunks.
+    rtc_config: RTCConfig | None = attrs.field(default=None, converter=optional_rtc_config)
     # Images are resized to (height, width) keeping their aspect ratio, padded on both sides.
     image_resolution: tuple[int, int] = attrs.field(
         default=(DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE), converter=_int_pair
@@ -169,12 +167,6 @@ class PiConfig(PolicyConfig):
             self.image_resolution[0] == self.image_resolution[1] and self.image_resolution[0] > 0,
             f"PaliGemma reads square images, got image_resolution {self.image_resolution}",
             "image_resolution",
-        )
-        require(
-            self.rtc_config is None or not self.rtc_config.get("enabled", False),
-            "real-time chunking (rtc_config) is not supported by rlctl yet",
-            "rtc_config",
-            hint="drop rtc_config or set its enabled to false",
         )
         require(self.num_inference_steps >= 1, "must be at least 1", "num_inference_steps")
         require(self.tokenizer_max_length > 0, "must be positive", "tokenizer_max_length")
