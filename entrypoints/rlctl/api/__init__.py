@@ -18,6 +18,7 @@ __all__ = [
     "AppSettings",
     "Container",
     "DatasetSettings",
+    "collate",
     "connect_policy",
     "container",
     "create_dataset",
@@ -60,6 +61,9 @@ def open_dataset(
     `streaming=True` reads a Hub repo id without downloading it (only `meta/`): a torch
     `IterableDataset` with the same items, shuffled through a buffer of `buffer_size` frames
     (1000) seeded by `seed` (42), each DataLoader worker and DDP rank reading its own shard.
+
+    Batch it with `DataLoader(dataset, ..., collate_fn=rlctl.api.collate)` when the dataset has
+    language annotations (`language_persistent`, `language_events`).
     """
     c = using or build_container()
     backend = {"video_backend": video_backend} if video_backend else {}
@@ -89,6 +93,16 @@ def open_dataset(
         image_transforms=image_transforms,
         **backend,
     )
+
+
+def collate(items: Sequence[Mapping[str, Any] | None]) -> Any:
+    """The `collate_fn` for a torch `DataLoader` over `open_dataset(...)`, as LeRobot's
+    `lerobot_collate_fn`: `language_persistent` / `language_events` (lists of row dicts, which
+    torch's default collate refuses) stay lists with one entry per item, in batch order;
+    everything else goes through `default_collate`. Any dataset can use it."""
+    from rlctl.adapters.storage.collate import collate_items
+
+    return collate_items(items)
 
 
 def create_dataset(

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order
@@ -207,6 +208,8 @@ def make_loader(
     return DataLoader(
         items,
         batch_sampler=sampler,
+        # Language annotations (lists of row dicts) stay per-item lists; the rest as by default.
+        collate_fn=collate_items,
         num_workers=num_workers,
         pin_memory=pin_memory,
         # Its own generator: creating the loader's iterator must not draw from the global RNG,

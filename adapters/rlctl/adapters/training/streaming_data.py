@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.domain.errors import DatasetError
@@ -69,6 +70,7 @@ def stream_batches(
     loader = DataLoader(
         items,
         batch_size=batch_size,
+        collate_fn=collate_items,  # language annotations stay per-item lists
         num_workers=num_workers,
         pin_memory=pin_memory,
         prefetch_factor=2 if num_workers > 0 else None,
