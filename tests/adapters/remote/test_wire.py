@@ -92,3 +92,48 @@ STATE = {"name": "observation.state", "dtype": "float32", "shape": [1, 6], "nbyt
 def test_malformed_requests_are_refused_with_the_reason(message: bytes, complaint: str) -> None:
     with pytest.raises(InvalidInput, match=complaint):
         wire.decode_request(message)
+
+
+@given(
+    array=DTYPES.flatmap(lambda d: hnp.arrays(d, hnp.array_shapes(min_dims=2, max_dims=4))),
+    big_endian=st.booleans(),
+)
+def test_strided_and_big_endian_arrays_travel_as_their_values(
+    array: np.ndarray, big_endian: bool
+) -> None:
+    # Encoding reads the array's memory directly when it can: what it cannot (a transposed view,
+    # big-endian bytes) must still arrive as the same values.
+    sent = array.T
+    if big_endian:
+        sent = sent.astype(sent.dtype.newbyteorder(">"))
+    _, tensors = wire.decode(wire.encode({}, {"x": sent}))
+    assert tensors["x"].shape == sent.shape and tensors["x"].dtype == array.dtype
+    np.testing.assert_array_equal(tensors["x"], sent)
+
+
+def test_decoded_arrays_are_writable_copies_of_the_message() -> None:
+    message = wire.encode({}, {"x": np.arange(12, dtype=np.float32).reshape(3, 4)})
+    _, tensors = wire.decode(message)
+    tensors["x"][0, 0] = 99.0  # torch.from_numpy needs writable arrays
+    _, again = wire.decode(message)
+    assert again["x"][0, 0] == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_observations_with_nan_or_infinity_are_refused(dtype: str, bad: float) -> None:
+    values = np.zeros((1, 3, 4, 5), dtype=dtype)
+    values[0, 2, 3, 1] = bad
+    request = ChunkRequest(observation={"observation.images.front": values})
+    with pytest.raises(InvalidInput, match="NaN or infinite"):
+        wire.decode_request(wire.encode_request(request))
+
+
+def test_large_finite_values_and_empty_arrays_are_accepted() -> None:
+    # Close to float32's limit: a check that summed the values would overflow and refuse these.
+    huge = np.full((1, 1000), 3e38, dtype=np.float32)
+    request = ChunkRequest(
+        observation={"observation.state": huge, "observation.empty": np.zeros((1, 0), np.float32)}
+    )
+    back = wire.decode_request(wire.encode_request(request))
+    np.testing.assert_array_equal(back.observation["observation.state"], huge)
