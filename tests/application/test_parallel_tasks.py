@@ -161,3 +161,21 @@ def test_a_crash_in_one_task_stops_the_others_and_closes_everything():
     assert len(sim.record.closed) == 5
     # The other two runners stop at their next step (one more each at most).
     assert sim.record.steps <= 9 + 2
+
+
+def test_tasks_at_once_step_even_a_single_env_in_a_worker():
+    # In one process, simulators share global state; each task gets its own workers.
+    sim = FakeSimulation(SUITES, script=script, max_parallel_tasks=2)
+    use_case = EvaluatePolicy(sim, policy(), RecordingProgress(), cpu_count=4, policy_copies=policy)
+    use_case(EvalSettings(n_episodes=2, batch_size=1))
+    assert use_case.plan is not None and use_case.plan.use_async
+    assert {(n, a) for _, _, n, a in sim.record.created} == {(1, True)}
+    assert sim.record.max_live_workers == 3
+
+
+def test_tasks_at_once_with_in_process_envs_are_refused():
+    sim = FakeSimulation(SUITES, max_parallel_tasks=2)
+    use_case = EvaluatePolicy(sim, policy(), RecordingProgress(), cpu_count=4, policy_copies=policy)
+    with pytest.raises(ConfigError, match="worker processes"):
+        use_case(EvalSettings(n_episodes=2, batch_size=2, use_async_envs=False))
+    assert sim.record.created == []

@@ -155,20 +155,33 @@ def plan_rollouts(
     batch_size: int = 0,
     use_async: bool | None = None,
     n_tasks: int = 1,
+    workers_only: bool = False,
 ) -> RolloutPlan:
     """The batch size and mode to run with. `batch_size > 0` and `use_async` force a choice.
 
     Without timings the plan is LeRobot's (auto batch size, workers when more than one env).
-    One env always runs in-process: a worker would only add a round trip per step.
+    One env runs in-process (a worker would only add a round trip per step), unless
+    `workers_only`: tasks running at once must not share a process, where simulators keep global
+    state (Meta-World's goal sampling, for one), so every env then runs in a worker.
     """
     if n_episodes < 1:
         raise InvalidInput(f"n_episodes must be >= 1, got {n_episodes}", where="eval.n_episodes")
+    if workers_only:
+        if use_async is False:
+            raise ConfigError(
+                "tasks running at once (max_parallel_tasks > 1) step their envs in worker "
+                "processes, and --eval.use_async_envs=false asks for them in this process",
+                where="eval.use_async_envs",
+                hint="leave eval.use_async_envs unset (or true), or set env.max_parallel_tasks=1",
+            )
+        use_async = True
+    min_async = 1 if workers_only else 2
     forced_batch = clamp_batch_size(batch_size, n_episodes) if batch_size else None
     if forced_batch is not None and use_async is not None:
-        return RolloutPlan(forced_batch, use_async and forced_batch > 1, reason="forced")
+        return RolloutPlan(forced_batch, use_async and forced_batch >= min_async, reason="forced")
     if timings is None:
         size = forced_batch or auto_batch_size(n_episodes, cpu_count)
-        mode = size > 1 if use_async is None else (use_async and size > 1)
+        mode = size > 1 if use_async is None else (use_async and size >= min_async)
         return RolloutPlan(size, mode, reason="default (no measurement)")
 
     candidates: list[tuple[float, int, bool]] = []
@@ -176,7 +189,7 @@ def plan_rollouts(
     async_cap = max(2, cpu_count)  # more workers than cores only queue behind each other
     for size in sizes:
         for mode in (False, True) if use_async is None else (use_async,):
-            if mode and (size < 2 or (size > async_cap and not forced_batch)):
+            if mode and (size < min_async or (size > async_cap and not forced_batch)):
                 continue
             cost = estimate_s(timings, n_episodes, n_tasks, size, mode, cpu_count)
             candidates.append((cost, size, mode))

@@ -82,7 +82,7 @@ class FakeVectorSimulator:
         self._owner = owner
         self._task = task
         self._num_envs = num_envs
-        self._async = use_async and num_envs > 1
+        self._async = use_async
         self._started = False
         self._running = False
         self._closed = False

@@ -153,7 +153,8 @@ class LazyVectorEnv:
         self.env_fns = [functools.partial(_build_wrapped, f) for f in factories]
         self.preload = tuple(preload)
         self.num_envs = len(self.env_fns)
-        self.use_async = use_async and self.num_envs > 1
+        # The plan asks for workers for one env only when tasks run side by side.
+        self.use_async = use_async
         # The cores this task's workers may use: all of them unless tasks run side by side.
         self.worker_cores = worker_cores
         self.shape = shape or EnvShape.probe(factories[0])

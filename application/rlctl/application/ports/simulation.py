@@ -137,8 +137,9 @@ class Simulation(Protocol):
     ) -> Mapping[str, Mapping[int, VectorSimulator]]:
         """`{suite: {task_id: simulator}}` for every task; nothing is started yet.
 
-        `worker_cores`: the cores one task's worker processes may use (None: every core); a
-        task's `n_envs` are sharded over at most that many workers.
+        `use_async`: each task's envs in worker processes (even a single env), else in this
+        process. `worker_cores`: the cores one task's worker processes may use (None: every
+        core); a task's `n_envs` are sharded over at most that many workers.
         """
         ...
 

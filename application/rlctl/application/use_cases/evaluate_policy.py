@@ -20,10 +20,11 @@ A suite's tasks run one after the other, the next task's envs started while the 
 runs and each closed when it is done. With the env's `max_parallel_tasks = N` (at most the
 cores), N tasks run at once in threads (`suite_schedule`), each with its own policy (made by
 `policy_copies`: a policy keeps its action queue between ticks) and `cores // N` cores for its
-env workers; the plan is chosen for that share. The report is the sequential run's: tasks in
-suite order, the same seeds, videos and task text per task. A policy that draws random numbers
-(the random policy, sampling policies) draws them per copy, so its episodes differ from a
-sequential run's; a deterministic policy's do not.
+env workers; the plan is chosen for that share. Their envs always run in worker processes, even
+one env per task: in one process, simulators share global state (Meta-World's goal sampling).
+The report is the sequential run's: tasks in suite order, the same seeds, videos and task text
+per task. A policy that draws random numbers (the random policy, sampling policies) draws them
+per copy, so its episodes differ from a sequential run's; a deterministic policy's do not.
 """
 
 from __future__ import annotations
@@ -257,6 +258,7 @@ class EvaluatePolicy:
             batch_size=settings.batch_size,
             use_async=settings.use_async_envs,
             n_tasks=math.ceil(max(1, len(tasks)) / slots.count),
+            workers_only=slots.count > 1,
         )
 
     def _measure(self, spec: SimSpec, settings: EvalSettings, max_steps: int) -> Timings:
