@@ -179,3 +179,22 @@ def test_tasks_at_once_with_in_process_envs_are_refused():
     with pytest.raises(ConfigError, match="worker processes"):
         use_case(EvalSettings(n_episodes=2, batch_size=2, use_async_envs=False))
     assert sim.record.created == []
+
+
+def test_ctrl_c_in_one_runner_stops_every_task_and_closes_everything():
+    class Interrupting(ScriptedPolicy):
+        def select_action(self, observation):
+            raise KeyboardInterrupt
+
+    copies = iter([Interrupting(2)])
+    sim = FakeSimulation(SUITES, script=script, max_parallel_tasks=2, step_sleep_s=1e-3)
+    use_case = EvaluatePolicy(
+        sim, policy(), RecordingProgress(), cpu_count=4, policy_copies=lambda: next(copies)
+    )
+    with pytest.raises(KeyboardInterrupt):
+        use_case(EvalSettings(n_episodes=3, batch_size=2))
+    assert sim.record.live_workers == 0
+    assert len(sim.record.closed) == 5
+    # The other runner stopped at its next step instead of going through the suite's
+    # 5 tasks x 2 batches.
+    assert len(sim.record.resets) < 10
