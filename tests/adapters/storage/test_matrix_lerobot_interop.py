@@ -35,10 +35,12 @@ import torch
 from rlctl.adapters.memory.progress import SilentProgress
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.adapters.storage.lerobot_v3.tools.checker import LeRobotDatasetChecker
 from rlctl.adapters.storage.lerobot_v3.tools.folders import LocalDatasetFolders
 from rlctl.adapters.storage.lerobot_v3.tools.rebuild import LeRobotRebuilder
 from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
 from rlctl.adapters.storage.lerobot_v21.source import LeRobotV21Reader
+from rlctl.application.use_cases.check_dataset import CheckDataset
 from rlctl.application.use_cases.convert_dataset import ConvertDataset
 from rlctl.application.use_cases.delete_episodes import DeleteEpisodes
 from rlctl.application.use_cases.merge_datasets import MergeDatasets
@@ -101,12 +103,15 @@ def cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def matrix_report(request):
     yield MATRIX
-    lines = ["| setting | read-equal | LeRobot-reads-ours |", "| --- | --- | --- |"]
+    lines = [
+        "| setting | read-equal | LeRobot-reads-ours | LeRobot-reads-rlctl-edits-of-its-own |",
+        "| --- | --- | --- | --- |",
+    ]
     for row in mr.ROWS:
         entry = MATRIX.get(row["id"], {})
-        lines.append(
-            f"| {row['name']} | {entry.get('read', 'not run')} | {entry.get('ours', 'not run')} |"
-        )
+        default = "not run" if recorded(row) else "—"
+        cells = [entry.get("read", "not run"), entry.get("ours", "not run")]
+        lines.append(f"| {row['name']} | {' | '.join(cells)} | {entry.get('tools', default)} |")
     text = "\n".join(lines)
     if MATRIX:
         (cache_dir().parent / "matrix.md").write_text(text + "\n")
@@ -193,6 +198,17 @@ def rlctl_edit(folder: Path, row: dict[str, Any], lerobot_folder: Path) -> Path 
     return target
 
 
+def rlctl_edit_theirs(source: Path, target: Path, row: dict[str, Any]) -> None:
+    """rlctl's tools on LeRobot's dataset of the row: episode 1 deleted, then the first episode
+    split off and merged back after the rest."""
+    tools = (LeRobotMetaReader(), LeRobotRebuilder(), LocalDatasetFolders(), SilentProgress())
+    work = target.parent / "theirs-work"
+    DeleteEpisodes(*tools)(str(source), [1], str(work / "deleted"))
+    SplitDataset(*tools)(str(work / "deleted"), str(work / "head"), episodes=[0])
+    DeleteEpisodes(*tools)(str(work / "deleted"), [0], str(work / "tail"))
+    MergeDatasets(*tools)([str(work / "tail"), str(work / "head")], str(target))
+
+
 @pytest.fixture(scope="session")
 def rlctl_written(lerobot_written: Path, tmp_path_factory) -> dict[str, Any]:
     """rlctl's dataset of every row and LeRobot's items of it: row id -> (root, dump folder),
@@ -212,6 +228,23 @@ def rlctl_written(lerobot_written: Path, tmp_path_factory) -> dict[str, Any]:
             out[row_id] = None
             continue
         out[row_id] = (root, folder / "lerobot")
+        if recorded(row):  # rlctl's tools on LeRobot's own files of the row, too
+            edited = folder / "theirs-edited"
+            try:
+                rlctl_edit_theirs(lerobot_written / row_id / "dataset", edited, row)
+            except Exception as error:
+                out[f"{row_id}/theirs"] = error
+            else:
+                out[f"{row_id}/theirs"] = (edited, folder / "lerobot-theirs")
+                jobs.append(
+                    {
+                        "id": f"{row_id}/theirs",
+                        "root": str(edited),
+                        "deltas": row["deltas"],
+                        "subset": None,
+                        "out": str(folder / "lerobot-theirs"),
+                    }
+                )
         jobs.append(
             {
                 "id": row_id,
@@ -256,6 +289,8 @@ def assert_same_items(root: Path, row: dict[str, Any], dumped: Path) -> None:
     with rlctl's default video backend, and the row's episode subset alone."""
     error = dumped / "error.txt"
     assert not error.exists(), "LeRobot failed:\n" + error.read_text()[-3000:]
+    report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
+    assert report.ok and not report.warnings, (report.problems, report.warnings)
     deltas = present_deltas(root, row)
     for backend in ("pyav", None):
         compare_items(root, rlctl_items(root, deltas, backend=backend), dumped)
@@ -319,6 +354,19 @@ STREAM_CODECS = {"libsvtav1": "av1", "h264": "h264", "hevc": "hevc"}
 def assert_settings(root: Path, row: dict[str, Any]) -> None:
     """The dataset holds the row's settings: info.json records them and the files are split
     into as many files and chunk folders as the row expects."""
+    assert_info_settings(root, row)
+    layout = row["layout"]
+    data = sorted((root / "data").glob("chunk-*/file-*.parquet"))
+    assert len(data) >= layout.get("data_files", 1), [p.name for p in data]
+    assert len({p.parent for p in data}) >= layout.get("chunks", 1)
+    for key in rgb_cameras(root):
+        videos = sorted((root / "videos" / key).glob("chunk-*/file-*.mp4"))
+        assert len(videos) >= layout.get("video_files", 1), key
+        assert len({p.parent for p in videos}) >= layout.get("chunks", 1), key
+
+
+def assert_info_settings(root: Path, row: dict[str, Any]) -> None:
+    """info.json records the row's file settings and video encoding."""
     info = json.loads((root / "meta/info.json").read_text())
     for key in ("chunks_size", "data_files_size_in_mb", "video_files_size_in_mb"):
         if row[key] is not None:
@@ -332,14 +380,6 @@ def assert_settings(root: Path, row: dict[str, Any]) -> None:
         assert recorded["video.pix_fmt"] == video.get("pix_fmt", "yuv420p"), key
         assert recorded["video.g"] == video.get("g", 2), key
         assert recorded["video.crf"] == video.get("crf", 30), key
-    layout = row["layout"]
-    data = sorted((root / "data").glob("chunk-*/file-*.parquet"))
-    assert len(data) >= layout.get("data_files", 1), [p.name for p in data]
-    assert len({p.parent for p in data}) >= layout.get("chunks", 1)
-    for key in rgb_cameras(root):
-        videos = sorted((root / "videos" / key).glob("chunk-*/file-*.mp4"))
-        assert len(videos) >= layout.get("video_files", 1), key
-        assert len({p.parent for p in videos}) >= layout.get("chunks", 1), key
 
 
 def recorded(row: dict[str, Any]) -> bool:
@@ -388,3 +428,19 @@ def test_lerobot_reads_what_rlctl_wrote(row_id, rlctl_written, matrix_report) ->
         return None
 
     record(row_id, "ours", check)
+
+
+@pytest.mark.parametrize("row_id", [row_id for row_id, row in ROWS.items() if recorded(row)])
+def test_lerobot_reads_what_rlctls_tools_made_of_its_datasets(
+    row_id, rlctl_written, matrix_report
+) -> None:
+    written = rlctl_written[f"{row_id}/theirs"]
+
+    def check() -> None:
+        if isinstance(written, BaseException):
+            raise written
+        root, dumped = written
+        assert_info_settings(root, ROWS[row_id])  # the tools keep the row's settings
+        assert_same_items(root, {**ROWS[row_id], "subset": None}, dumped)
+
+    record(row_id, "tools", check)
