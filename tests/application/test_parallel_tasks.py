@@ -48,7 +48,7 @@ def evaluate(parallel: int, *, cpu_count: int = 4, videos_dir=None, **sim_option
         script=script,
         max_parallel_tasks=parallel,
         action_reward=1.0,
-        step_sleep_s=1e-3,
+        step_sleep_s=5e-3,
         **sim_options,
     )
     encoder = InMemoryVideos()
@@ -165,11 +165,12 @@ def test_a_crash_in_one_task_stops_the_others_and_closes_everything():
 
 def test_tasks_at_once_step_even_a_single_env_in_a_worker():
     # In one process, simulators share global state; each task gets its own workers.
-    sim = FakeSimulation(SUITES, script=script, max_parallel_tasks=2)
+    sim = FakeSimulation(SUITES, script=script, max_parallel_tasks=2, step_sleep_s=5e-3)
     use_case = EvaluatePolicy(sim, policy(), RecordingProgress(), cpu_count=4, policy_copies=policy)
     use_case(EvalSettings(n_episodes=2, batch_size=1))
     assert use_case.plan is not None and use_case.plan.use_async
     assert {(n, a) for _, _, n, a in sim.record.created} == {(1, True)}
+    assert sim.record.max_running == 2
     assert sim.record.max_live_workers == 3
 
 
