@@ -114,6 +114,7 @@ def _rank_features() -> dict[str, dict[str, Any]]:
             "observation.grid": {"dtype": "float32", "shape": [2, 3], "names": None},
             "observation.cube": {"dtype": "int16", "shape": [2, 2, 2], "names": None},
             "observation.tensor4": {"dtype": "float64", "shape": [2, 1, 2, 2], "names": None},
+            "observation.tensor5": {"dtype": "uint8", "shape": [1, 2, 1, 2, 2], "names": None},
         }
     )
     return features
@@ -187,7 +188,7 @@ ROWS: list[dict[str, Any]] = [
         deltas=_deltas(CAMERA, DEPTH),
     ),
     _row("dtypes float64 int64 int32 uint8 bool string", features=_dtype_features()),
-    _row("rank 2-4 numeric features", features=_rank_features()),
+    _row("rank 2-5 numeric features", features=_rank_features()),
     _tool_row("delete episodes (tool)", {"tool": "delete", "episodes": [1, 3]}),
     _tool_row("split (tool)", {"tool": "split", "episodes": [1, 2]}),
     _tool_row("merge (tool)", {"tool": "merge"}, subset=[2, 5]),

@@ -66,10 +66,14 @@ SAME_FILE_TOLERANCE = 2 / 255
 # rlctl's items against the frames that went in: one lossy encode (see writer_support.py).
 ENCODE_TOLERANCE = 16 / 255
 NO_RLCTL_TOOL = "no rlctl tool"
+# LeRobot's torchcodec and PyAV give the same frames; rlctl reads with both.
+BACKENDS = ("pyav", "torchcodec") if importlib.util.find_spec("torchcodec") else ("pyav",)
 
 pytestmark = [
     pytest.mark.lerobot,
     pytest.mark.slow,
+    # The first test waits for LeRobot to write every row (about a minute on a quiet machine).
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(
         not LEROBOT_PYTHON,
         reason="set RLCTL_LEROBOT_PYTHON to a Python with lerobot 0.6.1 installed "
@@ -286,13 +290,13 @@ def rgb_cameras(root: Path) -> set[str]:
 
 def assert_same_items(root: Path, row: dict[str, Any], dumped: Path) -> None:
     """rlctl's items of `root` are those LeRobot dumped into `dumped`: read whole with PyAV and
-    with rlctl's default video backend, and the row's episode subset alone."""
+    torchcodec, and the row's episode subset alone."""
     error = dumped / "error.txt"
     assert not error.exists(), "LeRobot failed:\n" + error.read_text()[-3000:]
     report = CheckDataset(LeRobotDatasetChecker(), SilentProgress())(str(root))
     assert report.ok and not report.warnings, (report.problems, report.warnings)
     deltas = present_deltas(root, row)
-    for backend in ("pyav", None):
+    for backend in BACKENDS:
         compare_items(root, rlctl_items(root, deltas, backend=backend), dumped)
     if row["subset"]:
         compare_items(root, rlctl_items(root, deltas, row["subset"]), dumped / "subset")
