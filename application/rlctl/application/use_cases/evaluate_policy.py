@@ -195,8 +195,9 @@ class EvaluatePolicy:
                 env.close()
                 with self._lock:
                     done[0] += 1
+                    count = done[0]
                 log.info(
-                    "task done", suite=suite, task_id=task_id, tasks_done=done[0], at=time.time()
+                    "task done", suite=suite, task_id=task_id, tasks_done=count, at=time.time()
                 )
 
         try:
