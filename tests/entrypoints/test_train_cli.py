@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.frames import Transition
 from rlctl.entrypoints.cli.main import cli
-from rlctl.entrypoints.cli.train import TrainCommandSettings, run_folder
+from rlctl.entrypoints.cli.train import TrainCommandSettings
+from rlctl.entrypoints.cli.train_config import run_folder
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -220,8 +221,10 @@ def test_relative_actions_then_fine_tuning_as_a_user_types_them(runner, fixtures
         ],
     )
     assert result.exit_code == 1
-    assert "the pretrained policy is 'mlp' but the run trains 'act'" in result.output
+    assert "policy.type=act but the checkpoint at" in result.output
+    assert "is of type 'mlp'" in result.output
     assert "--policy.type=mlp" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "act").exists()  # refused before the run starts
 
 
 def test_an_unknown_excluded_joint_is_one_line(runner, fixtures_dir, tmp_path):
@@ -233,15 +236,15 @@ def test_an_unknown_excluded_joint_is_one_line(runner, fixtures_dir, tmp_path):
 
 
 def test_a_hub_repo_id_is_fine_tuned_from_with_the_command_line_on_top(tmp_path, monkeypatch):
-    """`--policy.pretrained_path=REPO_ID` is pulled through the container's policy resolver
-    (an in-memory Hub here); its config is the base, the command line's settings win."""
-    import click
+    """`--policy.path=REPO_ID` reads the repo's config.json alone (through the container's policy
+    resolver, an in-memory Hub here): its config is the base, the command line's settings win,
+    and the weights are left for training to pull."""
     from dependency_injector import providers
 
     from rlctl.adapters.memory.hub import InMemoryHub
     from rlctl.application.use_cases.push_policy import PushPolicy, PushPolicyRequest
-    from rlctl.domain.policies import ACTConfig, MLPConfig, lerobot_config_data
-    from rlctl.entrypoints.cli.train import pretrained_settings, train_command
+    from rlctl.domain.policies import MLPConfig, lerobot_config_data
+    from rlctl.entrypoints.cli.train_config import resolve_train_settings
     from rlctl.entrypoints.container import build_container
 
     monkeypatch.chdir(tmp_path)
@@ -255,18 +258,14 @@ def test_a_hub_repo_id_is_fine_tuned_from_with_the_command_line_on_top(tmp_path,
     container = build_container()
     container.hub.override(providers.Object(hub))
 
-    args = ["--policy.pretrained_path=alice/mlp", "--policy.dropout=0.25", "--steps=3"]
-    ctx = click.Context(train_command)
-    ctx.args, ctx.params = args, {}
-    # What the command line resolves to before the checkpoint is read: the default type, ACT.
-    typed = TrainCommandSettings(policy=ACTConfig(pretrained_path="alice/mlp"), steps=3)
-    tuned = pretrained_settings(typed, ctx, container)
+    args = ["--policy.path=alice/mlp", "--policy.dropout=0.25", "--steps=3"]
+    tuned = resolve_train_settings(TrainCommandSettings, args, container=container, environ={})
 
     assert isinstance(tuned.policy, MLPConfig) and tuned.policy.hidden_dims == (7, 7)
     assert tuned.policy.dropout == 0.25 and tuned.steps == 3
     assert tuned.policy.pretrained_path == "alice/mlp"
     assert tuned.policy.device is None  # where it trained is not inherited
-    assert hub.fetched  # pulled through the resolver
+    assert [name for _, _, name in hub.fetched] == ["config.json"]  # no weights yet
 
 
 def test_help_lists_the_registered_trainable_policy_types(runner):

@@ -266,12 +266,20 @@ def resolve[T](
     overrides: Iterable[tuple[str, Any]] = (),
 ) -> T:
     """Defaults of `cls`, then each layer (file, environment …), then dotted overrides."""
+    return structure(merge_layers(*layers, overrides=overrides), cls)
+
+
+def merge_layers(
+    *layers: Mapping[str, Any], overrides: Iterable[tuple[str, Any]] = ()
+) -> dict[str, Any]:
+    """What `resolve` structures: the layers merged in order, then the dotted overrides, as plain
+    data (a command may look at it, e.g. for a checkpoint to read, before it is checked)."""
     data: dict[str, Any] = {}
     for layer in layers:
         data = merge_data(data, layer)
     for dotted, value in overrides:
         data = _apply_override(data, dotted, value)
-    return structure(data, cls)
+    return data
 
 
 def _apply_override(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:

@@ -24,22 +24,21 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from rlctl.adapters.policies.base import PolicyModel, policy_class
+from rlctl.adapters.policies.config_file import read_config_data, structure_config
 from rlctl.adapters.policies.errors import (
     CheckpointError,
     CheckpointMismatch,
     CheckpointNotFound,
     UnknownPolicyType,
 )
-from rlctl.adapters.policies.files import read_checkpoint_json
 from rlctl.adapters.policies.processors import (
     POSTPROCESSOR_NAME,
     PREPROCESSOR_NAME,
     read_pipeline,
     write_pipeline,
 )
-from rlctl.domain.config import fields_of, structure
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.policies import PolicyConfig, known_policy_types, lerobot_config_data
+from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
 from rlctl.domain.run_layout import MODEL_FILE, POLICY_CONFIG_FILE, PRETRAINED_DIR
 
@@ -67,31 +66,7 @@ def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
 
 
 def read_config(folder: Path) -> PolicyConfig:
-    path = folder / CONFIG_FILE
-    data = read_checkpoint_json(path)
-    if not isinstance(data, dict):
-        raise CheckpointError("config.json must hold a JSON object", where=str(path))
-    known = known_policy_types()
-    policy_type = data.get("type")
-    if not isinstance(policy_type, str) or policy_type not in known:
-        raise UnknownPolicyType(
-            f"unknown policy type {policy_type!r}",
-            where=f"{path}: type",
-            hint=f"known policy types: {', '.join(known)} (another type needs the package that "
-            "provides it)",
-        )
-    cls = known[policy_type]
-    # A newer LeRobot may add config keys; they are dropped (and logged) rather than refused.
-    allowed = {"type", *fields_of(cls)}
-    extra = sorted(set(data) - allowed)
-    if extra:
-        log.warning("ignoring unknown policy config keys", file=str(path), keys=extra)
-    try:
-        return structure({k: v for k, v in data.items() if k in allowed}, PolicyConfig)
-    except ConfigError as err:
-        raise CheckpointError(
-            err.message, where=f"{path}: {err.where}" if err.where else str(path), hint=err.hint
-        ) from err
+    return structure_config(read_config_data(folder), folder / CONFIG_FILE)
 
 
 def write_config(config: PolicyConfig, folder: Path) -> Path:

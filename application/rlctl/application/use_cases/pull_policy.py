@@ -24,6 +24,8 @@ class PullPolicyRequest:
     repo_id: str
     revision: str | None = None
     local_dir: str | None = None
+    # Only config.json (what `rlctl train --policy.path` reads before it starts), no weights.
+    config_only: bool = False
 
 
 @attrs.frozen
@@ -42,7 +44,8 @@ class PullPolicy:
         check_repo_id(request.repo_id, where="repo id")
         repo = RepoRef(request.repo_id, "model", request.revision)
         local_dir = Path(request.local_dir).expanduser() if request.local_dir else None
-        snapshot = self._hub.download(repo, allow=POLICY_FILES, local_dir=local_dir)
+        allow = (CONFIG_NAME,) if request.config_only else POLICY_FILES
+        snapshot = self._hub.download(repo, allow=allow, local_dir=local_dir)
         if not (snapshot.root / CONFIG_NAME).is_file():
             raise InvalidInput(
                 "the repo has no config.json: it is not a LeRobot policy checkpoint",
@@ -62,8 +65,12 @@ class ResolvePolicy:
     def __init__(self, pull: PullPolicy) -> None:
         self._pull = pull
 
-    def __call__(self, location: str | Path, *, revision: str | None = None) -> Path:
+    def __call__(
+        self, location: str | Path, *, revision: str | None = None, config_only: bool = False
+    ) -> Path:
+        """`config_only`: of a repo, fetch config.json alone (the weights come later)."""
         path = Path(location).expanduser()
         if path.exists() or not is_repo_id(str(location)):
             return checkpoint_dir(path) if path.is_dir() else path
-        return self._pull(PullPolicyRequest(str(location), revision=revision)).root
+        request = PullPolicyRequest(str(location), revision=revision, config_only=config_only)
+        return self._pull(request).root

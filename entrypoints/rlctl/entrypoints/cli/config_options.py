@@ -58,12 +58,13 @@ def start_command(ctx: click.Context) -> None:
 def config_options(
     config_cls: type[Any],
     section: str | None = None,
-    complete: Callable[[Any, click.Context], Any] | None = None,
+    resolve: Callable[[click.Context, str | None], Any] | None = None,
 ) -> Callable[[F], F]:
     """Give the command a resolved `config` argument of `config_cls`.
 
-    `complete(config, ctx)` adds what the settings point at (a resumed run's saved settings, a
-    pretrained policy's config) before the command runs and before `--print-config` shows them.
+    `resolve(ctx, config_file)` replaces the usual layering for a command whose settings point
+    at more settings (a resumed run's saved ones, a pretrained policy's config): it runs before
+    the command and before `--print-config` shows the result.
     """
 
     def decorate(func: F) -> F:
@@ -85,14 +86,15 @@ def config_options(
             from rlctl.entrypoints.settings import resolve_config
 
             start_command(ctx)
-            config = resolve_config(
-                config_cls,
-                config_file=config_file,
-                overrides=parse_overrides(ctx.args),
-                section=section,
-            )
-            if complete is not None:
-                config = complete(config, ctx)
+            if resolve is not None:
+                config = resolve(ctx, config_file)
+            else:
+                config = resolve_config(
+                    config_cls,
+                    config_file=config_file,
+                    overrides=parse_overrides(ctx.args),
+                    section=section,
+                )
             if print_config:
                 click.echo(json.dumps(unstructure(config), indent=2, default=str))
                 ctx.exit(0)

@@ -193,9 +193,16 @@ def _typed_section(
 
 
 def chosen_types(args: list[str]) -> dict[str, str]:
-    """`--policy.type=act` and `--policy.type act` among raw arguments → {"policy": "act"}."""
+    """`--policy.type=act` and `--policy.type act` among raw arguments → {"policy": "act"};
+    `--policy.path=DIR` (or `pretrained_path`) of a local checkpoint → the type it holds."""
     out: dict[str, str] = {}
     for i, arg in enumerate(args):
+        for option in ("--policy.path", "--policy.pretrained_path"):
+            if arg.startswith(option + "=") or (arg == option and i + 1 < len(args)):
+                location = arg.partition("=")[2] if "=" in arg else args[i + 1]
+                kind = _checkpoint_type(location)
+                if kind is not None:
+                    out.setdefault("policy", kind)
         if not arg.startswith("--") or (not arg.endswith(".type") and ".type=" not in arg):
             continue
         key, sep, value = arg[2:].partition("=")
@@ -204,6 +211,23 @@ def chosen_types(args: list[str]) -> dict[str, str]:
         if key.endswith(".type") and value:
             out[key.removesuffix(".type")] = value
     return out
+
+
+def _checkpoint_type(location: str) -> str | None:
+    """The `type` in a local checkpoint folder's config.json (no Hub access for `--help`)."""
+    import json
+    from pathlib import Path
+
+    from rlctl.domain.run_layout import POLICY_CONFIG_FILE, PRETRAINED_DIR
+
+    folder = Path(location).expanduser()
+    for config in (folder / POLICY_CONFIG_FILE, folder / PRETRAINED_DIR / POLICY_CONFIG_FILE):
+        try:
+            kind = json.loads(config.read_text(encoding="utf-8")).get("type")
+        except (OSError, ValueError, AttributeError):
+            continue
+        return kind if isinstance(kind, str) else None
+    return None
 
 
 def write_settings(

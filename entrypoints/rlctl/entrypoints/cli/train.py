@@ -3,14 +3,14 @@
     rlctl train --dataset.root=data/pusht --policy.type=act --steps=100000 --batch_size=8 \\
         --output_dir=outputs/train/act_pusht [--env.type=pusht --eval_freq=20000]
     rlctl train --resume=outputs/train/act_pusht          # after a crash, Ctrl-C or kill
-    rlctl train --policy.pretrained_path=DIR_OR_REPO --dataset.root=...   # fine-tune
+    rlctl train --policy.path=DIR_OR_REPO --policy.train_expert_only=true --dataset.root=...
     torchrun --nproc_per_node=2 --no-python rlctl train ...   # DDP, one process per GPU/CPU
 
 The output dir gets `rlctl_config.json` (the resolved settings), `metrics.jsonl` and
 `checkpoints/<step>/{pretrained_model,training_state}` with a `last` link. Resuming reads the
 run's `rlctl_config.json` and applies the command line's overrides on top (e.g. `--steps`).
-Fine-tuning (`--policy.pretrained_path`, LeRobot's `--policy.path`) starts from the checkpoint's
-policy config and weights, and applies the command line's settings on top in the same way.
+Fine-tuning (`--policy.path`, as LeRobot spells it, or `--policy.pretrained_path`) starts from
+the checkpoint's policy config and weights; `--policy.<field>` may be any field of its type.
 Heavy imports happen in the command body only.
 """
 
@@ -19,16 +19,16 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 import click
 
 from rlctl.adapters.sim.config import EnvConfig
-from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
+from rlctl.entrypoints.cli.train_config import resolve_train_settings
 
 
 @attrs.frozen(kw_only=True)
@@ -73,74 +73,6 @@ def job_name(settings: TrainCommandSettings | TrainSettings) -> str:
     return settings.job_name or (f"{env.type}_{policy}" if env is not None else policy)
 
 
-def run_folder(location: str) -> Path:
-    """The run a `--resume` location belongs to: itself, or the run above a checkpoint."""
-    path = Path(location).expanduser()
-    if path.name == PRETRAINED_DIR:
-        path = path.parent
-    if (path / TRAINING_STATE_DIR).is_dir():
-        return path.parent.parent
-    return path
-
-
-def resumed_settings(config: TrainCommandSettings, ctx: click.Context) -> TrainCommandSettings:
-    """The run's saved settings, then this command line's overrides on top."""
-    from rlctl.domain.config import merge_data, parse_overrides, resolve, unstructure
-    from rlctl.entrypoints.settings import RESOLVED_CONFIG_NAME, read_config_file
-
-    assert config.resume is not None
-    run = run_folder(config.resume)
-    saved = run / RESOLVED_CONFIG_NAME
-    overrides = parse_overrides(ctx.args)
-    if not saved.is_file():
-        return config if config.output_dir else attrs.evolve(config, output_dir=str(run))
-    base = merge_data({}, unstructure(TrainCommandSettings()))
-    layers = [read_config_file(saved)]
-    config_file = ctx.params.get("config_file")
-    if config_file:
-        layers.append(read_config_file(config_file))
-    resumed = resolve(
-        TrainCommandSettings, base, *layers, overrides=[*overrides, ("resume", config.resume)]
-    )
-    if not any(key == "output_dir" for key, _ in overrides):
-        resumed = attrs.evolve(resumed, output_dir=str(run))
-    return resumed
-
-
-# A pretrained config's settings that describe where it ran, not what it is.
-_NOT_INHERITED = ("device", "pretrained_path", "pretrained_revision")
-
-
-def pretrained_settings(
-    config: TrainCommandSettings, ctx: click.Context, container: Any
-) -> TrainCommandSettings:
-    """Fine-tuning: the pretrained checkpoint's policy config, then this command's settings
-    (file, environment, overrides) on top, as `lerobot-train --policy.path` does."""
-    from rlctl.domain.config import fields_of, merge_data, parse_overrides, resolve, unstructure
-    from rlctl.entrypoints.settings import environment_layer, read_config_file
-
-    policy = config.policy
-    assert policy.pretrained_path is not None
-    pulled = container.resolve_policy()(policy.pretrained_path, revision=policy.pretrained_revision)
-    pretrained = unstructure(container.policy_loader().read_config(pulled))
-    for key in _NOT_INHERITED:
-        pretrained.pop(key, None)
-    layers = [merge_data({}, unstructure(TrainCommandSettings())), {"policy": pretrained}]
-    config_file = ctx.params.get("config_file")
-    if config_file:
-        layers.append(read_config_file(config_file))
-    known = set(fields_of(TrainCommandSettings))
-    layers.append({k: v for k, v in environment_layer().items() if k in known})
-    tuned = resolve(TrainCommandSettings, *layers, overrides=parse_overrides(ctx.args))
-    # `--policy.type` naming another type starts that section afresh; the run must still know
-    # what it starts from, so that the backend can say the types differ.
-    started_from: dict[str, Any] = {
-        "pretrained_path": policy.pretrained_path,
-        "pretrained_revision": policy.pretrained_revision,
-    }
-    return attrs.evolve(tuned, policy=attrs.evolve(tuned.policy, **started_from))
-
-
 def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
@@ -159,7 +91,8 @@ Common settings (all: --print-config):
   --dataset.image_transforms.enable=true       LeRobot's augmentations
   --policy.type=TYPE  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
                  TYPE: {types}
-  --policy.pretrained_path=DIR|REPO_ID        fine-tune: its config and weights, these on top
+  --policy.path=DIR|REPO_ID   fine-tune: its config and weights, --policy.<field> on top
+                 (also --policy.pretrained_path; --policy.type, if given, must be its type)
   --policy.use_relative_actions=true [--policy.relative_exclude_joints='["gripper"]']
   --steps=N --batch_size=B --num_workers=W --seed=S --output_dir=DIR
   --log_freq=N --save_freq=N --eval_freq=N --env.type=pusht --eval.n_episodes=N
@@ -170,19 +103,14 @@ Common settings (all: --print-config):
 """
 
 
-def completed_settings(config: TrainCommandSettings, ctx: click.Context) -> TrainCommandSettings:
-    """A resumed run's saved settings, or a fine-tuned policy's config, under this command's."""
-    from rlctl.entrypoints.container import build_container
-
-    if config.resume:
-        return resumed_settings(config, ctx)
-    if config.policy.pretrained_path:
-        return pretrained_settings(config, ctx, build_container(config))  # type: ignore[arg-type]
-    return config
+def train_settings(ctx: click.Context, config_file: str | None) -> TrainCommandSettings:
+    """The run's settings: a fine-tuned checkpoint's policy config or a resumed run's saved
+    settings under the file, the environment and the command line (see `train_config`)."""
+    return resolve_train_settings(TrainCommandSettings, ctx.args, config_file)
 
 
 @settings_command("train", epilog=EPILOG.replace("{types}", trainable_policy_types()))
-@config_options(TrainCommandSettings, complete=completed_settings)
+@config_options(TrainCommandSettings, resolve=train_settings)
 @click.pass_context
 def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     """Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID);
