@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rlctl.application.ports.dataset_tools import FeatureChanges
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.features import FeatureSpec
 
@@ -78,3 +79,29 @@ def merged_features(metas: Sequence[DatasetMeta]) -> dict[str, FeatureSpec]:
                 base[name] = {} if name == "video.extra_options" else None
         merged[key] = spec.with_info(base)
     return merged
+
+
+def edited_differences(
+    template: DatasetMeta, source: DatasetMeta, changes: FeatureChanges | None
+) -> list[str]:
+    """What keeps `source` from becoming `template` by `changes` (fps and features)."""
+    if changes is None or changes.empty:
+        return dataset_differences(template, source)
+    lines = [f"fps: {template.fps} vs {source.fps}"] if template.fps != source.fps else []
+    lacking = [k for k in (*changes.removed, *changes.encoded) if k not in source.features]
+    if lacking:
+        lines.append(f"lacks feature(s) {', '.join(lacking)}")
+    present = [k for k in changes.added if k in source.features]
+    if present:
+        lines.append(f"already has feature(s) {', '.join(present)}")
+    skipped = {*changes.removed, *changes.added, *changes.encoded}
+    expected = {k: v for k, v in template.features.items() if k not in skipped}
+    have = {k: v for k, v in source.features.items() if k not in skipped}
+    lines += feature_differences(expected, have)
+    for key in changes.encoded:
+        old, new = source.features.get(key), template.features.get(key)
+        if old is None or new is None:
+            continue
+        if not old.is_visual or old.shape != new.shape:
+            lines.append(f"{key}: a {old.dtype} of shape {list(old.shape)} is no camera to encode")
+    return lines

@@ -18,13 +18,18 @@ __all__ = [
     "AppSettings",
     "Container",
     "DatasetSettings",
+    "add_features",
     "collate",
     "connect_policy",
     "container",
+    "convert_images_to_video",
     "create_dataset",
     "inspect_dataset",
     "load_policy",
+    "modify_tasks",
     "open_dataset",
+    "reencode_videos",
+    "remove_features",
     "resume_dataset",
 ]
 
@@ -132,6 +137,91 @@ def create_dataset(
 def resume_dataset(root: str | Path, *, using: Container | None = None) -> Any:
     """Reopen a dataset to append episodes after its last complete one."""
     return (using or build_container()).dataset_writer().resume(Path(root))
+
+
+def add_features(
+    root: str | Path,
+    features: Mapping[str, tuple[Any, Any]],
+    *,
+    output: str | Path | None = None,
+    using: Container | None = None,
+) -> Any:
+    """LeRobot's `add_features`: `{"name": (values, {"dtype": "float32", "shape": [1],
+    "names": None})}`, values an array (numpy, torch, list) with one row per frame of the
+    dataset, in index order. Writes `output`, or edits `root` in place (safely) without it."""
+    c = using or build_container()
+    return c.add_features()(str(root), features, _optional(output))
+
+
+def remove_features(
+    root: str | Path,
+    features: str | Sequence[str],
+    *,
+    output: str | Path | None = None,
+    using: Container | None = None,
+) -> Any:
+    """LeRobot's `remove_feature`: the dataset without these features (cameras' videos too)."""
+    names = [features] if isinstance(features, str) else list(features)
+    return (using or build_container()).remove_features()(str(root), names, _optional(output))
+
+
+def modify_tasks(
+    root: str | Path,
+    *,
+    new_task: str | None = None,
+    episode_tasks: Mapping[int, str] | None = None,
+    task_replacements: Mapping[str, str] | None = None,
+    output: str | Path | None = None,
+    using: Container | None = None,
+) -> Any:
+    """LeRobot's `modify_tasks` (precedence: episode_tasks, task_replacements, new_task)."""
+    return (using or build_container()).modify_tasks()(
+        str(root),
+        new_task=new_task,
+        episode_tasks=episode_tasks,
+        task_replacements=task_replacements,
+        output=_optional(output),
+    )
+
+
+def convert_images_to_video(
+    root: str | Path,
+    *,
+    output: str | Path | None = None,
+    encoding: Any = None,
+    depth_encoding: Any = None,
+    episodes: str | Sequence[int] | None = None,
+    using: Container | None = None,
+) -> Any:
+    """LeRobot's `convert_image_to_video_dataset`: cameras stored as images become videos,
+    encoded with `encoding` (a `rlctl.domain.video.VideoEncoding`; LeRobot's defaults)."""
+    return (using or build_container()).convert_images_to_video()(
+        str(root),
+        _optional(output),
+        encoding=encoding,
+        depth_encoding=depth_encoding,
+        episodes=episodes,
+    )
+
+
+def reencode_videos(
+    root: str | Path,
+    encoding: Any = None,
+    *,
+    output: str | Path | None = None,
+    using: Container | None = None,
+) -> Any:
+    """LeRobot's `reencode_dataset` for RGB videos: `encoding` a `VideoEncoding` (default:
+    LeRobot's defaults); cameras already encoded so are left alone."""
+    from rlctl.domain.video import VideoEncoding
+
+    return (using or build_container()).reencode_videos()(
+        str(root), encoding or VideoEncoding(), _optional(output)
+    )
+
+
+def _optional(path: str | Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def load_policy(location: str | Path, *, device: str | None = None, using: Container | None = None):

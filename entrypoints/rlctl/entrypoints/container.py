@@ -252,7 +252,8 @@ class Container(containers.DeclarativeContainer):
         owns_process=owns_process,
     )
 
-    # Dataset tools: check, merge, split, delete-episodes, recompute-stats, convert.
+    # Dataset tools: check, merge, split, delete-episodes, recompute-stats, convert, and the
+    # feature, task and video edits.
     dataset_checker = providers.Singleton(
         lazy("rlctl.adapters.storage.lerobot_v3.tools.checker:LeRobotDatasetChecker")
     )
@@ -289,6 +290,41 @@ class Container(containers.DeclarativeContainer):
     )
     delete_episodes = providers.Factory(
         lazy("rlctl.application.use_cases.delete_episodes:DeleteEpisodes"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    remove_features = providers.Factory(
+        lazy("rlctl.application.use_cases.edit_features:RemoveFeatures"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    add_features = providers.Factory(
+        lazy("rlctl.application.use_cases.edit_features:AddFeatures"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    modify_tasks = providers.Factory(
+        lazy("rlctl.application.use_cases.modify_tasks:ModifyTasks"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    convert_images_to_video = providers.Factory(
+        lazy("rlctl.application.use_cases.encode_videos:ConvertImagesToVideo"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
+    reencode_videos = providers.Factory(
+        lazy("rlctl.application.use_cases.encode_videos:ReencodeVideos"),
         meta_reader=meta_reader,
         rebuilder=dataset_rebuilder,
         folders=dataset_folders,

@@ -16,8 +16,13 @@ import attrs
 import numpy as np
 
 from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
-from rlctl.application.dataset_compat import dataset_differences
-from rlctl.application.ports.dataset_tools import DatasetProblem, EpisodeRef
+from rlctl.application.dataset_compat import edited_differences
+from rlctl.application.ports.dataset_tools import (
+    DatasetProblem,
+    EpisodeEdit,
+    EpisodeRef,
+    FeatureChanges,
+)
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import DatasetError, FeatureMismatch, InvalidInput
 from rlctl.domain.statistics import FeatureStats, aggregate_stats, stats_to_json
@@ -45,35 +50,47 @@ class WriteLocks:
 
 class InMemoryRebuild:
     def __init__(
-        self, store: InMemoryDatasetStore, output: str, template: DatasetMeta, fail_at: int | None
+        self,
+        store: InMemoryDatasetStore,
+        output: str,
+        template: DatasetMeta,
+        fail_at: int | None,
+        changes: FeatureChanges | None = None,
     ) -> None:
         self._store = store
         self._output = output
         self._template = template
+        self._changes = changes
         self._fail_at = fail_at
         self._episodes: list[EpisodeRecord] = []
         self._tasks: list[str] = []
         self.aborted = False
 
-    def add_episode(self, ref: EpisodeRef) -> EpisodeRecord:
+    def add_episode(self, ref: EpisodeRef, edit: EpisodeEdit | None = None) -> EpisodeRecord:
         if self._fail_at is not None and len(self._episodes) == self._fail_at:
             raise OSError(f"simulated failure at episode {self._fail_at}")
         source = self._store.read_meta(ref.location)
-        differences = dataset_differences(self._template, source)
+        differences = edited_differences(self._template, source, self._changes)
         if differences:
             raise FeatureMismatch("; ".join(differences), where=ref.location)
         old = source.episodes[ref.episode]
-        for task in old.tasks:
+        tasks = old.tasks
+        if edit is not None and edit.task is not None:
+            tasks = (edit.task,)
+        elif edit is not None:
+            tasks = tuple(dict.fromkeys(edit.tasks.get(t, t) for t in old.tasks))
+        for task in tasks:
             if task not in self._tasks:
                 self._tasks.append(task)
+        added = dict(edit.columns) if edit is not None else {}
         start = sum(e.length for e in self._episodes)
         record = EpisodeRecord(
             index=len(self._episodes),
             length=old.length,
-            tasks=old.tasks,
+            tasks=tasks,
             dataset_from_index=start,
             dataset_to_index=start + old.length,
-            columns={**old.columns, "source": (ref.location, ref.episode)},
+            columns={**old.columns, **added, "source": (ref.location, ref.episode)},
         )
         self._episodes.append(record)
         return record
@@ -105,8 +122,10 @@ class InMemoryDatasetRebuilder:
         self._fail_at = fail_at
         self.sessions: list[InMemoryRebuild] = []
 
-    def start(self, output: str, template: DatasetMeta) -> InMemoryRebuild:
-        session = InMemoryRebuild(self._store, output, template, self._fail_at)
+    def start(
+        self, output: str, template: DatasetMeta, changes: FeatureChanges | None = None
+    ) -> InMemoryRebuild:
+        session = InMemoryRebuild(self._store, output, template, self._fail_at, changes)
         self.sessions.append(session)
         return session
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.statistics import FeatureStats
+from rlctl.domain.video import VideoEncoding
 
 Severity = Literal["error", "warning"]
 
@@ -75,6 +76,45 @@ class EpisodeRef:
     episode: int
 
 
+def _encodings(value: Mapping[str, VideoEncoding]) -> dict[str, VideoEncoding]:
+    return dict(value)
+
+
+@attrs.frozen
+class FeatureChanges:
+    """How a rebuilt dataset's features differ from its sources' (the template holds the new
+    ones): features left out, features whose values each episode brings (`EpisodeEdit.columns`),
+    and cameras whose frames are encoded anew with the given settings (from a source stored as
+    images, or as video in other settings)."""
+
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    encoded: Mapping[str, VideoEncoding] = attrs.field(factory=dict, converter=_encodings)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.removed or self.added or self.encoded)
+
+
+def _columns(value: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return dict(value)
+
+
+def _renames(value: Mapping[str, str]) -> dict[str, str]:
+    return dict(value)
+
+
+@attrs.frozen
+class EpisodeEdit:
+    """What changes in one episode as it is copied: the values of added features (one row per
+    frame), and its tasks: `task` for every row, or else `tasks` renaming the source's tasks
+    (tasks it does not name stay)."""
+
+    columns: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=_columns, eq=False)
+    task: str | None = None
+    tasks: Mapping[str, str] = attrs.field(factory=dict, converter=_renames)
+
+
 class DatasetRebuild(Protocol):
     """A new dataset being written from episodes of existing ones, in the order given.
 
@@ -82,8 +122,8 @@ class DatasetRebuild(Protocol):
     frames are copied without re-encoding where the files allow it.
     """
 
-    def add_episode(self, ref: EpisodeRef) -> EpisodeRecord:
-        """Append one episode; returns its place in the new dataset."""
+    def add_episode(self, ref: EpisodeRef, edit: EpisodeEdit | None = None) -> EpisodeRecord:
+        """Append one episode (changed by `edit`); returns its place in the new dataset."""
         ...
 
     def finish(self, stats: Mapping[str, FeatureStats] | None = None) -> DatasetMeta:
@@ -97,9 +137,12 @@ class DatasetRebuild(Protocol):
 
 
 class DatasetRebuilder(Protocol):
-    def start(self, output: str, template: DatasetMeta) -> DatasetRebuild:
+    def start(
+        self, output: str, template: DatasetMeta, changes: FeatureChanges | None = None
+    ) -> DatasetRebuild:
         """Start a dataset at `output` (absent or empty) with `template`'s fps, features, robot
-        type and file-size settings."""
+        type and file-size settings. Without `changes` the sources must have the template's
+        features; with them, the template's features as `changes` make them."""
         ...
 
 

@@ -11,7 +11,9 @@ import structlog
 from rlctl.application.ports.dataset_tools import (
     DatasetFolders,
     DatasetRebuilder,
+    EpisodeEdit,
     EpisodeRef,
+    FeatureChanges,
 )
 from rlctl.application.ports.progress import Progress
 from rlctl.domain.dataset_meta import DatasetMeta
@@ -42,14 +44,25 @@ def build(
     refs: Sequence[EpisodeRef],
     stats: Mapping[str, FeatureStats] | None = None,
     description: str = "copying episodes",
+    changes: FeatureChanges | None = None,
+    edits: Sequence[EpisodeEdit | None] | None = None,
 ) -> EditResult:
+    """`edits`, when given, has one entry per ref: how that episode changes."""
     if not refs:
         raise InvalidInput("no episodes to write", where=output, hint="select some episodes")
-    session = rebuilder.start(output, template)
+    if edits is not None and len(edits) != len(refs):
+        raise ValueError("one edit per episode")
+    session = (
+        rebuilder.start(output, template, changes) if changes else rebuilder.start(output, template)
+    )
     task = progress.task(description, total=len(refs))
     try:
-        for ref in refs:
-            session.add_episode(ref)
+        for number, ref in enumerate(refs):
+            edit = edits[number] if edits is not None else None
+            if edit is None:
+                session.add_episode(ref)
+            else:
+                session.add_episode(ref, edit)
             task.advance()
         meta = session.finish(stats)
     except BaseException:
@@ -87,6 +100,8 @@ def build_in_place(
     refs: Sequence[EpisodeRef],
     keep_old_at: str | None = None,
     description: str = "copying episodes",
+    changes: FeatureChanges | None = None,
+    edits: Sequence[EpisodeEdit | None] | None = None,
 ) -> EditResult:
     """Build the replacement beside `location`, then swap it in: until the swap the original is
     untouched and readable; a failure before it leaves the original as it was."""
@@ -98,6 +113,8 @@ def build_in_place(
         template=template,
         refs=refs,
         description=description,
+        changes=changes,
+        edits=edits,
     )
     try:
         folders.replace(staged, location, keep_old_at=keep_old_at)
@@ -105,3 +122,43 @@ def build_in_place(
         folders.remove(staged)
         raise
     return attrs.evolve(result, output=location)
+
+
+def edit_dataset(
+    rebuilder: DatasetRebuilder,
+    folders: DatasetFolders,
+    progress: Progress,
+    *,
+    location: str,
+    output: str | None,
+    template: DatasetMeta,
+    refs: Sequence[EpisodeRef],
+    description: str,
+    changes: FeatureChanges | None = None,
+    edits: Sequence[EpisodeEdit | None] | None = None,
+) -> EditResult:
+    """A whole dataset copied with changes: into `output` (new), or in place when it is None.
+    The caller holds the dataset's lock for an edit in place."""
+    if output is None:
+        return build_in_place(
+            rebuilder,
+            folders,
+            progress,
+            location=location,
+            template=template,
+            refs=refs,
+            description=description,
+            changes=changes,
+            edits=edits,
+        )
+    require_new_output(folders, output, [location])
+    return build(
+        rebuilder,
+        progress,
+        output=output,
+        template=template,
+        refs=refs,
+        description=description,
+        changes=changes,
+        edits=edits,
+    )

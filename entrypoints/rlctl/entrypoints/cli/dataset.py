@@ -19,6 +19,11 @@ DATASET_SUBCOMMANDS = {
     "delete-episodes": "rlctl.entrypoints.cli.dataset_tools:delete_episodes",
     "recompute-stats": "rlctl.entrypoints.cli.dataset_tools:recompute_stats",
     "convert": "rlctl.entrypoints.cli.dataset_tools:convert",
+    "remove-feature": "rlctl.entrypoints.cli.dataset_edits:remove_feature",
+    "add-feature": "rlctl.entrypoints.cli.dataset_edits:add_feature",
+    "modify-tasks": "rlctl.entrypoints.cli.dataset_edits:modify_tasks",
+    "convert-images-to-video": "rlctl.entrypoints.cli.dataset_edits:convert_images_to_video",
+    "reencode-videos": "rlctl.entrypoints.cli.dataset_edits:reencode_videos",
     "view": "rlctl.entrypoints.cli.dataset_view:view",
 }
 

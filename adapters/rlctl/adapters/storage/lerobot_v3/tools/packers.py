@@ -149,5 +149,10 @@ class VideoPacker:
         copy_spans(self._pieces, path, self._fps)
         self._pieces = []
 
+    @property
+    def pending(self) -> set[Path]:
+        """Source files of the spans not yet copied into the output."""
+        return {piece.span.path for piece in self._pieces}
+
     def close(self) -> None:
         self._flush()

@@ -31,6 +31,7 @@ from rlctl.adapters.storage.lerobot_v3 import language_columns
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, fsync_file
 from rlctl.adapters.storage.lerobot_v3.data_writer import DataTableBuilder, check_writable
 from rlctl.adapters.storage.lerobot_v3.frame_validation import dataset_features
+from rlctl.adapters.storage.lerobot_v3.images import ImageColumn, decode_image
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     EpisodeEntry,
@@ -48,14 +49,16 @@ from rlctl.adapters.storage.lerobot_v3.tools.episodes_file import EpisodesFile
 from rlctl.adapters.storage.lerobot_v3.tools.packers import DataPacker, VideoPacker
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import (
     VideoFacts,
+    iter_span_frames,
     reencode_span,
     starts_on_keyframe,
     video_facts,
 )
-from rlctl.application.dataset_compat import dataset_differences
-from rlctl.application.ports.dataset_tools import EpisodeRef
+from rlctl.application.dataset_compat import edited_differences
+from rlctl.application.ports.dataset_tools import EpisodeEdit, EpisodeRef, FeatureChanges
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
-from rlctl.domain.errors import CorruptDataset, FeatureMismatch, InvalidInput
+from rlctl.domain.depth import infer_depth_unit
+from rlctl.domain.errors import CorruptDataset, FeatureMismatch, InvalidInput, NotSupported
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.statistics import FeatureStats, RunningStats, aggregate_stats
 from rlctl.domain.video import VideoEncoding, video_feature_info
@@ -71,14 +74,18 @@ _LEGACY_INFO_KEYS = frozenset({"total_chunks", "total_videos", "total_videos_siz
 class LeRobotRebuilder:
     """Starts rebuilds into local folders."""
 
-    def start(self, output: str | Path, template: DatasetMeta) -> LeRobotRebuild:
-        return LeRobotRebuild(Path(output), template)
+    def start(
+        self, output: str | Path, template: DatasetMeta, changes: FeatureChanges | None = None
+    ) -> LeRobotRebuild:
+        return LeRobotRebuild(Path(output), template, changes)
 
 
 class LeRobotRebuild:
     """`DatasetRebuild`: one new dataset folder being filled episode by episode."""
 
-    def __init__(self, root: Path, template: DatasetMeta) -> None:
+    def __init__(
+        self, root: Path, template: DatasetMeta, changes: FeatureChanges | None = None
+    ) -> None:
         # A lock file alone is another writer's: `DatasetLock` below names it.
         if root.exists() and (
             not root.is_dir() or any(child.name != LOCK_NAME for child in root.iterdir())
@@ -90,6 +97,7 @@ class LeRobotRebuild:
             )
         self._root = root
         self._template = template
+        self._changes = changes or FeatureChanges()
         self._features = dataset_features(template.features)
         check_writable(self._features)
         self._fps = template.fps
@@ -135,23 +143,31 @@ class LeRobotRebuild:
         self._sources: dict[str, EpisodeSource] = {}
         self._frames = 0
         self._reencoded = 0
+        # Files encoded for this rebuild, removed once their spans are copied into the output.
+        self._staged: set[Path] = set()
+        self._depth_units: dict[str, str] = {}
+        added = {k: self._features[k] for k in self._changes.added}
+        self._added = DataTableBuilder(added) if added else None
 
     # --- the DatasetRebuild port --------------------------------------------------------------
 
-    def add_episode(self, ref: EpisodeRef) -> EpisodeRecord:
+    def add_episode(self, ref: EpisodeRef, edit: EpisodeEdit | None = None) -> EpisodeRecord:
         source = self._source(ref.location)
         episode = source.episode(ref.episode)
         new_index = len(self._episode_stats)
-        table = self._reindexed(source, episode, source.rows(ref.episode), new_index)
+        rows = source.rows(ref.episode)
+        table = self._reindexed(source, episode, rows, new_index, edit)
         data_chunk, data_file = self._data.add(table)
         placements = {
-            key: self._videos[key].add(self._copyable_span(episode, key), episode.length)
+            key: self._videos[key].add(self._span(source, episode, rows, key), episode.length)
             for key in self._video_keys
         }
+        self._drop_copied_staging()
         stats = self._stats_of(episode, table)
+        retasked = edit is not None and (edit.task is not None or edit.tasks)
         entry = EpisodeEntry(
             episode_index=new_index,
-            tasks=episode.tasks or self._row_tasks(table),
+            tasks=self._row_tasks(table) if retasked else episode.tasks or self._row_tasks(table),
             length=episode.length,
             data_chunk_index=data_chunk,
             data_file_index=data_file,
@@ -209,7 +225,14 @@ class LeRobotRebuild:
         source = self._sources.get(location)
         if source is None:
             source = open_source(location)
-            differences = dataset_differences(self._template, source.meta)
+            differences = edited_differences(self._template, source.meta, self._changes)
+            if differences and not self._changes.empty:
+                raise FeatureMismatch(
+                    "the dataset does not have the features this edit starts from: "
+                    + "; ".join(differences),
+                    where=str(source.root),
+                    hint="read the dataset's features with `rlctl dataset info`",
+                )
             if differences:
                 raise FeatureMismatch(
                     "the dataset cannot join the others: " + "; ".join(differences),
@@ -229,7 +252,11 @@ class LeRobotRebuild:
         return number
 
     def _new_task_indices(
-        self, source: EpisodeSource, episode: SourceEpisode, old: np.ndarray
+        self,
+        source: EpisodeSource,
+        episode: SourceEpisode,
+        old: np.ndarray,
+        edit: EpisodeEdit | None = None,
     ) -> np.ndarray:
         tasks = source.meta.tasks
         used = np.unique(old)
@@ -240,17 +267,29 @@ class LeRobotRebuild:
                 where=f"{episode.data_file}: task_index",
                 hint="run `rlctl dataset check` on the source to list every problem",
             )
+        if edit is not None and edit.task is not None:
+            return np.full(len(old), self._task_number(edit.task), dtype=np.int64)
+        renames = edit.tasks if edit is not None else {}
         # Tasks are numbered by first use, in the source's order within an episode.
         lookup = np.zeros(max(len(tasks), 1), dtype=np.int64)
         for value in used.tolist():
-            lookup[value] = self._task_number(tasks[value])
+            task = tasks[value]
+            lookup[value] = self._task_number(renames.get(task, task))
         return lookup[old]
 
     def _reindexed(
-        self, source: EpisodeSource, episode: SourceEpisode, rows: pa.Table, new_index: int
+        self,
+        source: EpisodeSource,
+        episode: SourceEpisode,
+        rows: pa.Table,
+        new_index: int,
+        edit: EpisodeEdit | None = None,
     ) -> pa.Table:
         schema = self._builder.schema
-        missing = [name for name in schema.names if name not in rows.column_names]
+        added = self._added_columns(episode, rows.num_rows, edit)
+        missing = [
+            name for name in schema.names if name not in rows.column_names and name not in added
+        ]
         if missing:
             raise CorruptDataset(
                 f"the data of episode {episode.index} has no column {', '.join(missing)}",
@@ -262,10 +301,13 @@ class LeRobotRebuild:
         replaced = {
             "episode_index": np.full(count, new_index, dtype=np.int64),
             "index": np.arange(self._frames, self._frames + count, dtype=np.int64),
-            "task_index": self._new_task_indices(source, episode, old_tasks),
+            "task_index": self._new_task_indices(source, episode, old_tasks, edit),
         }
         arrays = []
         for field in schema:
+            if field.name in added:
+                arrays.append(added[field.name])
+                continue
             if field.name in replaced:
                 arrays.append(pa.array(replaced[field.name], field.type))
                 continue
@@ -283,6 +325,30 @@ class LeRobotRebuild:
                     hint="the data and meta/info.json disagree on the feature's dtype or shape",
                 ) from err
         return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _added_columns(
+        self, episode: SourceEpisode, count: int, edit: EpisodeEdit | None
+    ) -> dict[str, pa.Array]:
+        """The added features' values for the episode's rows, as the data file stores them."""
+        if self._added is None:
+            return {}
+        values = dict(edit.columns) if edit is not None else {}
+        for key in self._changes.added:
+            if key not in values:
+                raise InvalidInput(
+                    f"no values of the added feature {key!r} for episode {episode.index}",
+                    where=key,
+                    hint="give one value per frame of every episode",
+                )
+            if len(values[key]) != count:
+                raise InvalidInput(
+                    f"{len(values[key])} values of {key!r} for episode {episode.index}, which "
+                    f"has {count} frames",
+                    where=key,
+                    hint="give one value per frame of every episode",
+                )
+        table = self._added.build(values)
+        return {name: table.column(name).combine_chunks() for name in table.column_names}
 
     def _row_tasks(self, table: pa.Table) -> tuple[str, ...]:
         numbers = dict.fromkeys(table.column("task_index").to_pylist())
@@ -310,6 +376,83 @@ class LeRobotRebuild:
             facts = self._facts[path] = video_facts(path)
         return facts
 
+    def _span(
+        self, source: EpisodeSource, episode: SourceEpisode, rows: pa.Table, key: str
+    ) -> VideoSpan:
+        encoding = self._changes.encoded.get(key)
+        if encoding is None:
+            return self._copyable_span(episode, key)
+        return self._encoded_span(source, episode, rows, key, encoding)
+
+    def _staging_file(self, name: str) -> Path:
+        staging = self._root / STAGING_DIR
+        staging.mkdir(parents=True, exist_ok=True)
+        self._reencoded += 1
+        path = staging / f"{name}-{self._reencoded:06d}.mp4"
+        self._staged.add(path)
+        return path
+
+    def _encoded_span(
+        self,
+        source: EpisodeSource,
+        episode: SourceEpisode,
+        rows: pa.Table,
+        key: str,
+        encoding: VideoEncoding,
+    ) -> VideoSpan:
+        """The episode's frames of `key` (stored as images, or as video) encoded anew."""
+        from rlctl.adapters.video.pyav_encoder import encode_frames
+
+        spec = source.meta.features[key]
+        if spec.is_video:
+            if spec.is_depth_map:
+                raise NotSupported(
+                    "rlctl re-encodes RGB videos only; this camera is a depth video",
+                    where=key,
+                    hint="leave the depth camera out of the re-encoding",
+                )
+            frames: Any = iter_span_frames(episode.videos[key], self._fps)
+        else:
+            column = ImageColumn(
+                key, rows.column(key).combine_chunks(), source.root, str(episode.data_file)
+            )
+            frames = self._image_frames(column, rows.num_rows, key, encoding)
+        output = self._staging_file("encoded")
+        info = encode_frames(output, frames, self._fps, encoding)
+        if info.frame_count != episode.length:
+            raise CorruptDataset(
+                f"{info.frame_count} frames of {key!r} encoded for episode {episode.index}, "
+                f"which has {episode.length} rows",
+                where=str(episode.data_file),
+                hint="the data and meta/episodes disagree; run `rlctl dataset check` on it",
+            )
+        return VideoSpan(output, 0.0, info.duration_s)
+
+    def _image_frames(
+        self, column: ImageColumn, count: int, key: str, encoding: VideoEncoding
+    ) -> Any:
+        for row in range(count):
+            try:
+                frame = decode_image(column.encoded(row))
+            except CorruptDataset:
+                raise
+            except Exception as err:
+                raise CorruptDataset(
+                    f"image of row {row} cannot be decoded: {type(err).__name__}: {err}",
+                    where=key,
+                    hint="the stored image is damaged; rewrite the episode",
+                ) from err
+            if encoding.depth is not None:
+                self._depth_units.setdefault(key, infer_depth_unit(frame.dtype))
+            yield frame
+
+    def _drop_copied_staging(self) -> None:
+        pending = set().union(*(packer.pending for packer in self._videos.values()))
+        for path in [p for p in self._staged if p not in pending]:
+            path.unlink(missing_ok=True)
+            self._staged.discard(path)
+            self._facts.pop(path, None)
+
     def _copyable_span(self, episode: SourceEpisode, key: str) -> VideoSpan:
         span = episode.videos[key]
         if starts_on_keyframe(span, self._fps):
@@ -321,10 +464,7 @@ class LeRobotRebuild:
             episode=episode.index,
             key=key,
         )
-        staging = self._root / STAGING_DIR
-        staging.mkdir(parents=True, exist_ok=True)
-        self._reencoded += 1
-        output = staging / f"reencoded-{self._reencoded:06d}.mp4"
+        output = self._staging_file("reencoded")
         encoding = VideoEncoding.from_info(self._features[key].info)
         return reencode_span(span, self._fps, encoding, output)
 
@@ -359,6 +499,9 @@ class LeRobotRebuild:
         )
 
     def _feature_with_stream(self, key: str, spec: FeatureSpec) -> FeatureSpec:
+        encoding = self._changes.encoded.get(key)
+        if encoding is not None:
+            return self._encoded_feature(key, spec, encoding)
         if not spec.is_video or spec.info:
             return spec
         # A source without the `info` block (some v2.0 datasets): describe the first file.
@@ -366,6 +509,17 @@ class LeRobotRebuild:
 
         first = self._root / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0)
         return spec.with_info(video_feature_info(probe(first), VideoEncoding()))
+
+    def _encoded_feature(self, key: str, spec: FeatureSpec, encoding: VideoEncoding) -> FeatureSpec:
+        """The stream of the camera's first new file and the settings that made it; the keys
+        that describe the data (`is_depth_map`, `depth_unit`) keep their places."""
+        from rlctl.adapters.video.pyav_probe import probe
+
+        first = self._root / DEFAULT_VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0)
+        kept = {k: v for k, v in (spec.info or {}).items() if not k.startswith("video.")}
+        if encoding.depth is not None and kept.get("depth_unit") is None:
+            kept["depth_unit"] = self._depth_units.get(key, "mm")
+        return spec.with_info({**kept, **video_feature_info(probe(first), encoding)})
 
 
 def _column_stats(table: pa.Table, spec: FeatureSpec, where: str) -> FeatureStats:

@@ -10,7 +10,7 @@ tool) cannot be cut there; `reencode_span` decodes and encodes it instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -196,10 +196,10 @@ class _SpanWriter:
         return copied
 
 
-def decode_span(span: VideoSpan, fps: int) -> np.ndarray:
-    """Every frame of the span, uint8 (N, H, W, 3)."""
+def iter_span_frames(span: VideoSpan, fps: int) -> Iterator[np.ndarray]:
+    """The span's frames one at a time, uint8 (H, W, 3): an episode never sits in memory whole."""
     low, high = _window(span, fps)
-    frames = []
+    count = 0
     with translated(span.path, "decode the video"), av.open(str(span.path)) as container:
         stream = _video_stream(container, span.path)
         _seek_before(container, stream, low)
@@ -212,10 +212,15 @@ def decode_span(span: VideoSpan, fps: int) -> np.ndarray:
                 continue
             if seconds >= high:
                 break
-            frames.append(frame.to_ndarray(format="rgb24"))
-    if not frames:
+            count += 1
+            yield frame.to_ndarray(format="rgb24")
+    if not count:
         raise CorruptDataset("the episode's span holds no frame", where=str(span.path))
-    return np.stack(frames)
+
+
+def decode_span(span: VideoSpan, fps: int) -> np.ndarray:
+    """Every frame of the span, uint8 (N, H, W, 3)."""
+    return np.stack(list(iter_span_frames(span, fps)))
 
 
 def reencode_span(span: VideoSpan, fps: int, encoding: VideoEncoding, output: Path) -> VideoSpan:
