@@ -1,6 +1,6 @@
 """`rlctl train --policy.type=pi0|pi05` as a user types it, on LeRobot's sim_video fixture at
 tiny Gemma sizes (PaliGemma's tokenizer read from a tiny local folder), then fine-tuning from the
-checkpoint (--policy.pretrained_path)."""
+checkpoint with the action expert alone learning (--policy.path --policy.train_expert_only)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
+from safetensors.torch import load_file
 
 pytest.importorskip("transformers", reason="π0 needs the smolvla extra")
 
@@ -22,6 +24,8 @@ VLM = (
     "custom:width=32,depth=1,mlp_dim=64,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320,"
     "vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,patch_size=14"
 )
+PALIGEMMA = "model.paligemma_with_expert.paligemma."
+GEMMA_EXPERT = "model.paligemma_with_expert.gemma_expert."
 EXPERT = "custom:width=16,depth=1,mlp_dim=32,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320"
 
 
@@ -90,18 +94,26 @@ def test_train_then_fine_tune_pi0_from_the_command_line(
     }
     assert policy.predict_chunk(observation).actions.shape == (1, 4, 6)
 
+    # Fine-tune it with the PaliGemma frozen (π0's default trains everything).
     tuned = tmp_path / "tuned"
     result = CliRunner().invoke(
         cli,
         [
             "train",
-            f"--policy.pretrained_path={checkpoint}",
+            f"--policy.path={checkpoint}",
+            "--policy.train_expert_only=true",
             f"--output_dir={tuned}",
             *common,
         ],
     )
     assert result.exit_code == 0, result.output
-    tuned_config = json.loads(
-        (tuned / "checkpoints" / "last" / "pretrained_model" / "config.json").read_text()
-    )
+    tuned_model = tuned / "checkpoints" / "last" / "pretrained_model"
+    tuned_config = json.loads((tuned_model / "config.json").read_text())
     assert tuned_config["paligemma_variant"] == VLM and tuned_config["chunk_size"] == 4
+    assert tuned_config["train_expert_only"] is True and not config["train_expert_only"]
+    assert tuned_config["pretrained_path"] == str(checkpoint)
+    before = load_file(checkpoint / "model.safetensors")
+    after = load_file(tuned_model / "model.safetensors")
+    moved = {key for key in before if not torch.equal(before[key], after[key])}
+    assert not {key for key in moved if key.startswith(PALIGEMMA)}
+    assert {key for key in moved if key.startswith(GEMMA_EXPERT)}
