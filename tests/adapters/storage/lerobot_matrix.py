@@ -8,9 +8,10 @@ The compatibility matrix's LeRobot side (rows in `matrix_rows.py`):
 `generate` writes, per row, `OUT/<id>/dataset` with `LeRobotDataset.create` and the row's
 settings (video encoder, file-size limits, chunk size, images instead of video), then applies
 the row's edit with LeRobot's own tools (`dataset_tools`: delete, split, merge, add and remove
-features; the v2.1 converter on a v2.1 copy written here by hand). It then reads the result with
-`LeRobotDataset` and dumps every item (`items.npz`, strings in `summary.json`). A row that fails
-leaves `error.txt` instead, so one broken setting does not hide the others.
+features, modify tasks, convert images to video, re-encode videos; the v2.1 converter on a v2.1
+copy written here by hand). It then reads the result with `LeRobotDataset` and dumps every item
+(`items.npz`, strings in `summary.json`). A row that fails leaves `error.txt` instead, so one
+broken setting does not hide the others.
 
 `dump` reads each job's `root` with the job's `deltas` and writes the same `items.npz` and
 `summary.json` into the job's `out` folder (or `error.txt`).
@@ -111,6 +112,18 @@ def edit(folder: Path, row: dict) -> Path:
         dataset_tools.add_features(source, added, output_dir=target, repo_id=REPO)
     elif tool == "remove_features":
         dataset_tools.remove_feature(source, change["keys"], output_dir=target, repo_id=REPO)
+    elif tool == "modify_tasks":  # in place, LeRobot's only mode
+        episode_tasks = {int(k): v for k, v in change["episode_tasks"].items()}
+        dataset_tools.modify_tasks(source, new_task=change["new_task"], episode_tasks=episode_tasks)
+        shutil.move(folder / "source", target)
+    elif tool == "convert_images_to_video":
+        encoder = RGBEncoderConfig(**change["video"])
+        dataset_tools.convert_image_to_video_dataset(
+            source, output_dir=target, repo_id=REPO, rgb_encoder=encoder
+        )
+    elif tool == "reencode_videos":  # in place, as LeRobot's handler does on its copy
+        dataset_tools.reencode_dataset(source, rgb_encoder=RGBEncoderConfig(**change["video"]))
+        shutil.move(folder / "source", target)
     else:
         raise ValueError(f"unknown edit {tool!r}")
     return target

@@ -84,6 +84,8 @@ def _row(name: str, **changes: Any) -> dict[str, Any]:
         "layout": {},
         # Episodes also read alone (LeRobot's `episodes=`), or None.
         "subset": None,
+        # `rlctl dataset check` warnings expected of the dataset (substrings of the message).
+        "allowed_warnings": [],
     }
     row.update(changes)
     return row
@@ -207,6 +209,22 @@ ROWS: list[dict[str, Any]] = [
         {"tool": "add_features"},
     ),
     _tool_row("remove features (tool)", {"tool": "remove_features", "keys": [CAMERA, ACTION]}),
+    _tool_row(
+        "modify tasks (tool)",
+        {"tool": "modify_tasks", "new_task": "tidy up", "episode_tasks": {"1": "wipe the table"}},
+    ),
+    _row(
+        "images converted to video (tool)",
+        features=base_features("image"),
+        use_videos=False,
+        edit={"tool": "convert_images_to_video", "video": {"vcodec": "h264", "crf": 23}},
+        # LeRobot encodes a batch of episodes as one run: later episodes start between keyframes.
+        allowed_warnings=["does not start on a keyframe"],
+    ),
+    _row(
+        "videos re-encoded (tool: h264 g 4 crf 23)",
+        edit={"tool": "reencode_videos", "video": {"vcodec": "h264", "g": 4, "crf": 23}},
+    ),
     _row(
         "converted from v2.1",
         features=_tools_features(),
