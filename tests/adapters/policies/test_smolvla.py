@@ -247,3 +247,42 @@ def test_a_pretrained_vlm_loads_in_bfloat16_and_its_checkpoint_reloads_the_same(
     dtypes = {n: t.dtype for n, t in policy.model.state_dict().items()}
     assert {n: t.dtype for n, t in reloaded.model.state_dict().items()} == dtypes
     assert torch.equal(reloaded.predict_chunk(raw_batch(), noise=noise()).actions, first)
+
+
+def test_the_experts_projections_of_the_prefix_are_made_once_per_chunk(
+    tiny_smolvlm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In cross-attention layers the expert projects the cached VLM keys and values: the same
+    at every Euler step, so made at the first and reused — with the very same actions."""
+    from rlctl.adapters.policies import smolvla
+
+    torch.manual_seed(0)
+    policy = create_policy(tiny_config(tiny_smolvlm, num_steps=4), stats())
+    experts = policy.model.model.vlm_with_expert
+    cross = [
+        layer.self_attn.k_proj
+        for index, layer in enumerate(experts.lm_expert.layers)
+        if not experts._joint_layer(index)
+    ]
+    assert cross  # tiny_config interleaves cross-attention layers
+    calls: list[int] = []
+    for proj in cross:
+        proj.register_forward_hook(lambda *_: calls.append(1))
+    reused = policy.predict_chunk(raw_batch(), noise=noise()).actions
+    assert len(calls) == len(cross)  # not once per step
+
+    class Forgetful(dict):  # the cache as it was: projected again at every step
+        def __setitem__(self, key, value) -> None:
+            pass
+
+    original = smolvla.PrefixCache.__init__
+
+    def forgetful_init(self) -> None:
+        original(self)
+        self.expert_kv = Forgetful()
+
+    monkeypatch.setattr(smolvla.PrefixCache, "__init__", forgetful_init)
+    calls.clear()
+    again = policy.predict_chunk(raw_batch(), noise=noise()).actions
+    assert len(calls) == 4 * len(cross)
+    assert torch.equal(reused, again)

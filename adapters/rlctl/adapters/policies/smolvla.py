@@ -53,6 +53,15 @@ EMPTY_CAMERA_PREFIX = "observation.images.empty_camera_"
 KVCache = list[tuple[Tensor, Tensor]]
 
 
+class PrefixCache(list[tuple[Tensor, Tensor]]):
+    """The prefix's keys and values per VLM layer, and the expert's projections of them in the
+    cross-attention layers (`expert_kv`, by layer), made at the first Euler step and reused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expert_kv: dict[int, tuple[Tensor, Tensor]] = {}
+
+
 # --- small functions, as openpi and LeRobot define them -------------------------------------
 
 
@@ -355,10 +364,18 @@ class SmolVLMWithExpertModel(nn.Module):
         attn = expert.self_attn
         hidden = expert.input_layernorm(suffix).to(attn.q_proj.weight.dtype)
         query = attn.q_proj(hidden).view(*hidden.shape[:-1], -1, attn.head_dim)
-        flat_key = key.to(attn.k_proj.weight.dtype).reshape(*key.shape[:2], -1)
-        flat_value = value.to(attn.v_proj.weight.dtype).reshape(*value.shape[:2], -1)
-        expert_key = attn.k_proj(flat_key).view(*flat_key.shape[:-1], -1, attn.head_dim)
-        expert_value = attn.v_proj(flat_value).view(*flat_value.shape[:-1], -1, attn.head_dim)
+        reused = cache.expert_kv if isinstance(cache, PrefixCache) and prefix is None else None
+        if reused is not None and index in reused:
+            expert_key, expert_value = reused[index]
+        else:
+            flat_key = key.to(attn.k_proj.weight.dtype).reshape(*key.shape[:2], -1)
+            flat_value = value.to(attn.v_proj.weight.dtype).reshape(*value.shape[:2], -1)
+            expert_key = attn.k_proj(flat_key).view(*flat_key.shape[:-1], -1, attn.head_dim)
+            expert_value = attn.v_proj(flat_value).view(*flat_value.shape[:-1], -1, attn.head_dim)
+            if reused is not None:
+                # The same at every Euler step (LeRobot projects them again each time); no
+                # gradient flows to the noise through them, so they are kept detached.
+                reused[index] = (expert_key.detach(), expert_value.detach())
         expert_positions = expert_positions - expert_positions.min(dim=1, keepdim=True).values
         expert_mask = mask[:, -suffix.shape[1] :, : expert_key.shape[1]]
         query = apply_rope(query, expert_positions)
@@ -574,7 +591,7 @@ class VLAFlowMatching(nn.Module):
         )
         prefix_mask = attention_masks_2d(prefix_pad, prefix_blocks)
         prefix_positions = torch.cumsum(prefix_pad, dim=1) - 1
-        cache: KVCache = []
+        cache = PrefixCache()
         self.vlm_with_expert(
             [prefix, None], prefix_mask, prefix_positions, cache=cache, fill_cache=True
         )
