@@ -260,3 +260,52 @@ def test_reencode_videos(dataset, tmp_path):
     out = run("reencode-videos", dataset, "--vcodec", "vp9", code=1).output
     assert "unsupported video codec 'vp9'" in out
     assert files(dataset) == snapshot
+
+
+def test_a_failed_encode_leaves_the_dataset_as_it_was(dataset):
+    before = files(dataset)
+    out = run("reencode-videos", dataset, "--vcodec", "h264", "--pix_fmt", "bogus", code=1).output
+    assert "not a pixel format: 'bogus'" in out
+    assert files(dataset) == before
+    assert not list(dataset.parent.glob(".ds.rlctl-edit-*"))  # the half-built copy is gone
+
+
+def test_depth_images_become_12_bit_depth_video(tmp_path):
+    depth = "observation.images.depth"
+    features = {
+        STATE: FEATURES[STATE],
+        depth: {
+            "dtype": "image",
+            "shape": [16, 32, 1],
+            "names": HWC,
+            "info": {"is_depth_map": True},
+        },
+    }
+    root = tmp_path / "depth"
+    options = WriterOptions(encode_in_subprocess=False, durable=False)
+    yy, xx = np.mgrid[0:16, 0:32]
+    with LeRobotV3Writer(options=options).create(root, fps=10, features=features) as session:
+        for ep in range(2):
+            for t in range(4):
+                millimetres = 300 + 150 * xx + 40 * yy + 80 * t + 500 * ep
+                session.add_frame(
+                    {
+                        STATE: np.zeros(2, np.float32),
+                        depth: millimetres.astype(np.uint16)[..., None],
+                        "task": "look",
+                    }
+                )
+            session.save_episode()
+    run("convert-images-to-video", root, "-o", tmp_path / "video", "--depth-max", "8")
+    feature = info(tmp_path / "video")["features"][depth]
+    assert feature["dtype"] == "video"
+    assert feature["info"]["is_depth_map"] and feature["info"]["depth_unit"] == "mm"
+    assert (feature["info"]["video.codec"], feature["info"]["video.pix_fmt"]) == (
+        "hevc",
+        "gray12le",
+    )
+    assert feature["info"]["video.depth_max"] == 8
+    for old, new in zip(items(root), items(tmp_path / "video"), strict=True):
+        # 12-bit log quantization between 0.01 and 8 m: a few millimetres at these depths.
+        assert float((old[depth] - new[depth]).abs().max()) <= 3.0
+    assert_check_passes(tmp_path / "video")
