@@ -17,6 +17,7 @@ import torch
 from rlctl.adapters.policies.acting import ChunkedActing, ObservationHistory
 from rlctl.adapters.policies.base import build_policy
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy
+from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.domain.action_chunk import ActionQueue
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import (
@@ -27,7 +28,8 @@ from rlctl.domain.policies import (
     SmolVLAConfig,
     known_policy_types,
 )
-from rlctl.domain.processors import ProcessorPipeline
+from rlctl.domain.policies.pi0 import PI0Config
+from rlctl.domain.policies.pi05 import PI05Config
 
 STATE, ENV, ACTION_DIM = 3, 2, 2
 INPUTS = {
@@ -38,7 +40,28 @@ OUTPUTS = {"action": typed_feature("ACTION", (ACTION_DIM,))}
 CAMERA = "observation.images.top"
 
 # A tiny config of every built-in trainable type, reading a history where the type allows it
-# (each is given the tiny SmolVLM folder; only SmolVLA reads it).
+# (each is given the tiny SmolVLM folder; only SmolVLA reads it; π0 and π0.5 read the tiny
+# PaliGemma tokenizer the `tiny_paligemma_tokenizer` fixture puts in place of the Hub's).
+PI_VLM = (
+    "custom:width=32,depth=2,mlp_dim=64,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320,"
+    "vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,patch_size=14"
+)
+PI_EXPERT = (
+    "custom:width=16,depth=2,mlp_dim=32,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320"
+)
+PI_FIELDS = dict(
+    input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+    output_features=OUTPUTS,
+    paligemma_variant=PI_VLM,
+    action_expert_variant=PI_EXPERT,
+    chunk_size=5,
+    n_action_steps=4,
+    max_state_dim=8,
+    max_action_dim=4,
+    num_inference_steps=2,
+    image_resolution=(28, 28),
+    tokenizer_max_length=40,
+)
 TINY: dict[str, Callable[[Path], PolicyConfig]] = {
     "act": lambda vlm: ACTConfig(
         input_features=INPUTS, output_features=OUTPUTS, chunk_size=4, n_action_steps=4,
@@ -60,6 +83,8 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
         n_action_steps=4, num_steps=2, max_state_dim=4, max_action_dim=4,
         resize_imgs_with_padding=(32, 32),
     ),
+    "pi0": lambda vlm: PI0Config(**PI_FIELDS),  # type: ignore[arg-type]
+    "pi05": lambda vlm: PI05Config(**PI_FIELDS),  # type: ignore[arg-type]
 }  # fmt: skip
 
 
@@ -88,6 +113,8 @@ def test_each_chunk_is_predicted_from_the_last_observations(
 ) -> None:
     torch.manual_seed(0)
     vlm = request.getfixturevalue("tiny_smolvlm") if policy_type == "smolvla" else Path()
+    if policy_type.startswith("pi"):
+        request.getfixturevalue("tiny_paligemma_tokenizer")
     config = TINY[policy_type](vlm)
     model = build_policy(config)
     seen: list[list[int]] = []
@@ -100,10 +127,10 @@ def test_each_chunk_is_predicted_from_the_last_observations(
         return predict(batch, noise)
 
     model.predict_chunk = spy  # type: ignore[method-assign]
-    # The policy's own steps (SmolVLA's tokenizer) give it the task it reads.
-    policy = LoadedPolicy(
-        model, ProcessorPipeline(model.preprocessor_steps(config)), ProcessorPipeline()
-    )
+    # LeRobot's processors for the type (the tokenizer, π0.5's state prompt) give it the task it
+    # reads; without statistics the normaliser leaves values as they are.
+    pre, post = make_pre_post_processors(config, None, device="cpu")
+    policy = LoadedPolicy(model, pre, post)
     for episode in range(2):
         policy.reset()
         seen.clear()
