@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 import structlog
 
+from rlctl.application.ports.dataset import DatasetMetaReader
 from rlctl.application.ports.dataset_tools import (
     DatasetFolders,
     DatasetRebuilder,
@@ -72,6 +73,23 @@ def build(
         task.close()
     log.debug("dataset written", output=output, episodes=meta.total_episodes)
     return EditResult(output, meta.total_episodes, meta.total_frames, len(meta.tasks), tuple(refs))
+
+
+class DatasetTool:
+    """What every dataset tool holds: it reads the metadata, rebuilds episodes into a new folder
+    (swapped in under the dataset's lock when it edits in place) and reports progress."""
+
+    def __init__(
+        self,
+        meta_reader: DatasetMetaReader,
+        rebuilder: DatasetRebuilder,
+        folders: DatasetFolders,
+        progress: Progress,
+    ) -> None:
+        self._meta_reader = meta_reader
+        self._rebuilder = rebuilder
+        self._folders = folders
+        self._progress = progress
 
 
 def require_new_output(folders: DatasetFolders, output: str, sources: Sequence[str]) -> None:

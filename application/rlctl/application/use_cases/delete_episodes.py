@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rlctl.application.episode_spec import format_episode_spec, parse_episode_spec
-from rlctl.application.ports.dataset import DatasetMetaReader
-from rlctl.application.ports.dataset_tools import DatasetFolders, DatasetRebuilder, EpisodeRef
-from rlctl.application.ports.progress import Progress
+from rlctl.application.ports.dataset_tools import EpisodeRef
 from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
     EditResult,
     build,
     build_in_place,
@@ -22,19 +21,7 @@ from rlctl.application.use_cases.dataset_rebuild import (
 from rlctl.domain.errors import InvalidInput
 
 
-class DeleteEpisodes:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class DeleteEpisodes(DatasetTool):
     def __call__(
         self, location: str, episodes: str | Sequence[int], output: str | None = None
     ) -> EditResult:

@@ -17,16 +17,12 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlctl.application.ports.dataset import DatasetMetaReader
 from rlctl.application.ports.dataset_tools import (
-    DatasetFolders,
-    DatasetRebuilder,
     EpisodeEdit,
     EpisodeRef,
     FeatureChanges,
 )
-from rlctl.application.ports.progress import Progress
-from rlctl.application.use_cases.dataset_rebuild import EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import InvalidInput, NotSupported
 from rlctl.domain.features import FeatureSpec
@@ -39,19 +35,7 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-class RemoveFeatures:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class RemoveFeatures(DatasetTool):
     def __call__(
         self, location: str, features: str | Iterable[str], output: str | None = None
     ) -> EditResult:
@@ -101,19 +85,7 @@ class RemoveFeatures:
 AddedFeature = tuple[Any, FeatureSpec | Mapping[str, Any]]
 
 
-class AddFeatures:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class AddFeatures(DatasetTool):
     def __call__(
         self,
         location: str,

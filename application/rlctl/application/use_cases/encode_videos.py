@@ -23,15 +23,11 @@ import attrs
 import structlog
 
 from rlctl.application.episode_spec import parse_episode_spec
-from rlctl.application.ports.dataset import DatasetMetaReader
 from rlctl.application.ports.dataset_tools import (
-    DatasetFolders,
-    DatasetRebuilder,
     EpisodeRef,
     FeatureChanges,
 )
-from rlctl.application.ports.progress import Progress
-from rlctl.application.use_cases.dataset_rebuild import EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.depth import DepthQuantization
 from rlctl.domain.errors import InvalidInput
@@ -47,19 +43,7 @@ def _video_spec(spec: FeatureSpec) -> FeatureSpec:
     return attrs.evolve(spec, dtype="video", info=info or None)
 
 
-class ConvertImagesToVideo:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class ConvertImagesToVideo(DatasetTool):
     def __call__(
         self,
         location: str,
@@ -128,19 +112,7 @@ class ReencodeResult:
     skipped_depth: tuple[str, ...] = ()
 
 
-class ReencodeVideos:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class ReencodeVideos(DatasetTool):
     def __call__(
         self, location: str, encoding: VideoEncoding, output: str | None = None
     ) -> ReencodeResult:

@@ -13,10 +13,13 @@ import attrs
 import structlog
 
 from rlctl.application.dataset_compat import dataset_differences, merged_features
-from rlctl.application.ports.dataset import DatasetMetaReader
-from rlctl.application.ports.dataset_tools import DatasetFolders, DatasetRebuilder, EpisodeRef
-from rlctl.application.ports.progress import Progress
-from rlctl.application.use_cases.dataset_rebuild import EditResult, build, require_new_output
+from rlctl.application.ports.dataset_tools import EpisodeRef
+from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
+    EditResult,
+    build,
+    require_new_output,
+)
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import FeatureMismatch, InvalidInput
 from rlctl.domain.features import DEFAULT_FEATURE_KEYS
@@ -25,19 +28,7 @@ from rlctl.domain.statistics import FeatureStats, aggregate_stats, stats_from_js
 log = structlog.get_logger(__name__)
 
 
-class MergeDatasets:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class MergeDatasets(DatasetTool):
     def __call__(self, sources: Sequence[str], output: str) -> EditResult:
         if len(sources) < 2:
             raise InvalidInput(

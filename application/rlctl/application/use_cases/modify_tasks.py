@@ -17,15 +17,11 @@ from collections.abc import Mapping
 
 import attrs
 
-from rlctl.application.ports.dataset import DatasetMetaReader
 from rlctl.application.ports.dataset_tools import (
-    DatasetFolders,
-    DatasetRebuilder,
     EpisodeEdit,
     EpisodeRef,
 )
-from rlctl.application.ports.progress import Progress
-from rlctl.application.use_cases.dataset_rebuild import EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import InvalidInput
 
@@ -45,19 +41,7 @@ class TaskChanges:
     task_replacements: Mapping[str, str] = attrs.field(factory=dict, converter=_renames)
 
 
-class ModifyTasks:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class ModifyTasks(DatasetTool):
     def __call__(
         self,
         location: str,

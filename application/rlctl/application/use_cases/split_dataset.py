@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from rlctl.application.episode_spec import parse_episode_spec
-from rlctl.application.ports.dataset import DatasetMetaReader
-from rlctl.application.ports.dataset_tools import DatasetFolders, DatasetRebuilder, EpisodeRef
-from rlctl.application.ports.progress import Progress
-from rlctl.application.use_cases.dataset_rebuild import EditResult, build, require_new_output
+from rlctl.application.ports.dataset_tools import EpisodeRef
+from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
+    EditResult,
+    build,
+    require_new_output,
+)
 from rlctl.domain.errors import InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -67,19 +70,7 @@ def parse_fractions(text: str) -> dict[str, float]:
     return out
 
 
-class SplitDataset:
-    def __init__(
-        self,
-        meta_reader: DatasetMetaReader,
-        rebuilder: DatasetRebuilder,
-        folders: DatasetFolders,
-        progress: Progress,
-    ) -> None:
-        self._meta_reader = meta_reader
-        self._rebuilder = rebuilder
-        self._folders = folders
-        self._progress = progress
-
+class SplitDataset(DatasetTool):
     def __call__(
         self,
         location: str,
