@@ -13,7 +13,14 @@ its own fresh process (alternating, `--repeat` times), loads it and predicts:
 
 PaliGemma's tokenizer (`google/paligemma-3b-pt-224`) is read from `--tokenizer DIR` in both
 tools (a Hub copy, or any Gemma-style tokenizer folder); without it a tiny stand-in is written
-(token ids differ, timings do not). `--size tiny` runs the same at toy sizes, to check the script.
+(token ids differ, timings do not). `--size tiny` runs the same at toy sizes, to check the script;
+`--size medium` (Gemma widths 512 and 256, 4 layers, a 224x224 camera, about 1 GB) takes a few
+seconds per tool, enough arithmetic for the model rather than Python to dominate.
+
+Both tools read compiled bytecode, as installed packages do: the children write theirs into a
+scratch cache (`PYTHONPYCACHEPREFIX`, even under `PYTHONDONTWRITEBYTECODE`), filled by one
+untimed warm-up run of each tool on a tiny checkpoint, so no tool's load pays for compiling its
+imports.
 
 Usage (real size needs ~16 GB free per process; the tools run one after the other):
     python benchmarks/pi05_real_size.py --lerobot-python /path/to/lerobot/venv/bin/python \
@@ -39,7 +46,7 @@ TESTS = HERE.parent / "tests" / "adapters" / "policies"
 PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
 STATE, ACTION, CAMERA = 14, 14, "observation.images.base"
 TASK = "pick up the cube and place it in the box"
-TINY = {
+TINY: dict[str, object] = {
     "paligemma_variant": "custom:width=32,depth=2,mlp_dim=64,num_heads=8,num_kv_heads=1,"
     "head_dim=8,vocab_size=320,vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,"
     "patch_size=14",
@@ -47,6 +54,16 @@ TINY = {
     "head_dim=8,vocab_size=320",
     "image_resolution": [28, 28],
 }
+# Seconds per run and about 1 GB: enough arithmetic that the model, not Python, dominates.
+MEDIUM: dict[str, object] = {
+    "paligemma_variant": "custom:width=512,depth=4,mlp_dim=2048,num_heads=8,num_kv_heads=1,"
+    "head_dim=64,vocab_size=320,vision_width=256,vision_depth=4,vision_mlp_dim=1024,"
+    "vision_heads=4,patch_size=14",
+    "action_expert_variant": "custom:width=256,depth=4,mlp_dim=1024,num_heads=8,num_kv_heads=1,"
+    "head_dim=64,vocab_size=320",
+    "image_resolution": [224, 224],
+}
+SIZES: dict[str, dict[str, object]] = {"tiny": TINY, "medium": MEDIUM, "real": {}}
 
 
 def peak_rss_mb() -> float:
@@ -77,7 +94,7 @@ def make_checkpoint(out: Path, size: str, steps: int, tokenizer: Path) -> None:
     from rlctl.domain.policies.pi05 import PI05Config
 
     use_local_tokenizer(tokenizer_module, tokenizer)
-    extra = TINY if size == "tiny" else {}
+    extra = SIZES[size]
     resolution = int(extra.get("image_resolution", [224])[0])  # type: ignore[index]
     config = PI05Config(
         input_features={
@@ -180,13 +197,25 @@ def report(
 # --- the orchestration ---------------------------------------------------------------------------
 
 
-def child(tool: str, python: str, args: argparse.Namespace, folder: Path, tokenizer: Path) -> dict:
+def child(
+    tool: str,
+    python: str,
+    args: argparse.Namespace,
+    folder: Path,
+    tokenizer: Path,
+    *,
+    size: str | None = None,
+    chunks: int | None = None,
+) -> dict:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--tokenizer", str(tokenizer), "--chunks", str(args.chunks)]
-    command += ["--size", args.size]
+    command += ["--tokenizer", str(tokenizer)]
+    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
+    command += ["--size", size or args.size]
     if args.threads:
         command += ["--threads", str(args.threads)]
     result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -198,7 +227,7 @@ def child(tool: str, python: str, args: argparse.Namespace, folder: Path, tokeni
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lerobot-python", help="LeRobot 0.6.1's Python (omit: rlctl only)")
-    parser.add_argument("--size", choices=("real", "tiny"), default="real")
+    parser.add_argument("--size", choices=tuple(SIZES), default="real")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--chunks", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10, help="num_inference_steps")
@@ -214,11 +243,12 @@ def main() -> None:
         if args.threads:
             torch.set_num_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
-        resolution = TINY["image_resolution"][0] if args.size == "tiny" else 224
+        resolution = SIZES[args.size].get("image_resolution", [224])[0]  # type: ignore[index]
         print(json.dumps(run(args.folder, args.tokenizer, args.chunks, int(resolution))))
         return
 
     with tempfile.TemporaryDirectory(prefix="pi05_bench_") as scratch:
+        args.pycache = Path(scratch) / "pycache"
         tokenizer = args.tokenizer
         if tokenizer is None:
             write = runpy.run_path(str(TESTS / "tiny_paligemma_tokenizer.py"))
@@ -232,6 +262,11 @@ def main() -> None:
         tools = {"rlctl": sys.executable}
         if args.lerobot_python:
             tools["lerobot"] = args.lerobot_python
+        warm = folder if args.size == "tiny" else Path(scratch) / "pi05_tiny"
+        if not warm.exists():
+            make_checkpoint(warm, "tiny", args.steps, tokenizer)
+        for tool, python in tools.items():  # untimed: compiles each tool's imports
+            child(tool, python, args, warm, tokenizer, size="tiny", chunks=0)
         results: dict[str, list[dict]] = {tool: [] for tool in tools}
         for _ in range(args.repeat):
             for tool, python in tools.items():

@@ -16,6 +16,7 @@ pytest.importorskip("transformers", reason="π0 needs the smolvla extra")
 
 from rlctl.adapters.policies.checkpoint import read_config, read_model
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
+from rlctl.adapters.policies.paligemma import PaliGemmaWithExpertModel
 from rlctl.adapters.policies.pi0 import PI0Policy
 from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError
@@ -135,6 +136,37 @@ def test_saves_and_reloads_bit_exactly_and_predicts_deterministically(
     for key, value in policy.model.state_dict().items():
         assert torch.equal(value, theirs[key]), key
     assert torch.equal(reloaded.predict_chunk(raw_batch(), noise=noise()).actions, first)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_trimmed_prefix_predicts_the_chunks_of_the_full_one(
+    kind: str, tiny_paligemma_tokenizer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inference leaves the placeholder camera and the prompt's padding out of the prefix
+    (`trim_prefix`, on by default): a shorter prefix, the chunks of LeRobot's full one."""
+    torch.manual_seed(0)
+    policy = create_policy(tiny_config(kind, empty_cameras=1), stats())
+    with torch.no_grad():
+        for param in policy.model.parameters():
+            param.copy_(torch.randn_like(param) * 0.2)
+    lengths: list[int] = []
+    fill_cache = PaliGemmaWithExpertModel.fill_cache
+
+    def spy(self, prefix, *args):  # type: ignore[no-untyped-def]
+        lengths.append(prefix.shape[1])
+        return fill_cache(self, prefix, *args)
+
+    monkeypatch.setattr(PaliGemmaWithExpertModel, "fill_cache", spy)
+    raw = {**raw_batch(), "task": ["close the drawer", ""]}  # one prompt all but padding
+    inner = policy.model.model
+    assert inner.trim_prefix
+    trimmed = policy.predict_chunk(raw, noise=noise()).actions
+    inner.trim_prefix = False
+    full = policy.predict_chunk(raw, noise=noise()).actions
+    patches = (28 // 14) ** 2
+    assert lengths[1] == 2 * patches + 40  # the camera, the placeholder, the padded prompt
+    assert lengths[0] < patches + 40
+    torch.testing.assert_close(trimmed, full, rtol=0, atol=1e-5)
 
 
 def test_a_checkpoint_is_loaded_without_building_random_weights(

@@ -177,10 +177,15 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
     """Eager grouped-query attention as Gemma's: (B, H, Lq, D) queries, (B, Hkv, Lk, D) keys
     and values, an additive (B, 1, Lq, Lk) mask -> (B, Lq, H*D)."""
-    groups = query.shape[1] // key.shape[1]
-    if groups > 1:
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if kv_heads == 1 and heads > 1:
+        # Every Gemma here shares one key/value head: a view of it for each query head (the
+        # same products as repeating it, without copying the keys and values 8 times).
+        key = key.expand(-1, heads, -1, -1)
+        value = value.expand(-1, heads, -1, -1)
+    elif heads > kv_heads:
+        key = key.repeat_interleave(heads // kv_heads, dim=1)
+        value = value.repeat_interleave(heads // kv_heads, dim=1)
     scores = torch.matmul(query, key.transpose(2, 3)) * query.shape[-1] ** -0.5 + mask
     probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     out = torch.matmul(probs, value).transpose(1, 2)
@@ -369,20 +374,28 @@ class PaliGemmaWithExpertModel(nn.Module):
             hidden = layer.finish(hidden, attend(query, key, value, mask), gate, None)
         return cache
 
+    def expert_rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The rotary tables (cos, sin) of `expert_step` at the suffix's positions: the same at
+        every Euler step of a chunk, so the sampler computes them once."""
+        dtype = self.expert_layers[0].self_attn.q_proj.weight.dtype
+        return rope(
+            positions, self.head_dim, torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
+        )
+
     def expert_step(
         self,
         suffix: Tensor,
         cache: KVCache,
         mask: Tensor,
-        positions: Tensor,
+        rotary: tuple[Tensor, Tensor],
         expert_cond: Tensor | None = None,
     ) -> Tensor:
         """Inference: the suffix alone through the expert's layers, attending to the cached
-        prefix and itself; returns its output, normed."""
+        prefix and itself (`mask`, `rotary`: see `expert_rotary`); returns its output, normed."""
         hidden = suffix
         if self.expert_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
             hidden = hidden.to(torch.bfloat16)
-        cos, sin = rope(positions, self.head_dim, hidden.dtype)
+        cos, sin = rotary
         for layer, (cached_key, cached_value) in zip(self.expert_layers, cache, strict=True):
             query, key, value, gate = layer.qkv(hidden, expert_cond)
             query, key = rotate(query, cos, sin), rotate(key, cos, sin)
@@ -489,6 +502,27 @@ def prepare_images(
         images.append(torch.ones_like(images[-1]) * -1)
         masks.append(torch.zeros_like(masks[-1]))
     return images, masks
+
+
+def drop_unseen(
+    images: list[Tensor], image_masks: list[Tensor], tokens: Tensor, token_masks: Tensor
+) -> tuple[list[Tensor], list[Tensor], Tensor, Tensor]:
+    """The prefix's inputs without what no token can attend to: images masked out in every
+    batch row (the `empty_cameras` placeholders, absent cameras) and token columns that are
+    padding in every row (the tokenizer pads to `tokenizer_max_length`, e.g. 200 for π0.5,
+    where a prompt takes tens).
+
+    Inference only. The attention mask hides these positions from every query, and the
+    positions of the others count only unpadded tokens, so the chunk is the same; what goes is
+    their cost: SigLIP on a placeholder image, the PaliGemma's layers on padding, and the expert
+    attending to it at every Euler step."""
+    kept = [(image, mask) for image, mask in zip(images, image_masks, strict=True) if mask.any()]
+    if kept:
+        images, image_masks = [image for image, _ in kept], [mask for _, mask in kept]
+    used = token_masks.any(dim=0)
+    if not bool(used.all()):
+        tokens, token_masks = tokens[:, used], token_masks[:, used]
+    return images, image_masks, tokens, token_masks
 
 
 def prefix_blocks(

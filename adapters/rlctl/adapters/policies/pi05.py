@@ -43,8 +43,11 @@ class PI05FlowMatching(PI0FlowMatching):
         """One token per action; the time becomes the condition of the expert's norms."""
         actions = self._checkpointed(self.action_in_proj, x_t)
         cond = self._checkpointed(self._time_mlp, self._time(time))
-        blocks = [True] + [False] * (self.config.chunk_size - 1)
-        return actions, *self._masks(actions, blocks), cond
+        return actions, *self._masks(actions, self.suffix_blocks()), cond
+
+    def suffix_blocks(self) -> list[bool]:
+        """One block of actions, seeing each other (the prefix sees none of them)."""
+        return [True] + [False] * (self.config.chunk_size - 1)
 
 
 class PI05Policy(PiPolicy):
