@@ -233,7 +233,6 @@ def _transition(raw: dict[str, object]):  # type: ignore[no-untyped-def]
     return Transition(observation=observation, complementary_data={"task": raw["task"]})
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_trains_on_a_fixed_batch_and_the_loss_goes_down(
     kind: str, tiny_paligemma_tokenizer: Path

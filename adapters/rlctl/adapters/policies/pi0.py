@@ -8,7 +8,9 @@
 Training draws a time t ~ Beta(1.5, 1) and noise, mixes x_t = t * noise + (1 - t) * actions, and
 regresses the velocity noise - actions. Inference integrates the velocity from noise (t=1) to
 actions (t=0) in `num_inference_steps` Euler steps, running the prefix once and the expert over
-its cached keys and values at each step (see `paligemma`).
+its cached keys and values at each step (see `paligemma`). The prefix leaves out what no token
+attends to (placeholder cameras, the prompt's padding; `trim_prefix`), and what the suffix
+attends to is laid out once per chunk, not per step.
 
 Parameter names are LeRobot 0.6.1's (`model.paligemma_with_expert...`, `model.state_proj`, ...),
 so a LeRobot `model.safetensors` loads as it is. Loading a checkpoint builds the model on the
