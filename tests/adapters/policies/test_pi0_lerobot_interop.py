@@ -125,11 +125,17 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     # LeRobot's checkpoint, in rlctl.
     theirs = tmp_path / "lerobot_model"
     made = lerobot(LEROBOT_SCRIPT, "make", theirs, tokenizer, json.dumps(spec), inputs_path)
-    ours = rlctl_chunk(load_policy_folder(theirs), inputs)
+    loaded = load_policy_folder(theirs)
+    ours = rlctl_chunk(loaded, inputs)
     expected = np.array(made["chunk"])
     assert ours.shape == expected.shape == (2, spec["config"]["chunk_size"], spec["action_dim"])
     diff = float(np.abs(ours - expected).max())
     print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
+    assert diff <= TOLERANCE
+    # Without the trimmed prefix, rlctl runs LeRobot's arithmetic step for step.
+    loaded.model.model.trim_prefix = False
+    diff = float(np.abs(rlctl_chunk(loaded, inputs) - expected).max())
+    print(f"{name}: the same, full prefix, max abs diff {diff:.3g}")
     assert diff <= TOLERANCE
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
