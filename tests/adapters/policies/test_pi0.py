@@ -139,11 +139,12 @@ def test_saves_and_reloads_bit_exactly_and_predicts_deterministically(
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_trimmed_prefix_predicts_the_chunks_of_the_full_one(
+def test_the_speed_paths_predict_the_chunks_of_the_plain_ones(
     kind: str, tiny_paligemma_tokenizer: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Inference leaves the placeholder camera and the prompt's padding out of the prefix
-    (`trim_prefix`, on by default): a shorter prefix, the chunks of LeRobot's full one."""
+    """Inference's speed paths (`speed_paths`, on by default) leave the placeholder camera and
+    the prompt's padding out of the prefix and compute π0.5's norm modulations for all the
+    Euler steps at once: less work, the chunks of LeRobot's plain arithmetic."""
     torch.manual_seed(0)
     policy = create_policy(tiny_config(kind, empty_cameras=1), stats())
     with torch.no_grad():
@@ -157,16 +158,23 @@ def test_the_trimmed_prefix_predicts_the_chunks_of_the_full_one(
         return fill_cache(self, prefix, *args)
 
     monkeypatch.setattr(PaliGemmaWithExpertModel, "fill_cache", spy)
-    raw = {**raw_batch(), "task": ["close the drawer", ""]}  # one prompt all but padding
     inner = policy.model.model
-    assert inner.trim_prefix
-    trimmed = policy.predict_chunk(raw, noise=noise()).actions
-    inner.trim_prefix = False
-    full = policy.predict_chunk(raw, noise=noise()).actions
+    final_norm = inner.paligemma_with_expert.gemma_expert.model.norm
+    modulated: list[int] = []
+    if kind == "pi05":
+        final_norm.dense.register_forward_hook(lambda *_: modulated.append(1))
+    raw = {**raw_batch(), "task": ["close the drawer", ""]}  # one prompt all but padding
+    assert inner.speed_paths
+    fast = policy.predict_chunk(raw, noise=noise()).actions
+    fast_modulations = len(modulated)
+    inner.speed_paths = False
+    plain = policy.predict_chunk(raw, noise=noise()).actions
     patches = (28 // 14) ** 2
     assert lengths[1] == 2 * patches + 40  # the camera, the placeholder, the padded prompt
     assert lengths[0] < patches + 40
-    torch.testing.assert_close(trimmed, full, rtol=0, atol=1e-5)
+    if kind == "pi05":  # once per chunk, then once per Euler step (3)
+        assert (fast_modulations, len(modulated) - fast_modulations) == (1, 3)
+    torch.testing.assert_close(fast, plain, rtol=0, atol=1e-5)
 
 
 def test_a_checkpoint_is_loaded_without_building_random_weights(

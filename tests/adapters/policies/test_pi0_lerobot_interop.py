@@ -132,10 +132,10 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     diff = float(np.abs(ours - expected).max())
     print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
     assert diff <= TOLERANCE
-    # Without the trimmed prefix, rlctl runs LeRobot's arithmetic step for step.
-    loaded.model.model.trim_prefix = False
+    # Without its speed paths, rlctl runs LeRobot's arithmetic step for step.
+    loaded.model.model.speed_paths = False
     diff = float(np.abs(rlctl_chunk(loaded, inputs) - expected).max())
-    print(f"{name}: the same, full prefix, max abs diff {diff:.3g}")
+    print(f"{name}: the same without speed paths, max abs diff {diff:.3g}")
     assert diff <= TOLERANCE
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.

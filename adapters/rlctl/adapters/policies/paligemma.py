@@ -20,7 +20,7 @@ hold them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -67,14 +67,18 @@ class RMSNorm(nn.Module):
         else:
             self.weight = nn.Parameter(torch.zeros(dim))
 
-    def forward(self, x: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, cond: Tensor | None = None, modulation: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """`modulation`, when given, is `dense(cond)` computed beforehand (`expert_modulations`)."""
         dtype = x.dtype
         normed = x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + self.eps)
         if self.cond_dim is None:
             return (normed * (1.0 + self.weight.float())).type_as(x), None
-        if cond is None:
-            raise ValueError("an adaptive RMSNorm needs its condition")
-        modulation = self.dense(cond)
+        if modulation is None:
+            if cond is None:
+                raise ValueError("an adaptive RMSNorm needs its condition")
+            modulation = self.dense(cond)
         if x.ndim == 3:
             modulation = modulation[:, None, :]
         scale, shift, gate = modulation.chunk(3, dim=-1)
@@ -116,9 +120,11 @@ class GemmaLayer(nn.Module):
         self.input_layernorm = RMSNorm(sizes.width, cond_dim=cond_dim)
         self.post_attention_layernorm = RMSNorm(sizes.width, cond_dim=cond_dim)
 
-    def qkv(self, x: Tensor, cond: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    def qkv(
+        self, x: Tensor, cond: Tensor | None, modulation: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Queries, keys, values (B, heads, L, dim) of the normed input, and the residual gate."""
-        hidden, gate = self.input_layernorm(x, cond)
+        hidden, gate = self.input_layernorm(x, cond, modulation)
         attn = self.self_attn
         shape = (*hidden.shape[:-1], -1, attn.head_dim)
         query = attn.q_proj(hidden).view(shape).transpose(1, 2)
@@ -127,12 +133,17 @@ class GemmaLayer(nn.Module):
         return query, key, value, gate
 
     def finish(
-        self, x: Tensor, attended: Tensor, gate: Tensor | None, cond: Tensor | None
+        self,
+        x: Tensor,
+        attended: Tensor,
+        gate: Tensor | None,
+        cond: Tensor | None,
+        modulation: Tensor | None = None,
     ) -> Tensor:
         """The attention's output projected and added, then the MLP's (gated residuals)."""
         o_proj = self.self_attn.o_proj
         x = gated_residual(x, o_proj(attended.to(o_proj.weight.dtype)), gate)
-        hidden, gate = self.post_attention_layernorm(x, cond)
+        hidden, gate = self.post_attention_layernorm(x, cond, modulation)
         if self.mlp.up_proj.weight.dtype == torch.bfloat16:
             hidden = hidden.to(torch.bfloat16)
         return gated_residual(x, self.mlp(hidden), gate)
@@ -389,21 +400,40 @@ class PaliGemmaWithExpertModel(nn.Module):
         mask: Tensor,
         rotary: tuple[Tensor, Tensor],
         expert_cond: Tensor | None = None,
+        modulations: Sequence[Tensor] | None = None,
     ) -> Tensor:
         """Inference: the suffix alone through the expert's layers, attending to the cached
-        prefix and itself (`mask`, `rotary`: see `expert_rotary`); returns its output, normed."""
+        prefix and itself (`mask`, `rotary`: see `expert_rotary`); returns its output, normed.
+        `modulations`, when given, replace the adaptive norms' `dense(expert_cond)`
+        (`expert_modulations`, in its order)."""
         hidden = suffix
         if self.expert_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
             hidden = hidden.to(torch.bfloat16)
         cos, sin = rotary
-        for layer, (cached_key, cached_value) in zip(self.expert_layers, cache, strict=True):
-            query, key, value, gate = layer.qkv(hidden, expert_cond)
+        mods: Sequence[Tensor | None] = modulations or [None] * (2 * len(cache) + 1)
+        for index, (layer, (cached_key, cached_value)) in enumerate(
+            zip(self.expert_layers, cache, strict=True)
+        ):
+            query, key, value, gate = layer.qkv(hidden, expert_cond, mods[2 * index])
             query, key = rotate(query, cos, sin), rotate(key, cos, sin)
             key = torch.cat([cached_key, key], dim=2)
             value = torch.cat([cached_value, value], dim=2)
-            hidden = layer.finish(hidden, attend(query, key, value, mask), gate, expert_cond)
-        out, _ = self.gemma_expert.model.norm(hidden, expert_cond)
+            attended = attend(query, key, value, mask)
+            hidden = layer.finish(hidden, attended, gate, expert_cond, mods[2 * index + 1])
+        out, _ = self.gemma_expert.model.norm(hidden, expert_cond, mods[-1])
         return out
+
+    def expert_modulations(self, cond: Tensor) -> list[Tensor]:
+        """The expert's adaptive norms' `dense(cond)` for many conditions at once (N, width) ->
+        one (N, 3 * width) per norm: each layer's input and post-attention norms, then the final
+        one. Their weights are read once for all the conditions instead of once per step."""
+        norms = [
+            n
+            for layer in self.expert_layers
+            for n in (layer.input_layernorm, layer.post_attention_layernorm)
+        ]
+        norms.append(self.gemma_expert.model.norm)
+        return [norm.dense(cond) for norm in norms]
 
 
 def _joint_layer(
@@ -432,15 +462,27 @@ def _joint_layer(
 # --- flow matching -------------------------------------------------------------------------------
 
 
-def euler_integrate(velocity: Velocity, noise: Tensor, num_steps: int) -> Tensor:
+def euler_times(noise: Tensor, num_steps: int) -> list[Tensor]:
+    """The times of `num_steps` Euler steps from 1 towards 0, each a float32 (B,) tensor."""
+    dt = -1.0 / num_steps
+    return [
+        torch.tensor(1.0 + step * dt, dtype=torch.float32, device=noise.device).expand(
+            noise.shape[0]
+        )
+        for step in range(num_steps)
+    ]
+
+
+def euler_integrate(
+    velocity: Velocity, noise: Tensor, num_steps: int, times: list[Tensor] | None = None
+) -> Tensor:
     """Integrate the flow from noise (t=1) to actions (t=0) in `num_steps` Euler steps; each
-    step calls `velocity(x_t, time)` with `time` a float32 (B,) tensor (openpi's loop)."""
-    batch = noise.shape[0]
+    step calls `velocity(x_t, time)` with `time` one of `times` (default `euler_times`), in
+    order (openpi's loop)."""
     dt = -1.0 / num_steps
     x_t = noise
-    for step in range(num_steps):
-        time = torch.tensor(1.0 + step * dt, dtype=torch.float32, device=noise.device)
-        x_t = x_t + dt * velocity(x_t, time.expand(batch))
+    for time in euler_times(noise, num_steps) if times is None else times:
+        x_t = x_t + dt * velocity(x_t, time)
     return x_t
 
 

@@ -9,8 +9,9 @@ Training draws a time t ~ Beta(1.5, 1) and noise, mixes x_t = t * noise + (1 - t
 regresses the velocity noise - actions. Inference integrates the velocity from noise (t=1) to
 actions (t=0) in `num_inference_steps` Euler steps, running the prefix once and the expert over
 its cached keys and values at each step (see `paligemma`). The prefix leaves out what no token
-attends to (placeholder cameras, the prompt's padding; `trim_prefix`), and what the suffix
-attends to is laid out once per chunk, not per step.
+attends to (placeholder cameras, the prompt's padding), what the suffix attends to is laid out
+once per chunk, not per step, and π0.5's time conditioning is computed for all the steps at once
+(`speed_paths`).
 
 Parameter names are LeRobot 0.6.1's (`model.paligemma_with_expert...`, `model.state_proj`, ...),
 so a LeRobot `model.safetensors` loads as it is. Loading a checkpoint builds the model on the
@@ -36,6 +37,7 @@ from rlctl.adapters.policies.paligemma import (
     additive_mask,
     drop_unseen,
     euler_integrate,
+    euler_times,
     prefix_blocks,
     prepare_images,
     sample_time,
@@ -69,10 +71,13 @@ class PI0FlowMatching(nn.Module):
     loss and the sampler."""
 
     adaptive_expert = False
-    # Inference leaves out of the prefix what no token attends to (`drop_unseen`): same chunks
-    # up to float rounding (about 1e-6), a third less work for π0.5's padded prompt. False runs
-    # LeRobot's arithmetic step for step (the same chunks to the bit).
-    trim_prefix = True
+    # Inference's speed paths, which give LeRobot's chunks up to float rounding (about 1e-6):
+    # the prefix without what no token attends to (`drop_unseen`: a third less work for
+    # π0.5's padded prompt), and what π0.5's expert needs of each Euler step's time computed
+    # for all the steps at once (`prepare_times`: its norms' weights read once per chunk, not
+    # once per step). False runs LeRobot's arithmetic step for step (the same chunks to the
+    # bit).
+    speed_paths = True
 
     def __init__(self, config: PiConfig) -> None:
         super().__init__()
@@ -182,8 +187,10 @@ class PI0FlowMatching(nn.Module):
     ) -> Tensor:
         """Integrate the velocity from noise (t=1) to actions (t=0); with `guidance`, towards
         the previous chunk's leftover (real-time chunking)."""
-        velocity = self.velocity_field(images, image_masks, tokens, token_masks, state)
-        return euler_integrate(guided(velocity, guidance), noise, self.config.num_inference_steps)
+        steps = self.config.num_inference_steps
+        times = euler_times(noise, steps)
+        velocity = self.velocity_field(images, image_masks, tokens, token_masks, state, times)
+        return euler_integrate(guided(velocity, guidance), noise, steps, times)
 
     def velocity_field(
         self,
@@ -192,10 +199,12 @@ class PI0FlowMatching(nn.Module):
         tokens: Tensor,
         token_masks: Tensor,
         state: Tensor | None,
+        times: list[Tensor] | None = None,
     ) -> Velocity:
         """The observation's velocity field `velocity(x_t, time)`: the prefix runs once here,
-        each call runs the expert over its cached keys and values."""
-        if self.trim_prefix:
+        each call runs the expert over its cached keys and values. `times`, the sampler's
+        times if known, may be prepared for (`prepare_times`)."""
+        if self.speed_paths:
             images, image_masks, tokens, token_masks = drop_unseen(
                 images, image_masks, tokens, token_masks
             )
@@ -206,11 +215,19 @@ class PI0FlowMatching(nn.Module):
         positions = torch.cumsum(prefix_pad, dim=1) - 1
         cache = self.paligemma_with_expert.fill_cache(prefix, mask, positions)
         suffix_mask, rotary = self.suffix_attention(prefix_pad)
+        prepared = self.prepare_times(times) if self.speed_paths and times else []
 
         def velocity(x_t: Tensor, time: Tensor) -> Tensor:
-            return self.denoise_step(state, cache, suffix_mask, rotary, x_t, time)
+            # A time prepared for is the very tensor the sampler passes (and RTC passes on).
+            ready = next((mods for t, mods in prepared if t is time), None)
+            return self.denoise_step(state, cache, suffix_mask, rotary, x_t, time, ready)
 
         return velocity
+
+    def prepare_times(self, times: list[Tensor]) -> list[tuple[Tensor, list[Tensor]]]:
+        """What each of the sampler's times needs that x_t does not change, computed for all
+        of them at once (π0.5: its norms' modulations); π0 has nothing to prepare."""
+        return []
 
     def suffix_attention(self, prefix_pad: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """What the suffix attends to over [prefix, suffix] (an additive mask) and its rotary
@@ -235,10 +252,13 @@ class PI0FlowMatching(nn.Module):
         rotary: tuple[Tensor, Tensor],
         x_t: Tensor,
         time: Tensor,
+        modulations: list[Tensor] | None = None,
     ) -> Tensor:
         """One evaluation of the velocity at (x_t, time) over the cached prefix."""
         suffix, _, _, cond = self.embed_suffix(state, x_t, time)
-        suffix_out = self.paligemma_with_expert.expert_step(suffix, cache, mask, rotary, cond)
+        suffix_out = self.paligemma_with_expert.expert_step(
+            suffix, cache, mask, rotary, cond, modulations
+        )
         return self._velocity(suffix_out)
 
 

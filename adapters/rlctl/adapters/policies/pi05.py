@@ -13,6 +13,7 @@ Parameter names are LeRobot 0.6.1's (`model.time_mlp_in`, `...input_layernorm.de
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
@@ -44,6 +45,17 @@ class PI05FlowMatching(PI0FlowMatching):
         actions = self._checkpointed(self.action_in_proj, x_t)
         cond = self._checkpointed(self._time_mlp, self._time(time))
         return actions, *self._masks(actions, self.suffix_blocks()), cond
+
+    def prepare_times(self, times: list[Tensor]) -> list[tuple[Tensor, list[Tensor]]]:
+        """The expert's norm modulations at every step's time, from one pass over their weights
+        (`expert_modulations`) instead of one per step."""
+        batch = times[0].shape[0]
+        cond = self._time_mlp(self._time(torch.cat(times)))
+        tables = self.paligemma_with_expert.expert_modulations(cond)
+        return [
+            (time, [table[i * batch : (i + 1) * batch] for table in tables])
+            for i, time in enumerate(times)
+        ]
 
     def suffix_blocks(self) -> list[bool]:
         """One block of actions, seeing each other (the prefix sees none of them)."""
