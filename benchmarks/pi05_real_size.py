@@ -9,6 +9,7 @@ its own fresh process (alternating, `--repeat` times), loads it and predicts:
 - first chunk: the first `predict_chunk` (pre-processing, the model, post-processing) on one
   observation (a 224x224 camera, a 14-dim state, a task), then `--chunks` more: per-chunk
   latency, median;
+- to first action: from the child's start (imports included) to the first chunk's end;
 - peak resident memory of the process.
 
 PaliGemma's tokenizer (`google/paligemma-3b-pt-224`) is read from `--tokenizer DIR` in both
@@ -189,6 +190,9 @@ def report(
         # rlctl imports torch and transformers lazily inside the load; compare this one.
         "import_and_load_s": loaded - start,
         "first_chunk_s": first - loaded,
+        # rlctl maps the weights and reads them as the first chunk touches them (the unused
+        # lm_heads never); LeRobot reads them all while loading: compare this one.
+        "to_first_action_s": first - start,
         "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
         "peak_rss_mb": peak_rss_mb(),
     }
@@ -275,7 +279,8 @@ def main() -> None:
                 print(json.dumps({"tool": tool, "size": args.size, **figures}))
         print(f"\nπ0.5 ({args.size} size, CPU), best of {args.repeat}:")
         print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
-        for key in ("import_and_load_s", "first_chunk_s", "chunk_median_s", "peak_rss_mb"):
+        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
+        for key in (*keys, "peak_rss_mb"):
             best = [min(r[key] for r in results[tool]) for tool in tools]
             print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
 
