@@ -52,6 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=20, help="batches timed after the first")
     parser.add_argument("--buffer", type=int, default=1000, help="the stream's shuffle buffer")
     parser.add_argument("--backend", default=None, help="video backend: auto, pyav, torchcodec")
+    parser.add_argument(
+        "--data-mb",
+        type=float,
+        default=0.05,
+        help="data_files_size_in_mb (LeRobot also rolls meta/episodes files over at this size, "
+        "and a stream downloads all of meta/: small values make meta/ grow with the episodes)",
+    )
     return parser.parse_args(argv)
 
 
@@ -109,8 +116,9 @@ def write_dataset(root: Path, episodes: int, args: argparse.Namespace) -> None:
         root,
         fps=args.fps,
         features=features,
-        # About 10 episodes per data file and per video file: bigger datasets, more files.
-        data_files_size_in_mb=0.05,
+        # At the default, about 10 episodes per data file and per video file: bigger datasets,
+        # more files.
+        data_files_size_in_mb=args.data_mb,
         video_files_size_in_mb=2.0,
     )
     with session:
