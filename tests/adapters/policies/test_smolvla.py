@@ -253,7 +253,8 @@ def test_the_experts_projections_of_the_prefix_are_made_once_per_chunk(
     tiny_smolvlm: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In cross-attention layers the expert projects the cached VLM keys and values: the same
-    at every Euler step, so made at the first and reused — with the very same actions."""
+    at every Euler step, so made once per chunk (on both inference paths) — with the very same
+    actions as projecting them again at every step."""
     from rlctl.adapters.policies import smolvla
 
     torch.manual_seed(0)
@@ -270,6 +271,10 @@ def test_the_experts_projections_of_the_prefix_are_made_once_per_chunk(
         proj.register_forward_hook(lambda *_: calls.append(1))
     reused = policy.predict_chunk(raw_batch(), noise=noise()).actions
     assert len(calls) == len(cross)  # not once per step
+    policy.model.model.speed_paths = False
+    calls.clear()
+    plain = policy.predict_chunk(raw_batch(), noise=noise()).actions
+    assert len(calls) == len(cross)
 
     class Forgetful(dict):  # the cache as it was: projected again at every step
         def __setitem__(self, key, value) -> None:
@@ -285,4 +290,57 @@ def test_the_experts_projections_of_the_prefix_are_made_once_per_chunk(
     calls.clear()
     again = policy.predict_chunk(raw_batch(), noise=noise()).actions
     assert len(calls) == 4 * len(cross)
-    assert torch.equal(reused, again)
+    assert torch.equal(plain, again)
+    torch.testing.assert_close(reused, again, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # cross-attention, a joint layer every second one
+        {"num_expert_layers": 2, "self_attn_every_n_layers": -1},  # experts beside 2 layers of 4
+        {"attention_mode": "self_attn", "add_image_special_tokens": True},
+    ],
+    ids=["cross", "fewer-experts", "self"],
+)
+def test_the_speed_paths_predict_the_chunks_of_the_plain_ones(
+    tiny_smolvlm: Path, monkeypatch: pytest.MonkeyPatch, overrides: dict[str, object]
+) -> None:
+    """Inference's speed paths (`speed_paths`, on by default) leave the placeholder camera and
+    the prompt's padding out of the prefix, stop the VLM's last layer at its keys and values
+    and run the expert alone over the cached prefix: less work, the chunks of LeRobot's plain
+    arithmetic (the slow path, `speed_paths = False`)."""
+    from rlctl.adapters.policies.smolvla import SmolVLMWithExpertModel
+
+    torch.manual_seed(0)
+    config = tiny_config(
+        tiny_smolvlm,
+        empty_cameras=1,
+        pad_language_to="max_length",
+        tokenizer_max_length=48,
+        **overrides,
+    )
+    policy = create_policy(config, stats())
+    with torch.no_grad():
+        for param in policy.model.parameters():
+            param.copy_(torch.randn_like(param) * 0.2)
+    lengths: list[int] = []
+    fill_cache = SmolVLMWithExpertModel.fill_cache
+
+    def spy(self, prefix, *args):  # type: ignore[no-untyped-def]
+        lengths.append(prefix.shape[1])
+        return fill_cache(self, prefix, *args)
+
+    monkeypatch.setattr(SmolVLMWithExpertModel, "fill_cache", spy)
+    inner = policy.model.model
+    assert inner.speed_paths
+    raw = raw_batch()
+    fast = policy.predict_chunk(raw, noise=noise()).actions
+    inner.speed_paths = False
+    plain = policy.predict_chunk(raw, noise=noise()).actions
+    image_tokens = inner.vlm_with_expert.embed_image(torch.zeros(1, 3, 64, 64)).shape[1]
+    assert lengths == [lengths[0]]  # the plain path does not call it
+    # The camera (and its 3 special tokens), a prompt of fewer than 48 tokens, the state: no
+    # placeholder camera, no padding.
+    assert image_tokens + 1 < lengths[0] < image_tokens + 3 + 48 + 1
+    torch.testing.assert_close(fast, plain, rtol=0, atol=1e-5)

@@ -153,6 +153,10 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     diff = float(np.abs(ours - expected).max())
     print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
     assert diff <= TOLERANCE
+    loaded.model.model.speed_paths = False  # LeRobot's arithmetic step for step
+    plain = float(np.abs(rlctl_chunk(loaded, inputs) - expected).max())
+    print(f"{name}: the same without the speed paths, max abs diff {plain:.3g}")
+    assert plain <= TOLERANCE
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
     torch.manual_seed(11)

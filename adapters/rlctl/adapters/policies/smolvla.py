@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import torch
@@ -51,6 +52,7 @@ ACTION = "action"
 EMPTY_CAMERA_PREFIX = "observation.images.empty_camera_"
 # Cached keys and values of the prefix, per VLM layer: (keys, values), each (B, L, heads, dim).
 KVCache = list[tuple[Tensor, Tensor]]
+Rotary = tuple[Tensor, Tensor]
 
 
 class PrefixCache(list[tuple[Tensor, Tensor]]):
@@ -60,6 +62,24 @@ class PrefixCache(list[tuple[Tensor, Tensor]]):
     def __init__(self) -> None:
         super().__init__()
         self.expert_kv: dict[int, tuple[Tensor, Tensor]] = {}
+
+
+class SuffixAttention:
+    """`SmolVLMWithExpertModel.suffix_attention`: additive masks and rotary tables of the
+    suffix in joint and in cross-attention layers."""
+
+    def __init__(
+        self, joint_mask: Tensor, joint_rotary: Rotary, cross_mask: Tensor, cross_rotary: Rotary
+    ) -> None:
+        self.joint_mask, self.joint_rotary = joint_mask, joint_rotary
+        self.cross_mask, self.cross_rotary = cross_mask, cross_rotary
+
+
+def _project_heads(projection: nn.Module, heads: Tensor) -> Tensor:
+    """The expert's k/v projection of the VLM's (B, L, Hkv, D) keys or values, per head again."""
+    flat = heads.to(projection.weight.dtype).reshape(*heads.shape[:2], -1)
+    out: Tensor = projection(flat)
+    return out.view(*heads.shape[:2], -1, heads.shape[-1])
 
 
 # --- small functions, as openpi and LeRobot define them -------------------------------------
@@ -82,6 +102,52 @@ def apply_rope(x: Tensor, positions: Tensor, max_wavelength: float = 10_000) -> 
     out[..., :d_half] = x1 * cos - x2 * sin
     out[..., d_half:] = x2 * cos + x1 * sin
     return out.to(dtype)
+
+
+def rotary_tables(positions: Tensor, head_dim: int, max_wavelength: float = 10_000) -> Rotary:
+    """`apply_rope`'s (cos, sin) at positions (B, L), each (B, L, 1, head_dim / 2): a chunk
+    computes them once for all the layers and Euler steps that share the positions."""
+    d_half = head_dim // 2
+    freq_exponents = (2.0 / head_dim) * torch.arange(
+        d_half, dtype=torch.float32, device=positions.device
+    )
+    timescale = max_wavelength**freq_exponents
+    radians = positions[..., None].to(torch.float32) / timescale[None, None, :]
+    radians = radians[..., None, :]
+    return torch.cos(radians), torch.sin(radians)
+
+
+def rotate(x: Tensor, rotary: Rotary) -> Tensor:
+    """`apply_rope(x, positions)` from `rotary_tables(positions)`: the same numbers."""
+    cos, sin = rotary
+    dtype = x.dtype
+    x1, x2 = x.to(torch.float32).split(x.shape[-1] // 2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(dtype)
+
+
+def additive_mask(allowed: Tensor) -> Tensor:
+    """(B, Lq, Lk) booleans -> the (B, 1, Lq, Lk) float32 mask added to attention scores
+    (LeRobot replaces the scores of hidden keys by float32's lowest: the same probabilities)."""
+    return torch.where(allowed[:, None], 0.0, torch.finfo(torch.float32).min)
+
+
+def grouped_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
+    """LeRobot's eager grouped-query attention (scores in float32) without copying the keys
+    and values once per query head: the query heads that share a key/value head are stacked
+    and multiplied by it at once.
+
+    (B, Lq, H, D) queries, (B, Lk, Hkv, D) keys and values, an additive (B, 1, Lq, Lk) mask ->
+    (B, Lq, H*D)."""
+    batch, q_len, heads, dim = query.shape
+    k_len, kv_heads = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    # Query head h reads key/value head h // groups, as LeRobot's expansion lays them out.
+    q = query.to(torch.float32).transpose(1, 2).reshape(batch, kv_heads, groups * q_len, dim)
+    k = key.to(torch.float32).permute(0, 2, 3, 1)
+    scores = torch.matmul(q, k).view(batch, heads, q_len, k_len) * dim**-0.5 + mask
+    probs = F.softmax(scores, dim=-1).to(value.dtype)
+    out = torch.matmul(probs.view(batch, kv_heads, groups * q_len, k_len), value.transpose(1, 2))
+    return out.view(batch, heads, q_len, dim).transpose(1, 2).reshape(batch, q_len, heads * dim)
 
 
 def time_embedding(time: Tensor, dimension: int, min_period: float, max_period: float) -> Tensor:
@@ -431,6 +497,94 @@ class SmolVLMWithExpertModel(nn.Module):
             None if hidden is None else model.norm(hidden) for model, hidden in zip(models, embeds)
         ]
 
+    # -- inference: the prefix once, then the expert alone at each Euler step ------------------
+
+    def _attends_jointly(self, index: int) -> bool:
+        return "cross" not in self.attention_mode or self._joint_layer(index)
+
+    def fill_cache(self, prefix: Tensor, mask: Tensor, positions: Tensor) -> PrefixCache:
+        """The prefix alone through the VLM's layers (`mask` additive); per layer, what the
+        expert reads of it: the keys (after RoPE) and values in joint layers, the expert's own
+        projections of them in cross-attention layers (the same at every Euler step).
+
+        The last layer's keys and values are all that is read of it: its queries, attention
+        and MLP, which LeRobot runs, feed nothing."""
+        rotary = rotary_tables(positions, self.head_dim)
+        cache = PrefixCache()
+        hidden = prefix
+        last = self.num_vlm_layers - 1
+        for index, layer in enumerate(self.text_model.layers):
+            attn = layer.self_attn
+            normed = layer.input_layernorm(hidden).to(attn.q_proj.weight.dtype)
+            shape = (*normed.shape[:-1], -1, attn.head_dim)
+            key = rotate(attn.k_proj(normed).view(shape), rotary)
+            value = attn.v_proj(normed).view(shape)
+            cache.append((key, value))
+            expert_index = self._expert_at[index]
+            if expert_index is not None and not self._attends_jointly(index):
+                expert_attn = self.lm_expert.layers[expert_index].self_attn
+                cache.expert_kv[index] = (
+                    _project_heads(expert_attn.k_proj, key),
+                    _project_heads(expert_attn.v_proj, value),
+                )
+            if index == last:
+                break
+            query = rotate(attn.q_proj(normed).view(shape), rotary)
+            attended = grouped_attention(query, key, value, mask)
+            out = attn.o_proj(attended.to(attn.o_proj.weight.dtype))
+            out += hidden
+            hidden = out + layer.mlp(layer.post_attention_layernorm(out))
+        return cache
+
+    def suffix_attention(self, prefix_pad: Tensor, suffix_len: int) -> SuffixAttention:
+        """What the suffix attends to and its rotary tables, in joint layers (the prefix, then
+        the causal chunk, at positions after the prefix's) and in cross-attention layers (the
+        prefix, the chunk's positions from 0): the same at every Euler step of a chunk."""
+        batch, prefix_len = prefix_pad.shape
+        device = prefix_pad.device
+        causal = torch.ones(suffix_len, suffix_len, dtype=torch.bool, device=device).tril()
+        sees_prefix = prefix_pad[:, None, :].expand(batch, suffix_len, prefix_len)
+        joint = torch.cat([sees_prefix, causal.expand(batch, -1, -1)], dim=2)
+        steps = torch.arange(suffix_len, device=device)[None, :]
+        joint_positions = prefix_pad.sum(dim=-1)[:, None] + steps
+        return SuffixAttention(
+            joint_mask=additive_mask(joint),
+            joint_rotary=rotary_tables(joint_positions, self.head_dim),
+            cross_mask=additive_mask(sees_prefix),
+            cross_rotary=rotary_tables(steps.expand(batch, -1), self.head_dim),
+        )
+
+    def expert_step(self, suffix: Tensor, cache: PrefixCache, plan: SuffixAttention) -> Tensor:
+        """The suffix alone through the expert's layers over the cached prefix; returns its
+        output, normed."""
+        hidden = suffix
+        for index in range(self.num_vlm_layers):
+            expert_index = self._expert_at[index]
+            if expert_index is None:
+                continue
+            layer = self.lm_expert.layers[expert_index]
+            attn = layer.self_attn
+            normed = layer.input_layernorm(hidden).to(attn.q_proj.weight.dtype)
+            shape = (*normed.shape[:-1], -1, attn.head_dim)
+            query = attn.q_proj(normed).view(shape)
+            if self._attends_jointly(index):
+                query = rotate(query, plan.joint_rotary)
+                key = rotate(attn.k_proj(normed).view(shape), plan.joint_rotary)
+                value = attn.v_proj(normed).view(shape)
+                cached_key, cached_value = cache[index]
+                key = torch.cat([cached_key, key], dim=1)
+                value = torch.cat([cached_value, value], dim=1)
+                attended = grouped_attention(query, key, value, plan.joint_mask)
+            else:
+                key, value = cache.expert_kv[index]
+                query = rotate(query, plan.cross_rotary)
+                attended = grouped_attention(query, key, value, plan.cross_mask)
+            out = attn.o_proj(attended.to(attn.o_proj.weight.dtype))
+            out += hidden
+            hidden = out + layer.mlp(layer.post_attention_layernorm(out))
+        normed_out: Tensor = self.lm_expert.norm(hidden)
+        return normed_out
+
 
 # --- flow matching over the VLM and the expert -------------------------------------------------
 
@@ -438,6 +592,13 @@ class SmolVLMWithExpertModel(nn.Module):
 class VLAFlowMatching(nn.Module):
     """The prefix (images, task, state) and the suffix (noisy actions at a time) embedded, the
     velocity predicted, the loss of training and the Euler integration of inference."""
+
+    # Inference's speed paths, which give LeRobot's chunks up to float rounding (about 1e-6):
+    # the prefix without what no token attends to, the VLM's last layer reduced to the keys and
+    # values the expert reads, the expert's projections of the prefix, its masks and rotary
+    # tables made once per chunk instead of once per Euler step, grouped-query attention
+    # without copies of the keys and values. False runs LeRobot's arithmetic step for step.
+    speed_paths = True
 
     def __init__(self, config: SmolVLAConfig, *, load_vlm_weights: bool) -> None:
         super().__init__()
@@ -586,22 +747,63 @@ class VLAFlowMatching(nn.Module):
         if noise is None:
             shape = (batch, self.config.chunk_size, self.config.max_action_dim)
             noise = torch.randn(shape, dtype=torch.float32, device=device)
-        prefix, prefix_pad, prefix_blocks = self.embed_prefix(
-            images, image_masks, lang_tokens, lang_masks, state
-        )
-        prefix_mask = attention_masks_2d(prefix_pad, prefix_blocks)
-        prefix_positions = torch.cumsum(prefix_pad, dim=1) - 1
-        cache = PrefixCache()
-        self.vlm_with_expert(
-            [prefix, None], prefix_mask, prefix_positions, cache=cache, fill_cache=True
-        )
-        velocity = guided(lambda x, t: self.denoise_step(prefix_pad, cache, x, t), guidance)
+        if self.speed_paths:
+            velocity = self.velocity_field(images, image_masks, lang_tokens, lang_masks, state)
+        else:
+            prefix, prefix_pad, prefix_blocks = self.embed_prefix(
+                images, image_masks, lang_tokens, lang_masks, state
+            )
+            prefix_mask = attention_masks_2d(prefix_pad, prefix_blocks)
+            prefix_positions = torch.cumsum(prefix_pad, dim=1) - 1
+            cache = PrefixCache()
+            self.vlm_with_expert(
+                [prefix, None], prefix_mask, prefix_positions, cache=cache, fill_cache=True
+            )
+            velocity = partial(self.denoise_step, prefix_pad, cache)
+        velocity = guided(velocity, guidance)
         dt = -1.0 / self.config.num_steps
         x_t = noise
         for step in range(self.config.num_steps):
             time = torch.tensor(1.0 + step * dt, dtype=torch.float32, device=device).expand(batch)
             x_t = x_t + dt * velocity(x_t, time)
         return x_t
+
+    def velocity_field(
+        self,
+        images: list[Tensor],
+        image_masks: list[Tensor],
+        lang_tokens: Tensor,
+        lang_masks: Tensor,
+        state: Tensor,
+    ) -> Callable[[Tensor, Tensor], Tensor]:
+        """The observation's velocity field `velocity(x_t, time)` on the speed paths: the
+        prefix runs once here, without what no token attends to, and each call runs the expert
+        alone over what it reads of the prefix."""
+        kept = [(image, mask) for image, mask in zip(images, image_masks) if bool(mask.any())]
+        if kept and not self.config.add_image_special_tokens:
+            # Cameras masked out in every row (`empty_cameras` placeholders) go; not with
+            # special tokens, which are seen even around a placeholder.
+            images, image_masks = [image for image, _ in kept], [mask for _, mask in kept]
+        prefix, prefix_pad, prefix_blocks = self.embed_prefix(
+            images, image_masks, lang_tokens, lang_masks, state
+        )
+        seen = prefix_pad.any(dim=0)
+        if not bool(seen.all()):  # padding in every row (the prompt's, `prefix_length`'s)
+            prefix, prefix_pad, prefix_blocks = (
+                prefix[:, seen],
+                prefix_pad[:, seen],
+                prefix_blocks[:, seen],
+            )
+        experts = self.vlm_with_expert
+        mask = additive_mask(attention_masks_2d(prefix_pad, prefix_blocks))
+        cache = experts.fill_cache(prefix, mask, torch.cumsum(prefix_pad, dim=1) - 1)
+        plan = experts.suffix_attention(prefix_pad, self.config.chunk_size)
+
+        def velocity(x_t: Tensor, time: Tensor) -> Tensor:
+            suffix, _, _ = self.embed_suffix(x_t, time)
+            return self.velocity(experts.expert_step(suffix, cache, plan))
+
+        return velocity
 
     def denoise_step(self, prefix_pad: Tensor, cache: KVCache, x_t: Tensor, time: Tensor) -> Tensor:
         suffix, suffix_pad, suffix_blocks = self.embed_suffix(x_t, time)
