@@ -82,6 +82,41 @@ def _project_heads(projection: nn.Module, heads: Tensor) -> Tensor:
     return out.view(*heads.shape[:2], -1, heads.shape[-1])
 
 
+def _encode_in_place(vision: nn.Module, pixels: Tensor) -> Tensor:
+    """SmolVLM's vision transformer on all-real patches, as `transformers` runs it with SDPA,
+    but the residual stream updated in place and one buffer for every layer's MLP activations
+    (fc1, then GELU in place). `transformers` allocates a new 1024 x 3072 activation twice per
+    layer; on a CPU each fresh allocation of that size is paged in again, which cost about a
+    tenth of the encoder's time (1.6 s -> 1.4 s for two 512 px images on 2 cores)."""
+    batch = pixels.shape[0]
+    patch = vision.patch_size
+    patches = torch.ones(
+        (batch, pixels.shape[2] // patch, pixels.shape[3] // patch),
+        dtype=torch.bool,
+        device=pixels.device,
+    )
+    hidden = vision.embeddings(pixel_values=pixels, patch_attention_mask=patches).contiguous()
+    length, width = hidden.shape[1:]
+    flat = hidden.view(batch * length, width)
+    layers = vision.encoder.layers
+    activations = hidden.new_empty((batch * length, layers[0].mlp.fc1.out_features))
+    for layer in layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        normed = layer.layer_norm1(hidden)
+        shape = (batch, length, -1, attn.head_dim)
+        query = attn.q_proj(normed).view(shape).transpose(1, 2)
+        key = attn.k_proj(normed).view(shape).transpose(1, 2)
+        value = attn.v_proj(normed).view(shape).transpose(1, 2)
+        attended = F.scaled_dot_product_attention(query, key, value, scale=attn.scale)
+        hidden += attn.out_proj(attended.transpose(1, 2).reshape(batch, length, width))
+        normed = layer.layer_norm2(hidden).view(batch * length, width)
+        torch.addmm(mlp.fc1.bias, normed, mlp.fc1.weight.t(), out=activations)
+        torch.ops.aten.gelu_(activations, approximate="tanh")
+        flat += mlp.fc2(activations)
+    out: Tensor = vision.post_layernorm(hidden)
+    return out
+
+
 # --- small functions, as openpi and LeRobot define them -------------------------------------
 
 
@@ -327,9 +362,21 @@ class SmolVLMWithExpertModel(nn.Module):
             self.vlm.eval()
         return self
 
-    def embed_image(self, image: Tensor) -> Tensor:
+    def embed_image(self, image: Tensor, *, reuse_buffers: bool = False) -> Tensor:
+        """The SigLIP encoder and the connector's tokens of (B, C, H, W) images.
+
+        `reuse_buffers` (inference, without gradients): the encoder's layers run here in place
+        (`_encode_in_place`), the same kernels and the same numbers as `transformers`'."""
         vision = self.vlm.model.vision_model
-        hidden = vision(pixel_values=image.to(dtype=vision.dtype)).last_hidden_state
+        pixels = image.to(dtype=vision.dtype)
+        in_place = (
+            reuse_buffers
+            and not torch.is_grad_enabled()
+            and vision.config._attn_implementation == "sdpa"
+        )
+        hidden = _encode_in_place(vision, pixels) if in_place else None
+        if hidden is None:
+            hidden = vision(pixel_values=pixels).last_hidden_state
         return self.vlm.model.connector(hidden)
 
     def embed_language_tokens(self, tokens: Tensor) -> Tensor:
@@ -597,7 +644,8 @@ class VLAFlowMatching(nn.Module):
     # the prefix without what no token attends to, the VLM's last layer reduced to the keys and
     # values the expert reads, the expert's projections of the prefix, its masks and rotary
     # tables made once per chunk instead of once per Euler step, grouped-query attention
-    # without copies of the keys and values. False runs LeRobot's arithmetic step for step.
+    # without copies of the keys and values, the vision encoder's layers in place (see
+    # `_encode_in_place`). False runs LeRobot's arithmetic step for step.
     speed_paths = True
 
     def __init__(self, config: SmolVLAConfig, *, load_vlm_weights: bool) -> None:
@@ -635,6 +683,8 @@ class VLAFlowMatching(nn.Module):
         lang_tokens: Tensor,
         lang_masks: Tensor,
         state: Tensor,
+        *,
+        reuse_buffers: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor]:
         embeds, pad_masks, blocks = [], [], []
         for image, image_mask in zip(images, image_masks):
@@ -645,7 +695,7 @@ class VLAFlowMatching(nn.Module):
                 embeds.append(start)
                 pad_masks.append(torch.ones(start.shape[:2], dtype=torch.bool, device=image.device))
                 blocks += [0] * start.shape[1]
-            image_embeds = self.vlm_with_expert.embed_image(image)
+            image_embeds = self.vlm_with_expert.embed_image(image, reuse_buffers=reuse_buffers)
             scale = torch.tensor(
                 image_embeds.shape[-1] ** 0.5, dtype=image_embeds.dtype, device=image.device
             )
@@ -785,7 +835,7 @@ class VLAFlowMatching(nn.Module):
             # special tokens, which are seen even around a placeholder.
             images, image_masks = [image for image, _ in kept], [mask for _, mask in kept]
         prefix, prefix_pad, prefix_blocks = self.embed_prefix(
-            images, image_masks, lang_tokens, lang_masks, state
+            images, image_masks, lang_tokens, lang_masks, state, reuse_buffers=True
         )
         seen = prefix_pad.any(dim=0)
         if not bool(seen.all()):  # padding in every row (the prompt's, `prefix_length`'s)
