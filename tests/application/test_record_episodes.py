@@ -192,7 +192,9 @@ def test_the_interpreter_keeps_its_pauses_out_of_the_loop_while_recording():
     record(use_case, num_episodes=1)
     # Other threads yield the lock within 1 ms; what existed before is out of the collector's way.
     assert teleop.switch_intervals == {min(before, LOOP_SWITCH_INTERVAL_S)}
-    assert len(teleop.frozen) == 1 and teleop.frozen.pop() > 1000
+    # Frozen once before the loop: frozen objects freed during it leave the count (it may fall a
+    # little), but it is never frozen again per tick (it would grow) nor thawed.
+    assert min(teleop.frozen) > 1000 and max(teleop.frozen) - min(teleop.frozen) < 1000
     assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
 
 
