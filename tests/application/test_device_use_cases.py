@@ -147,9 +147,12 @@ def test_max_relative_target_caps_what_is_sent():
     robot, bus = so101(store, max_relative_target=5.0)
     robot.connect()
     console = ScriptedConsole([""], enter_after_polls=2, on_poll=sweep(bus, SO_JOINTS, [0, 4095]))
-    CalibrateRobot(store, console, ManualClock())(robot.calibration_targets()[0])
-    for motor in SO_JOINTS:
-        bus.registers[motor]["Present_Position"] = 2048
+    calibration = CalibrateRobot(store, console, ManualClock())(
+        robot.calibration_targets()[0]
+    ).calibration
+    for motor in SO_JOINTS:  # mid-range, so that a step of 20 stays inside every range
+        middle = (calibration[motor].range_min + calibration[motor].range_max) // 2
+        bus.registers[motor]["Present_Position"] = middle
     present = robot.get_observation()["observation.state"]
     sent = robot.send_action(present + 20)
     np.testing.assert_allclose(sent - present, 5.0, atol=1e-4)

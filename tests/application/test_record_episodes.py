@@ -382,3 +382,33 @@ def test_the_container_wires_recording_to_the_configured_writer():
     # 25 ticks in three phases (episode, reset, episode): 22 periods of 0.1 s.
     assert report.total_episodes == 2 and clock.now() == pytest.approx(2.2)
     assert container.dataset_writer().datasets[ROOT].total_frames == 20
+
+
+class DivergingPolicy(ConstantPolicy):
+    """Good actions, then NaN and absurd ones: what a diverged model or a corrupt observation
+    gives."""
+
+    def select_action(self, batch):
+        self.batches.append(batch)
+        n = len(self.batches)
+        if n % 3 == 0:
+            return np.full((1, self.action.size), np.nan, dtype=np.float32)
+        if n % 5 == 0:
+            return np.full((1, self.action.size), 1e30, dtype=np.float32)
+        return self.action[None]
+
+
+def test_a_diverging_policy_never_moves_the_robot_to_garbage_and_records_what_was_sent():
+    limits = ([-100, -100, -100, 0], [100, 100, 100, 100])
+    robot = ScriptedRobot(limits=limits, max_relative_target=30.0)
+    use_case, writer, robot, _ = recorder(robot=robot, policy=DivergingPolicy([10, 20, 30, 40]))
+    record(use_case, num_episodes=2)
+    episodes = writer.datasets[ROOT].frames
+    stored = np.stack([f.values["action"] for episode in episodes for f in episode])
+    assert np.all(np.isfinite(stored))
+    assert np.all(stored >= np.float32(limits[0])) and np.all(stored <= np.float32(limits[1]))
+    assert robot.held > 0
+    # What the dataset keeps is what the robot was sent, held ticks included (the teleop's 5
+    # reset ticks come between the two episodes).
+    sent = np.stack(robot.sent)
+    np.testing.assert_array_equal(stored, np.concatenate([sent[:10], sent[15:25]]))

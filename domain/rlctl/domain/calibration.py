@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -205,6 +206,7 @@ def unnormalize(
 ) -> int:
     """User units -> raw ticks, truncated towards zero as LeRobot's `int(...)` does."""
     check_range(calib, motor=motor)
+    value = require_finite(value, motor=motor)
     low, high = calib.range_min, calib.range_max
     inverted = apply_drive_mode and bool(calib.drive_mode)
     if mode is MotorNormMode.RANGE_M100_100:
@@ -217,8 +219,54 @@ def unnormalize(
         return int((bounded / 100) * (high - low) + low)
     if mode is MotorNormMode.DEGREES:
         middle = (low + high) / 2
-        return int((value * (resolution - 1) / 360) + middle)
+        ticks = require_finite((value * (resolution - 1) / 360) + middle, motor=motor)
+        return int(ticks)
     raise InvalidInput(f"unknown motor normalisation mode {mode!r}", where=motor)
+
+
+def user_range(
+    calib: MotorCalibration, mode: MotorNormMode, resolution: int
+) -> tuple[float, float]:
+    """The calibrated range in user units: what `unnormalize` maps onto range_min..range_max.
+
+    The ranges modes are -100..100 and 0..100 whatever the drive mode; DEGREES measures from the
+    middle of the recorded range, so a joint reaches its ends at +-(range/2) in degrees."""
+    check_range(calib)
+    if mode is MotorNormMode.RANGE_M100_100:
+        return -100.0, 100.0
+    if mode is MotorNormMode.RANGE_0_100:
+        return 0.0, 100.0
+    if mode is MotorNormMode.DEGREES:
+        middle = (calib.range_min + calib.range_max) / 2
+        scale = 360 / (resolution - 1)
+        low = (calib.range_min - middle) * scale
+        high = (calib.range_max - middle) * scale
+        # Rounding may map an end a hair outside the range once truncated to ticks: step in.
+        # (The gap is a few ulps, so a few steps suffice.)
+        for _ in range(64):
+            if unnormalize(low, calib, mode, resolution) >= calib.range_min:
+                break
+            low = math.nextafter(low, math.inf)
+        for _ in range(64):
+            if unnormalize(high, calib, mode, resolution) <= calib.range_max:
+                break
+            high = math.nextafter(high, -math.inf)
+        return low, high
+    raise InvalidInput(f"unknown motor normalisation mode {mode!r}")
+
+
+def require_finite(value: float, *, motor: str | None, register: str = "Goal_Position") -> float:
+    """A value bound for a motor register is a finite number: NaN or infinity never becomes a
+    bound chosen by accident (`int(nan)` fails, `max(-100, nan)` is -100)."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidInput(
+            f"refusing to write {number} to {register}: a motor takes finite numbers only",
+            where=motor,
+            hint="the robot's action guard holds such actions; check the policy or teleoperator "
+            "that produced it",
+        )
+    return number
 
 
 def homing_offset_for(

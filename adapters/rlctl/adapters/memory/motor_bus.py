@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from rlctl.adapters.motors.tables import MODELS
-from rlctl.domain.calibration import Calibration, MotorCalibration, homing_offset_for
+from rlctl.domain.calibration import (
+    Calibration,
+    MotorCalibration,
+    homing_offset_for,
+    require_finite,
+)
 from rlctl.domain.errors import CalibrationError, HardwareError, InvalidInput
 from rlctl.domain.motors import Motor
 
@@ -239,7 +244,7 @@ class InMemoryMotorBus:
 
     def _raw(self, name: str, register: str, value: MotorValue, normalize: bool) -> int:
         if not (normalize and register in _POSITIONS):
-            return int(value)
+            return int(require_finite(value, motor=name, register=register))
         return self._require_calibration().unnormalize(
             name,
             float(value),

@@ -1,10 +1,12 @@
 """A robot with no hardware: joints that go where they are told, and any cameras.
 
 `observation.state` is the last action sent (zeros before the first), so a recording shows
-exactly what was commanded; `max_relative_target` caps each step as a follower arm does, so
-the action sent differs from the one asked for. `episode_length` ends episodes like a simulator;
-`work_s` advances a `ManualClock` per tick, as slow hardware would; `fail_at` raises an error
-at a given observation number. Everything done to it is counted for assertions.
+exactly what was commanded. Actions pass the domain's `ActionGuard` as on a real arm: against
+`limits` (none by default: only non-finite actions are held), with `max_relative_target` capping
+each step, so the action sent differs from the one asked for; `held` counts refused actions.
+`episode_length` ends episodes like a simulator; `work_s` advances a `ManualClock` per tick, as
+slow hardware would; `fail_at` raises an error at a given observation number. Everything done
+to it is counted for assertions.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rlctl.application.robot_features import (
     joint_names,
     state_feature,
 )
+from rlctl.domain.action_guard import ActionGuard, ActionLimits
 from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 
@@ -45,12 +48,19 @@ class ScriptedRobot:
         fail_at: Mapping[int, Exception] | None = None,
         calibration_targets: Sequence[CalibrationTarget] = (),
         task: str | None = None,
+        limits: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> None:
+        """`limits`: (low, high) per joint, in the action's units."""
         self._names = joint_names(joints)
+        bounds = (
+            ActionLimits.unbounded(self._names)
+            if limits is None
+            else ActionLimits(tuple(self._names), limits[0], limits[1])
+        )
+        self._guard = ActionGuard(bounds, max_step=max_relative_target)
         self._cameras = dict(cameras or {})
         self._robot_type = robot_type
         self._realtime = realtime
-        self._max_step = max_relative_target
         self._episode_length = episode_length
         self._clock = clock
         self._work_s = work_s
@@ -107,6 +117,7 @@ class ScriptedRobot:
     def reset(self) -> None:
         self.resets += 1
         self._steps = 0
+        self._guard.begin_episode()
 
     @property
     def episode_over(self) -> bool:
@@ -126,14 +137,17 @@ class ScriptedRobot:
             observation["task"] = self._task
         return observation
 
+    @property
+    def held(self) -> int:
+        """How many actions the guard refused (and held the last safe command for)."""
+        return self._guard.holds
+
     def send_action(self, action: np.ndarray) -> np.ndarray:
         self._require_connected()
-        wanted = np.asarray(action, dtype=np.float32).reshape(len(self._names))
-        self.requested.append(wanted.copy())
-        sent = wanted
-        if self._max_step is not None:
-            sent = self._state + np.clip(wanted - self._state, -self._max_step, self._max_step)
-        self._state = sent.astype(np.float32)
+        decision = self._guard(action, present=self._state)
+        self.requested.append(np.array(action, dtype=np.float32, copy=True).reshape(-1))
+        if decision.values is not None:
+            self._state = decision.values.astype(np.float32)
         self.sent.append(self._state.copy())
         self._steps += 1
         return self._state.copy()

@@ -15,7 +15,12 @@ from typing import Any, ClassVar
 
 from rlctl.adapters.motors.sdk_transport import SdkTransport
 from rlctl.adapters.motors.tables import MODELS, Family, Register, ServoModel, servo_model
-from rlctl.domain.calibration import Calibration, MotorCalibration, homing_offset_for
+from rlctl.domain.calibration import (
+    Calibration,
+    MotorCalibration,
+    homing_offset_for,
+    require_finite,
+)
 from rlctl.domain.errors import CalibrationError, HardwareError, InvalidInput
 from rlctl.domain.motors import Motor
 
@@ -362,7 +367,8 @@ class SerialServoBus(abc.ABC):
                 apply_drive_mode=self.apply_drive_mode,
             )
         else:
-            ticks = int(value)  # truncation, as LeRobot writes raw values
+            # truncation, as LeRobot writes raw values
+            ticks = int(require_finite(value, motor=motor, register=register))
         size = model.register(register).size
         try:
             wire = model.to_wire(register, ticks)

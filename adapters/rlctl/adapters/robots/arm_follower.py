@@ -1,9 +1,11 @@
 """A follower arm as a `Robot`: joints on a `ServoArm`, plus cameras.
 
 The observation is the joints' present positions and the newest frame of every camera; the
-action is a goal position per joint. With `max_relative_target` a goal too far from where the
-joint is gets capped (LeRobot's `ensure_safe_goal_position`), and the capped goal is what
-`send_action` returns, so the dataset stores what the motors were really told.
+action is a goal position per joint. Every goal passes the domain's `ActionGuard` against the
+calibrated ranges: a small overshoot is clipped, a non-finite or absurd action holds the last
+safe command (said once per episode), and with `max_relative_target` a goal too far from where
+the joint is gets capped (LeRobot's `ensure_safe_goal_position`). What the guard lets through is
+what `send_action` returns, so the dataset stores what the motors were really told.
 """
 
 from __future__ import annotations
@@ -26,33 +28,14 @@ from rlctl.application.robot_features import (
     joint_names,
     state_feature,
 )
-from rlctl.domain.errors import HardwareError, InvalidInput
+from rlctl.domain.action_guard import ActionGuard, GuardDecision, step_caps
+from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 
 if TYPE_CHECKING:
     from rlctl.adapters.robots.config import ArmFollowerConfig
 
 log = structlog.get_logger(__name__)
-
-
-def cap_goals(
-    goals: np.ndarray,
-    present: np.ndarray,
-    max_step: float | Mapping[str, float],
-    motors: Sequence[str],
-) -> np.ndarray:
-    """Goals moved towards `present` until each is within its motor's `max_step`."""
-    if isinstance(max_step, Mapping):
-        missing = [m for m in motors if m not in max_step]
-        if missing or set(max_step) - set(motors):
-            raise InvalidInput(
-                f"max_relative_target names {sorted(max_step)}, the motors are {list(motors)}",
-                where="max_relative_target",
-            )
-        caps = np.asarray([max_step[m] for m in motors], dtype=np.float32)
-    else:
-        caps = np.full(len(motors), float(max_step), dtype=np.float32)
-    return present + np.clip(goals - present, -caps, caps)
 
 
 class ArmFollower:
@@ -71,9 +54,12 @@ class ArmFollower:
         self._cameras = dict(cameras)
         self._sizes = dict(camera_sizes)
         self._robot_type = robot_type
+        if max_relative_target is not None:
+            step_caps(max_relative_target, arm.motor_names)  # a wrong motor name fails now
         self._max_step = max_relative_target
         self._torque_off_on_disconnect = disable_torque_on_disconnect
         self._names = joint_names(arm.motor_names)
+        self._guard: ActionGuard | None = None
 
     @classmethod
     def from_config(
@@ -121,6 +107,7 @@ class ArmFollower:
         return self.arm.is_connected and all(c.is_connected for c in self._cameras.values())
 
     def connect(self) -> None:
+        self._guard = None  # limits come from the calibration this connection loads
         self.arm.connect()
         try:
             for camera in self._cameras.values():
@@ -134,7 +121,8 @@ class ArmFollower:
         return [self.arm]
 
     def reset(self) -> None:
-        pass
+        if self._guard is not None:
+            self._guard.begin_episode()
 
     @property
     def episode_over(self) -> bool:
@@ -147,16 +135,33 @@ class ArmFollower:
         return observation
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
-        goals = np.asarray(action, dtype=np.float32).reshape(-1)
-        if goals.shape[0] != len(self._names):
-            raise InvalidInput(
-                f"an action has {goals.shape[0]} values, the arm {len(self._names)} joints",
-                where=self._robot_type,
-            )
-        if self._max_step is not None:
-            goals = cap_goals(goals, self.arm.positions(), self._max_step, self.arm.motor_names)
+        guard = self._action_guard()
+        present = self.arm.positions() if self._max_step is not None else None
+        decision = guard(action, present=present)
+        if decision.held:
+            self._report_hold(decision)
+        goals = decision.values
+        if goals is None:  # nothing commanded yet: the joints keep the goals they hold
+            present = self.arm.positions() if present is None else present
+            goals = guard.hold_at(present)
+            if goals is None:
+                return np.asarray(present, dtype=np.float32)
         self.arm.write_goals(goals)
-        return goals.astype(np.float32, copy=False)
+        return goals
+
+    def _action_guard(self) -> ActionGuard:
+        if self._guard is None:
+            self._guard = ActionGuard(self.arm.goal_limits(self._names), max_step=self._max_step)
+        return self._guard
+
+    def _report_hold(self, decision: GuardDecision) -> None:
+        if decision.first_hold:
+            log.warning(
+                "action refused, holding the last safe command",
+                robot=self._robot_type,
+                reason=decision.reason,
+                note="said once per episode; every refused action is held the same way",
+            )
 
     def disconnect(self) -> None:
         errors: list[BaseException] = []

@@ -17,7 +17,9 @@ import structlog
 
 from rlctl.application.ports.motors import MotorBus
 from rlctl.application.ports.robot import CalibrationKey, CalibrationPlan, CalibrationStore
-from rlctl.domain.calibration import Calibration
+from rlctl.domain.action_guard import ActionLimits
+from rlctl.domain.calibration import Calibration, user_range
+from rlctl.domain.errors import CalibrationError
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +107,25 @@ class ServoArm:
         names = self.motor_names if motors is None else list(motors)
         values = self._bus.sync_read(POSITION, names)
         return np.asarray([values[name] for name in names], dtype=np.float32)
+
+    def goal_limits(self, names: Sequence[str] | None = None) -> ActionLimits:
+        """Each joint's calibrated range in the units its goals are given in; `names` label the
+        dimensions (the action's names), the motor names by default."""
+        calibration = self._bus.calibration
+        if calibration is None or not self._calibrated:
+            raise CalibrationError(
+                "the arm has no calibration, so it cannot be sent goals",
+                where=self._key.label,
+                hint=f"run `rlctl calibrate` for {self._key.label}",
+            )
+        lows, highs = [], []
+        for motor in self.motor_names:
+            low, high = user_range(
+                calibration[motor], self._bus.motors[motor].norm_mode, self._plan.resolution
+            )
+            lows.append(low)
+            highs.append(high)
+        return ActionLimits(tuple(names or self.motor_names), lows, highs)
 
     def write_goals(self, goals: np.ndarray) -> None:
         self._bus.sync_write(GOAL, dict(zip(self.motor_names, (float(v) for v in goals))))

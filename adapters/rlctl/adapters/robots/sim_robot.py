@@ -2,7 +2,8 @@
 
 The observation is the env's, under the keys and dtypes a dataset stores (`agent_pos` becomes
 `observation.state`, `pixels` `observation.image`, …) plus the env's task text under `task`;
-the action is stepped as given (clipped to the action space by the env). Each episode resets
+the action passes the domain's `ActionGuard` against the action space (an overshoot is clipped,
+a non-finite or absurd action holds the last safe one, said once per episode). Each episode resets
 the env with seed `seed + n`; once the env ends the episode (success, time limit) the robot
 says so and ignores further actions until the next reset.
 """
@@ -13,16 +14,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import structlog
 
 from rlctl.adapters.robots.config import SimRobotConfig
 from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
 from rlctl.application.ports.simulation import SimSpec
+from rlctl.domain.action_guard import ActionGuard, ActionLimits
 from rlctl.domain.env_observation import policy_key
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec
 
 TASK_KEY = "task"
+log = structlog.get_logger(__name__)
 
 
 def _dataset_spec(key: str, spec: FeatureSpec) -> FeatureSpec:
@@ -41,6 +45,7 @@ class SimRobot:
         self._task_text = ""
         self._episodes = 0
         self._over = False
+        self._guard: ActionGuard | None = None
 
     @property
     def robot_type(self) -> str:
@@ -97,6 +102,8 @@ class SimRobot:
         self._task_text = env.task_descriptions()[0]
         self._episodes += 1
         self._over = False
+        self.action_guard.begin_episode()
+        self.action_guard.forget()  # a new scene: the last episode's command means nothing here
 
     @property
     def episode_over(self) -> bool:
@@ -113,9 +120,38 @@ class SimRobot:
         observation[TASK_KEY] = self._task_text
         return observation
 
+    @property
+    def action_guard(self) -> ActionGuard:
+        if self._guard is None:
+            spec = self.spec
+            low = np.asarray(spec.action_low, dtype=np.float64).reshape(-1)
+            high = np.asarray(spec.action_high, dtype=np.float64).reshape(-1)
+            names = self.action_features[ACTION_KEY].names
+            labels = (
+                tuple(str(n) for n in names)
+                if names is not None and len(names) == low.shape[0]
+                else tuple(f"action[{i}]" for i in range(low.shape[0]))
+            )
+            self._guard = ActionGuard(ActionLimits(labels, low, high))
+        return self._guard
+
     def send_action(self, action: np.ndarray) -> np.ndarray:
         env = self._require_env()
-        sent = np.asarray(action, dtype=np.float32).reshape(self.spec.action_low.shape)
+        shape = self.spec.action_low.shape
+        decision = self.action_guard(action)
+        if decision.held and decision.first_hold:
+            log.warning(
+                "action refused, holding the last safe command",
+                robot=self.robot_type,
+                reason=decision.reason,
+                note="said once per episode; every refused action is held the same way",
+            )
+        if decision.values is None:
+            # Nothing safe was commanded in this episode yet: the scene waits for one.
+            return np.clip(np.zeros(shape), self.spec.action_low, self.spec.action_high).astype(
+                np.float32
+            )
+        sent = decision.values.reshape(shape)
         if self._over:
             return sent
         step = env.step(sent[None])

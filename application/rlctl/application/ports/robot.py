@@ -7,8 +7,12 @@ A robot speaks in dataset features (`rlctl.domain.features.FeatureSpec`), as LeR
 joint each entry drives. `get_observation` returns one value per observation feature, so a
 frame of the dataset is the observation plus the action.
 
-`send_action` returns the action actually sent, which may differ from the one asked for (a
-follower caps how far a joint may move in one step); recordings store what was sent.
+`send_action` returns the action actually sent, which may differ from the one asked for;
+recordings store what was sent. Every robot passes what it is asked through the domain's
+`rlctl.domain.action_guard.ActionGuard` before anything moves: finite and inside its calibrated
+(or configured) limits, a small overshoot clipped, each step capped when `max_relative_target` is
+set, and a non-finite or absurd action refused — the last safe command is held instead and the
+refusal is said once per episode. No motor is ever written NaN or a bound chosen by accident.
 """
 
 from __future__ import annotations
@@ -148,7 +152,9 @@ class Robot(Protocol):
         ...
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
-        """Command the robot; returns the action actually sent, as float32."""
+        """Command the robot through its action guard; returns the action actually sent (finite,
+        float32; the held command when the action was refused). A wrong number of values is
+        an `InvalidInput`."""
         ...
 
     def disconnect(self) -> None:
