@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.adapters.viewer.hub_cache import hub_cache_copy
+
 FPS = 10
 FRAMES = (10, 12, 8)
 CAMERAS = ("observation.images.front", "observation.images.wrist")
@@ -70,3 +72,9 @@ def image_dataset(tmp_path_factory) -> Path:
 def colour_of():
     """`colour_of(episode, frame)`: the flat colour `viewer_dataset` drew there."""
     return frame_colour
+
+
+@pytest.fixture(scope="session")
+def hub_snapshot(viewer_dataset, tmp_path_factory) -> Path:
+    """`viewer_dataset` as a snapshot of the Hub's cache (files are links into `blobs/`)."""
+    return hub_cache_copy(viewer_dataset, tmp_path_factory.mktemp("hub") / "cache")

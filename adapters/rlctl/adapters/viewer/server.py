@@ -9,19 +9,26 @@ export in `site.py` serves the same page from files):
 - `/frames/<i>/<key>/<frame>`: one picture of a camera stored as images (no video);
 - `/media/<path>`: a video file of the dataset, relative to its root, with HTTP range requests
   (browsers seek inside an mp4 by asking for byte ranges); never re-encoded.
+
+Only a request naming the address the viewer serves on is answered (`Host`: a web page of another
+site cannot reach the viewer through a name of its own, DNS rebinding), and an address other
+machines can reach is served only when asked for (`allow_remote`). `stop()` returns within a few
+seconds whatever the clients and handlers are doing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import mimetypes
 import re
+import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -38,6 +45,14 @@ _CHUNK = 256 * 1024
 _EPISODE = re.compile(r"^/data/episode-(\d+)\.json$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _FRAME = re.compile(r"^/frames/(\d+)/([^/]+)/(\d+)$")
+# A Host header: a name or an IPv4 address, or an IPv6 address in brackets; an optional port.
+_HOST = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.\-]+))(?::(\d{1,5}))?$")
+# How long the accept loop waits before looking at the stop flag again.
+_POLL_S = 0.2
+# A client connection idle (or not reading) this long is closed; the browser opens another.
+_CONNECTION_IDLE_S = 60.0
+# How long `stop()` waits for the accept loop to end before closing its socket anyway.
+_STOP_WAIT_S = 2.0
 
 
 def static_asset(name: str) -> bytes:
@@ -89,9 +104,94 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return first, last
 
 
+def hub_blobs(root: Path) -> Path | None:
+    """The `blobs/` folder of the Hub-cache repo whose snapshot `root` is, else None.
+
+    huggingface_hub keeps a repo as `<cache>/datasets--org--name/` with each file's content in
+    `blobs/<hash>` and each revision as `snapshots/<rev>/...`, whose files are links into it.
+    """
+    snapshots = root.parent
+    repo = snapshots.parent
+    if snapshots.name != "snapshots" or not repo.name.startswith("datasets--"):
+        return None
+    blobs = repo / "blobs"
+    return blobs if blobs.is_dir() else None
+
+
+def media_path(root: Path, relative: str) -> Path | None:
+    """The video file `relative` names inside the dataset at `root` (resolved), else None.
+
+    Contained by name first: `relative` must be a plain relative path (no `..`, `.`, empty or
+    absolute part, no backslash or NUL) ending in a video suffix, so it names a place under the
+    root. Links on the way are then followed only where they land inside the root itself, or,
+    for a snapshot of the Hub's cache, inside that same repo's `blobs/` folder (where every
+    file of a snapshot points); a link to anywhere else is refused.
+    """
+    parts = relative.split("/")
+    if not relative or "\\" in relative or "\x00" in relative:
+        return None
+    if any(part in ("", ".", "..") for part in parts):
+        return None
+    if PurePosixPath(parts[-1]).suffix.lower() not in MEDIA_SUFFIXES:
+        return None
+    try:
+        target = root.joinpath(*parts).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a loop of links, a name the system refuses
+        return None
+    allowed = [root]
+    blobs = hub_blobs(root)
+    if blobs is not None:
+        allowed.append(blobs.resolve())
+    if not any(target.is_relative_to(folder) for folder in allowed) or not target.is_file():
+        return None
+    return target
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address (or a name, resolved) reaches this machine only from itself."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    if not name:
+        return False  # "" binds every interface
+    try:
+        found = socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).split("%")[0] for info in found}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def refuse_remote(host: str) -> None:
+    """Raise unless `host` is a loopback address: any other is served to other machines."""
+    if is_loopback(host):
+        return
+    raise InvalidInput(
+        f"--host {host or '(empty)'} is reachable from other machines: the viewer would serve "
+        "the dataset to every one of them, without a password",
+        where=f"--host {host}",
+        hint="keep --host 127.0.0.1 (the default; from elsewhere, `ssh -L PORT:127.0.0.1:PORT`), "
+        "or add --insecure to serve it to the network anyway",
+    )
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerHTTPServer
     protocol_version = "HTTP/1.1"
+    # Reads and writes on the client's connection time out: a handler never waits for ever.
+    timeout = _CONNECTION_IDLE_S
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("viewer request", line=format % args)
@@ -103,6 +203,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(head=False)
 
     def _answer(self, head: bool) -> None:
+        host = self.headers.get("Host")
+        if not self.server.host_allowed(host):
+            self.close_connection = True
+            self._error(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                f"this viewer serves {self.server.url}; a request for host {host!r} is refused",
+            )
+            return
         path = unquote(urlsplit(self.path).path)
         try:
             if path in ("/", "/index.html"):
@@ -124,8 +232,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
         except RlctlError as error:
             self._error(HTTPStatus.NOT_FOUND, error.message)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the browser dropped a request it no longer needs (seeking does this)
+        except (ConnectionError, TimeoutError):
+            # The browser dropped a request it no longer needs (seeking does this), stopped
+            # reading, or the server is stopping: this connection is done.
+            self.close_connection = True
 
     def _bytes(
         self, body: bytes, kind: str, head: bool, status: int = HTTPStatus.OK, cache: bool = False
@@ -152,6 +262,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, f"no video file {relative}")
             return
         size = file.stat().st_size
+        # The type comes from the name asked for: in the Hub's cache the file is a blob
+        # without a suffix.
+        kind = content_type(PurePosixPath(relative).name)
         try:
             span = parse_range(self.headers.get("Range"), size)
         except ValueError:
@@ -162,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         first, last = span if span is not None else (0, size - 1)
         self.send_response(HTTPStatus.PARTIAL_CONTENT if span is not None else HTTPStatus.OK)
-        self.send_header("Content-Type", content_type(file.name))
+        self.send_header("Content-Type", kind)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(last - first + 1))
         if span is not None:
@@ -182,44 +295,130 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ViewerHTTPServer(ThreadingHTTPServer):
+    # Handler threads never keep the process alive, and closing the server joins none of them:
+    # a handler stuck on a client cannot hold up `stop()`.
     daemon_threads = True
+    block_on_close = False
+    # `handle_request()` waits this long for a connection, so the loop sees the stop flag.
+    timeout = _POLL_S
 
     def __init__(self, viewer: DatasetViewer, host: str, port: int) -> None:
         self.viewer = viewer
         self.root = Path(viewer.root).resolve()
-        super().__init__((host, port), _Handler)
-
-    def media_file(self, relative: str) -> Path | None:
-        """A video file inside the dataset's root; None for anything else (no `..` escapes)."""
-        candidate = (self.root / relative).resolve()
-        if candidate.suffix.lower() not in MEDIA_SUFFIXES or not candidate.is_file():
-            return None
-        if not candidate.is_relative_to(self.root):
-            return None
-        return candidate
-
-
-class ViewerServer:
-    """`start()` serves in a background thread; `url` is the page's address; `stop()` ends it."""
-
-    def __init__(self, viewer: DatasetViewer, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        try:
-            self._http = ViewerHTTPServer(viewer, host, port)
-        except OSError as error:
-            raise InvalidInput(
-                f"cannot listen on {host}:{port} ({error.strerror or error})",
-                where=f"{host}:{port}",
-                hint="pick another --port, or --port 0 for any free one",
-            ) from error
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, name="rlctl-viewer", daemon=True
-        )
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__((host.strip("[]"), port), _Handler)
+        self.host = host.strip("[]").lower().rstrip(".")
+        self.port = int(self.server_address[1])
+        self.wildcard = self.host == "" or (_is_ip(self.host) and _ip(self.host).is_unspecified)
+        self.loopback = not self.wildcard and is_loopback(self.host)
+        self._names = {self.host, str(self.server_address[0]).lower()}
+        if self.wildcard:  # `server_name` is this machine's full name, found by `server_bind`
+            self._names |= {socket.gethostname().lower(), self.server_name.lower()}
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        assert isinstance(host, str)  # an IP socket's address, not a Unix socket's bytes
-        return f"http://{host}:{port}/"
+        """The page's address; for a server on every interface, its address on this machine."""
+        host = str(self.server_address[0])
+        if self.wildcard:
+            host = "::1" if self.address_family == socket.AF_INET6 else "127.0.0.1"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
+    def host_allowed(self, header: str | None) -> bool:
+        """Whether a request's `Host` names this server: a loopback name or address when it
+        serves on loopback, its own address or name, and (serving on every interface) any IP
+        address or this machine's name. Any other name is a page of another site that made
+        its name resolve to this machine (DNS rebinding): refused."""
+        match = _HOST.match(header.strip()) if header else None
+        if match is None:
+            return False
+        literal, name, port = match.groups()
+        if port is not None and int(port) != self.port:
+            return False
+        if port is None and self.port != 80:
+            return False
+        host = (literal or name).lower().rstrip(".")
+        if host in self._names:
+            return True
+        if _is_ip(host):
+            address = _ip(host)
+            return self.wildcard or (self.loopback and address.is_loopback)
+        return host == "localhost" and (self.loopback or self.wildcard)
+
+    def media_file(self, relative: str) -> Path | None:
+        """A video file inside the dataset (see `media_path`); None for anything else."""
+        return media_path(self.root, relative)
+
+    # Open client connections, so that `close_connections()` can wake their handlers.
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Shut every open client connection: a handler waiting to read the next request or
+        to write to a client that stopped reading wakes at once and ends."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that vanished mid-answer is not the server's error; log, print nothing.
+        log.debug("viewer connection ended", client=str(client_address), exc_info=True)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(text)
+
+
+class ViewerServer:
+    """`start()` serves in a background thread; `url` is the page's address; `stop()` ends it.
+
+    Loopback unless `allow_remote`: an address other machines reach serves the dataset to all
+    of them, without a password, so it is refused unless the caller asked for it.
+    """
+
+    def __init__(
+        self,
+        viewer: DatasetViewer,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        allow_remote: bool = False,
+    ) -> None:
+        if not allow_remote:
+            refuse_remote(host)
+        try:
+            self._http = ViewerHTTPServer(viewer, host, port)
+        except (OSError, OverflowError) as error:
+            raise InvalidInput(
+                f"cannot listen on {host}:{port} ({getattr(error, 'strerror', None) or error})",
+                where=f"{host}:{port}",
+                hint="pick another --port, or --port 0 for any free one",
+            ) from error
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="rlctl-viewer", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self._http.url
+
+    @property
+    def port(self) -> int:
+        return self._http.port
+
+    @property
+    def reaches_network(self) -> bool:
+        """Whether other machines can reach the page (a non-loopback address)."""
+        return not self._http.loopback
 
     def start(self) -> ViewerServer:
         self._thread.start()
@@ -229,14 +428,30 @@ class ViewerServer:
             threading.Thread(target=self._warm, args=(episodes[0].index,), daemon=True).start()
         return self
 
+    def _serve(self) -> None:
+        # Not `serve_forever()`: its `shutdown()` waits without a bound for the loop to notice.
+        while not self._stopping.is_set():
+            try:
+                self._http.handle_request()
+            except (OSError, ValueError):  # the socket was closed under the loop
+                if not self._stopping.is_set():
+                    log.warning("viewer stopped accepting connections", exc_info=True)
+                return
+
     def _warm(self, index: int) -> None:
         with contextlib.suppress(RlctlError):  # the page's own request reports it
             self._http.viewer.episode(index)
 
     def stop(self) -> None:
-        self._http.shutdown()
+        """End serving within a few seconds, whatever clients and handlers are doing: the
+        loop is told to stop and given `_STOP_WAIT_S`, open connections are shut (their
+        handlers wake and end; one stuck elsewhere is a daemon thread left behind), and the
+        listening socket is closed. Safe to call more than once."""
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=_STOP_WAIT_S)
+        self._http.close_connections()
         self._http.server_close()
-        self._thread.join(timeout=5)
 
     def __enter__(self) -> ViewerServer:
         return self.start()
