@@ -4,25 +4,45 @@
     rlctl dataset view lerobot/pusht --port 8000 --no-browser
     rlctl dataset view data/pusht --out site/     # the same page as static files
     rlctl dataset view data/pusht --rerun --episode 3 --out ep3.rrd   # one episode for rerun
+    rlctl dataset view data/pusht --host 0.0.0.0 --port 8000 --insecure  # to the whole network
 
 The page lists the episodes (filterable), plays the chosen episode's cameras in sync and plots
 each state/action group with a cursor that follows the video; clicking a plot seeks. Videos are
 the dataset's own files, served with range requests. `--rerun` writes one episode as a rerun
 recording instead (cameras, state, action, named per dimension): `rerun FILE.rrd` opens it.
-Heavy imports happen in the body only.
+The page is served on loopback; an address other machines reach needs `--insecure` (as for
+`rlctl policy serve`), and a warning says who can read the dataset. Heavy imports happen in the
+body only.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import click
 
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
+if TYPE_CHECKING:
+    from rlctl.application.use_cases.view_dataset import DatasetViewer
+
 
 @settings_command()
 @click.argument("location", metavar="ROOT|REPO_ID")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; one other machines reach (0.0.0.0, a LAN address) needs "
+    "--insecure.",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Serve on a --host other machines reach: anyone who can reach it reads the dataset, "
+    "without a password.",
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -57,6 +77,7 @@ from rlctl.entrypoints.settings import AppSettings
 def view(
     location: str,
     host: str,
+    insecure: bool,
     port: int,
     browser: bool,
     out: str | None,
@@ -69,6 +90,10 @@ def view(
     camera videos, state/action plots; --out DIR writes it as static files."""
     from rlctl.entrypoints.container import build_container
 
+    if out is None and not rerun and not insecure:
+        from rlctl.adapters.viewer.server import refuse_remote
+
+        refuse_remote(host)  # before a Hub dataset is pulled for nothing
     container = build_container(config)
     root = container.resolve_dataset()(location, revision=revision)
     if rerun:
@@ -81,7 +106,7 @@ def view(
         page = write_site(viewer, out)
         click.echo(f"wrote {len(viewer.page.episodes)} episodes to {page}")
         return
-    _serve(viewer, host, port, browser)
+    _serve(viewer, host, port, browser, insecure)
 
 
 def _write_rrd(container: object, root: str, episode: int, out: str | None) -> None:
@@ -102,14 +127,22 @@ def _write_rrd(container: object, root: str, episode: int, out: str | None) -> N
     )
 
 
-def _serve(viewer: object, host: str, port: int, browser: bool) -> None:
+def _serve(viewer: DatasetViewer, host: str, port: int, browser: bool, insecure: bool) -> None:
     import threading
     import webbrowser
 
     from rlctl.adapters.viewer.server import ViewerServer
 
-    server = ViewerServer(viewer, host=host, port=port).start()  # type: ignore[arg-type]
-    click.echo(f"serving {viewer.root} at {server.url}  (Ctrl-C to stop)")  # type: ignore[attr-defined]
+    server = ViewerServer(viewer, host=host, port=port, allow_remote=insecure).start()
+    click.echo(f"serving {viewer.root} at {server.url}  (Ctrl-C to stop)")
+    if server.reaches_network:
+        click.secho(
+            f"warning: --host {host} --insecure: any machine that can reach this one on port "
+            f"{server.port} can read this dataset, without a password",
+            fg="yellow",
+            bold=True,
+            err=True,
+        )
     if browser:
         webbrowser.open(server.url)
     try:
