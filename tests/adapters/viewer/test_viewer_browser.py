@@ -3,11 +3,17 @@
 Every camera frame of the test dataset is a flat colour naming its episode and frame (see
 conftest), so reading a pixel of the shown video tells whether the page shows the frame its
 cursor says. A screenshot is kept under `test-artifacts/viewer/` (git-ignored).
+
+Every page lives in a browser context that a fixture closes in `finally`, every wait has a
+timeout, and chromium runs with the flags that keep it from reaching for the network (see
+`CHROMIUM_ARGS`): a failing test leaves no tab, context, browser or server behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +23,24 @@ from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.viewer.server import ViewerServer
 from rlctl.application.use_cases.view_dataset import ViewDataset
 
-pytestmark = pytest.mark.slow
+# Each test takes seconds; the first of the module also starts chromium and writes the dataset.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+# Headless, and nothing in the background: without these chromium keeps opening connections
+# this machine's closed network refuses, many at a time, and spins on a loaded machine.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+]
+# Any single browser action or wait: far above what it takes, far below the test's limit.
+ACTION_TIMEOUT_MS = 20_000
 
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "viewer"
 FRONT = "observation.images.front"
@@ -50,30 +73,43 @@ def browser():
     executable = chromium_path()
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--no-sandbox", "--headless", "--disable-dev-shm-usage"],
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS, timeout=60_000
         )
-        yield launched
-        launched.close()
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
-def open_viewer(browser, root: Path, fragment: str = ""):
-    """A page on a served dataset; yields it, then checks it raised no script error."""
-    viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(root))
-    with ViewerServer(viewer) as server:
-        tab = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
+@contextlib.contextmanager
+def new_tab(browser, url: str, errors: list[str]) -> Iterator:
+    """A page at `url` in a context of its own, closed however the block ends."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        context.set_default_timeout(ACTION_TIMEOUT_MS)
+        context.set_default_navigation_timeout(ACTION_TIMEOUT_MS)
+        tab = context.new_page()
         tab.on("pageerror", lambda error: errors.append(str(error)))
-        tab.goto(server.url + fragment)
+        tab.goto(url)
         yield tab
-        tab.close()
+    finally:
+        context.close()
+
+
+@contextlib.contextmanager
+def open_viewer(browser, root: Path, fragment: str = "", reader=None) -> Iterator:
+    """A page on a served dataset; closes both however the block ends, then (when the block
+    succeeded) checks the page raised no script error."""
+    viewer = ViewDataset(LeRobotMetaReader(), reader or LeRobotEpisodeData())(str(root))
+    errors: list[str] = []
+    with ViewerServer(viewer) as server, new_tab(browser, server.url + fragment, errors) as tab:
+        yield tab
     assert not errors, errors
 
 
 @pytest.fixture(scope="module")
 def page(browser, viewer_dataset):
-    for tab in open_viewer(browser, viewer_dataset):
+    with open_viewer(browser, viewer_dataset) as tab:
         tab.wait_for_selector("body[data-ready='0']", timeout=15_000)
         yield tab
 
@@ -183,7 +219,7 @@ def test_seeking_reports_when_the_frame_is_shown(page, colour_of):
 
 @pytest.fixture(scope="module")
 def image_page(browser, image_dataset):
-    for tab in open_viewer(browser, image_dataset, "#episode=1"):
+    with open_viewer(browser, image_dataset, "#episode=1") as tab:
         tab.wait_for_selector("body[data-ready='1']", timeout=15_000)
         yield tab
 
@@ -221,18 +257,15 @@ def test_the_static_export_works_opened_from_disk(browser, viewer_dataset, tmp_p
 
     viewer = ViewDataset(LeRobotMetaReader(), LeRobotEpisodeData())(str(viewer_dataset))
     index = write_site(viewer, tmp_path / "site")
-    tab = browser.new_page()
     errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.goto(index.as_uri() + "#episode=2")
-    tab.wait_for_selector("body[data-ready='2']", timeout=15_000)
-    assert tab.locator("#episodes li").count() == 3
-    tab.keyboard.press("ArrowRight")
-    tab.wait_for_function(SETTLED)
-    video = f"document.querySelector('video[data-key=\"{FRONT}\"]').currentTime"
-    # Episode 2 starts after episodes 0 and 1 (22 frames at 10 fps) in the copied file.
-    assert int((tab.evaluate(video) - 2.2) * 10 + 1e-6) == 1
-    tab.close()
+    with new_tab(browser, index.as_uri() + "#episode=2", errors) as tab:
+        tab.wait_for_selector("body[data-ready='2']", timeout=15_000)
+        assert tab.locator("#episodes li").count() == 3
+        tab.keyboard.press("ArrowRight")
+        tab.wait_for_function(SETTLED)
+        video = f"document.querySelector('video[data-key=\"{FRONT}\"]').currentTime"
+        # Episode 2 starts after episodes 0 and 1 (22 frames at 10 fps) in the copied file.
+        assert int((tab.evaluate(video) - 2.2) * 10 + 1e-6) == 1
     assert not errors, errors
 
 
@@ -247,14 +280,21 @@ class _ShortClips(LeRobotEpisodeData):
 
 
 def test_playback_stops_at_the_clips_to_timestamp(browser, viewer_dataset, colour_of):
-    viewer = ViewDataset(LeRobotMetaReader(), _ShortClips())(str(viewer_dataset))
-    with ViewerServer(viewer) as server:
-        tab = browser.new_page()
-        tab.goto(server.url + "#episode=0")
+    with open_viewer(browser, viewer_dataset, "#episode=0", reader=_ShortClips()) as tab:
         tab.wait_for_selector("body[data-ready='0']", timeout=15_000)
         tab.keyboard.press("Space")
         tab.wait_for_function("!rlctlViewer.playing()", timeout=10_000)
         # Episode 0's clip now ends at 0.7 s: its last frame shown is frame 6.
         assert tab.evaluate("rlctlViewer.frame()") == 6
         assert_shows(tab, colour_of, episode=0, frame=6)
-        tab.close()
+
+
+def test_a_dataset_in_the_hub_cache_plays(browser, hub_snapshot, colour_of):
+    """Its files are links into the cache's blobs/: the videos play all the same."""
+    with open_viewer(browser, hub_snapshot, "#episode=1") as tab:
+        tab.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        assert_shows(tab, colour_of, episode=1, frame=0)
+        tab.keyboard.press("ArrowRight")
+        tab.keyboard.press("ArrowRight")
+        assert tab.evaluate("rlctlViewer.frame()") == 2
+        assert_shows(tab, colour_of, episode=1, frame=2)
