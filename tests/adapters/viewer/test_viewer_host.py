@@ -102,3 +102,18 @@ def test_every_interface_when_asked_still_refuses_rebound_names(viewer):
 )
 def test_loopback_addresses(host, loopback):
     assert is_loopback(host) is loopback
+
+
+def test_ipv6_loopback_is_served_and_named_in_brackets(viewer):
+    try:
+        server = ViewerServer(viewer, host="::1")
+    except InvalidInput as error:
+        pytest.skip(f"no IPv6 loopback here: {error.message}")
+    with server:
+        assert server.url == f"http://[::1]:{server.port}/"
+        connection = http.client.HTTPConnection("::1", server.port, timeout=10)
+        try:
+            connection.request("GET", "/data/dataset.json")  # Host: [::1]:port
+            assert connection.getresponse().status == 200
+        finally:
+            connection.close()
