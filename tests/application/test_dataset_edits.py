@@ -10,6 +10,7 @@ from dependency_injector import providers
 from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.adapters.memory.dataset_tools import InMemoryDatasetFolders, InMemoryDatasetRebuilder
 from rlctl.adapters.memory.progress import RecordingProgress
+from rlctl.application.use_cases.dataset_rebuild import EditAlreadyApplied
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import DatasetError, InvalidInput, NotSupported
 from rlctl.domain.features import features_from_info
@@ -184,3 +185,66 @@ def test_convert_and_reencode_pick_their_cameras():
     assert nothing.cameras == () and nothing.result is None
     with pytest.raises(InvalidInput, match="no camera stored as images"):
         tools.container.convert_images_to_video()("mem://v")
+
+
+# --- the journal: a repeat of the last edit is refused ------------------------------------------
+
+
+def test_a_repeated_deletion_is_refused_unless_forced():
+    tools = Tools(EPISODES)
+    first = tools.container.delete_episodes()(SOURCE, "0")
+    assert first.episodes == 2
+    with pytest.raises(EditAlreadyApplied) as caught:
+        tools.container.delete_episodes()(SOURCE, "0")
+    assert "already applied" in caught.value.message and "--force" in caught.value.hint
+    assert tools.meta().total_episodes == 2
+    assert tools.container.delete_episodes()(SOURCE, "0", force=True).episodes == 1
+
+
+def test_the_same_request_on_a_dataset_changed_since_is_not_a_repeat():
+    tools = Tools(EPISODES)
+    tools.container.delete_episodes()(SOURCE, "0")
+    tools.container.modify_tasks()(SOURCE, new_task="stack")
+    # The last edit is another one: deleting episode 0 again is a new request.
+    assert tools.container.delete_episodes()(SOURCE, "0").episodes == 1
+
+
+def test_writing_to_a_new_folder_is_never_a_repeat():
+    tools = Tools(EPISODES)
+    tools.container.delete_episodes()(SOURCE, "0")
+    assert tools.container.delete_episodes()(SOURCE, "0", output="mem://copy").episodes == 1
+    assert tools.meta().total_episodes == 2
+
+
+@pytest.mark.parametrize(
+    ("edit", "again"),
+    [
+        (
+            lambda c: c.modify_tasks()(SOURCE, episode_tasks={1: "new"}),
+            lambda c, force: c.modify_tasks()(SOURCE, episode_tasks={1: "new"}, force=force),
+        ),
+        (
+            lambda c: c.remove_features()(SOURCE, "action"),
+            lambda c, force: c.remove_features()(SOURCE, "observation.state", force=force),
+        ),
+    ],
+)
+def test_every_edit_in_place_is_journaled(edit, again):
+    tools = Tools(EPISODES)
+    edit(tools.container)
+    record = tools.folders.last_edit(SOURCE)
+    assert record is not None and record.after and record.before != record.after
+    assert tools.folders.journals[SOURCE][-1] == record
+    try:
+        again(tools.container, False)
+    except EditAlreadyApplied:
+        again(tools.container, True)
+    assert len(tools.folders.journals[SOURCE]) == 2
+
+
+def test_a_failed_edit_leaves_no_journal_entry():
+    tools = Tools(EPISODES, fail_at=1)
+    with pytest.raises(OSError, match="simulated"):
+        tools.container.delete_episodes()(SOURCE, "0")
+    assert tools.folders.last_edit(SOURCE) is None
+    assert tools.folders.journals == {}

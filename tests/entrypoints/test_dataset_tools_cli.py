@@ -122,3 +122,37 @@ def test_convert_a_v21_dataset(runner, dataset, tmp_path):
     run(runner, "check", legacy)
     out = run(runner, "info", legacy).output
     assert "LeRobot v3.0" in out
+
+
+def test_delete_in_place_says_what_it_kept_and_refuses_a_blind_retry(runner, dataset):
+    (dataset / "README.md").write_text("| Episodes | 3 |\n")
+    (dataset / "notes.txt").write_text("mine")
+    out = run(runner, "delete-episodes", dataset, "--episodes", "0").output
+    assert "kept beside the data, untouched: README.md (counts updated), notes.txt" in out
+    assert (dataset / "README.md").read_text() == "| Episodes | 2 |\n"
+
+    again = run(runner, "delete-episodes", dataset, "--episodes", "0", code=1)
+    assert "was already applied" in again.output and "--force" in again.output
+    assert LeRobotMetaReader().read_meta(dataset).total_episodes == 2
+
+    forced = run(runner, "delete-episodes", dataset, "--episodes", "0", "--force", "--json")
+    data = json.loads(forced.stdout)
+    assert data["episodes"] == 1 and data["kept"] == ["README.md (counts updated)", "notes.txt"]
+
+
+def test_check_fix_removes_what_killed_writers_left(runner, dataset):
+    staging = dataset / ".rlctl-staging" / "front"
+    staging.mkdir(parents=True)
+    temp = dataset / "meta" / ".stats.json.99999999.rlctl-tmp"
+    temp.write_text("{")
+    beside = dataset.with_name(f".{dataset.name}.rlctl-edit-99999999-0")
+    (beside / "meta").mkdir(parents=True)
+    (dataset / "notes.txt").write_text("mine")
+
+    out = run(runner, "check", dataset, "--fix").output
+    assert "removed 3 leftover(s) of interrupted writers" in out
+    for path in (staging.parent, temp, beside):
+        assert str(path) in out and not path.exists()
+    assert (dataset / "notes.txt").read_text() == "mine"
+    assert "ok" in out
+    assert "removed 0 leftover(s)" in run(runner, "check", dataset, "--fix").output

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,6 +94,27 @@ def dataset_card(
         "## Dataset Structure\n\n"
         f"[meta/info.json](meta/info.json):\n```json\n{info}\n```\n"
     )
+
+
+_TASKS_SECTION = re.compile(r"(^## Tasks\n\n)((?:- .*\n)+)", re.MULTILINE)
+# LeRobot's card and rlctl's end with info.json, shown whole.
+_INFO_BLOCK = re.compile(
+    r"(\[meta/info\.json\]\(meta/info\.json\):\s*\n```json\n)(.*?)(\n```)", re.DOTALL
+)
+
+
+def update_card_counts(text: str, meta: DatasetMeta) -> str:
+    """A dataset card (LeRobot's or rlctl's) with what it says of the dataset made true again
+    for `meta`: the episode and frame counts of the summary table, the task list, and the
+    info.json it shows. Anything else (the user's own words) is left as it is."""
+    for label, count in (("Episodes", meta.total_episodes), ("Frames", meta.total_frames)):
+        text = re.sub(
+            rf"^(\| {label} \| )\d+( \|)$", rf"\g<1>{count}\g<2>", text, flags=re.MULTILINE
+        )
+    tasks = "".join(f"- {task}\n" for task in meta.tasks) or "- (none)\n"
+    text = _TASKS_SECTION.sub(lambda m: m.group(1) + tasks, text, count=1)
+    info = json.dumps(dict(meta.info), indent=4, ensure_ascii=False, default=str)
+    return _INFO_BLOCK.sub(lambda m: m.group(1) + info + m.group(3), text, count=1)
 
 
 def _metric(value: Any) -> str:

@@ -19,6 +19,7 @@ from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.application.dataset_compat import edited_differences
 from rlctl.application.ports.dataset_tools import (
     DatasetProblem,
+    EditRecord,
     EpisodeEdit,
     EpisodeRef,
     FeatureChanges,
@@ -136,6 +137,8 @@ class InMemoryDatasetFolders:
     def __init__(self, store: InMemoryDatasetStore, locks: WriteLocks | None = None) -> None:
         self._store = store
         self.locks = locks or WriteLocks()
+        # Each location's edit journal, oldest first.
+        self.journals: dict[str, list[EditRecord]] = {}
 
     def _metas(self) -> dict[str, DatasetMeta]:
         return self._store._metas  # the store is this module's sibling; no public listing
@@ -149,15 +152,31 @@ class InMemoryDatasetFolders:
     def staging_for(self, location: str) -> str:
         return f"{location}.rlctl-staging"
 
-    def replace(self, staged: str, location: str, keep_old_at: str | None = None) -> None:
+    def replace(
+        self, staged: str, location: str, keep_old_at: str | None = None
+    ) -> tuple[str, ...]:
         metas = self._metas()
         old = metas.pop(location, None)
         metas[location] = metas.pop(staged)
+        self.journals[location] = self.journals.pop(staged, [])
         if keep_old_at is not None and old is not None:
             metas[keep_old_at] = old
+        return ()
 
     def remove(self, location: str) -> None:
         self._metas().pop(location, None)
+        self.journals.pop(location, None)
+
+    def last_edit(self, location: str) -> EditRecord | None:
+        journal = self.journals.get(location)
+        return journal[-1] if journal else None
+
+    def record_edit(self, staged: str, location: str, record: EditRecord) -> None:
+        self.journals[staged] = [*self.journals.get(location, []), record]
+
+    def clean_leftovers(self, location: str) -> tuple[str, ...]:
+        with self.lock(location):
+            return ()
 
     def lock(self, location: str) -> contextlib.AbstractContextManager[None]:
         return self.locks.hold(location)

@@ -7,7 +7,9 @@ The file's JSON body names the holder (pid, host, command, start time) so the se
 say who to wait for; it stops at once rather than queueing. Readers take no lock.
 
 A writer killed with SIGKILL releases the flock with its last file descriptor (the kernel does
-it), so the next writer takes over and says so. When the flock is still held but the named process
+it), so the next writer takes over, says so, and removes what the killed one left behind: its
+temporary files and staging folder, and an edit's half-built or half-removed folder beside the
+dataset (`lerobot_v3.leftovers`). When the flock is still held but the named process
 is gone from this host (a forked child kept the descriptor), the lock is stale too: it is
 replaced by a new file. The file is unlinked on release while the flock is still held; a writer
 that opened the old file meanwhile sees its inode is no longer the path's and tries again.
@@ -111,6 +113,8 @@ class DatasetLock:
         # The folder itself, not its path: an edit in place swaps another folder in at the path,
         # and the lock file to remove on release is the one in the folder that was locked.
         self._dir: int | None = None
+        # What killed writers had left, removed when the lock was taken.
+        self.removed: tuple[str, ...] = ()
 
     @property
     def held(self) -> bool:
@@ -122,9 +126,10 @@ class DatasetLock:
         try:
             self._dir = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             for _ in range(_ATTEMPTS):
-                fd = self._try_once()
-                if fd is not None:
-                    self._fd = fd
+                taken = self._try_once()
+                if taken is not None:
+                    self._fd, previous = taken
+                    self._clean_up(previous)
                     return self
         except OSError as err:
             self._close_dir()
@@ -144,8 +149,33 @@ class DatasetLock:
             hint="try again when no other rlctl writes this dataset",
         )
 
-    def _try_once(self) -> int | None:
-        """A descriptor holding the flock on the file now at `path`, or None to try again."""
+    def _clean_up(self, previous: LockHolder | None) -> None:
+        """Remove what stopped writers left: only a writer holding this lock could use it."""
+        from rlctl.adapters.storage.lerobot_v3.leftovers import remove_leftovers
+
+        try:
+            self.removed = tuple(remove_leftovers(self.root))
+        except OSError as err:
+            log.warning("could not look for leftovers", root=str(self.root), error=str(err))
+        if previous is not None:
+            log.warning(
+                "took over the lock left by a writer that was stopped (killed or crashed); "
+                "removed what it left behind. Rows of an episode it had not finished are no part "
+                "of the dataset (`rlctl record --resume` drops them)",
+                root=str(self.root),
+                previous=previous.describe(),
+                removed=list(self.removed),
+            )
+        elif self.removed:
+            log.warning(
+                "removed what an interrupted writer left behind",
+                root=str(self.root),
+                removed=list(self.removed),
+            )
+
+    def _try_once(self) -> tuple[int, LockHolder | None] | None:
+        """A descriptor holding the flock on the file now at `path` and the holder its file
+        named before (a writer that was stopped), or None to try again."""
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(LOCK_NAME, flags, 0o644, dir_fd=self._dir)
         try:
@@ -170,16 +200,9 @@ class DatasetLock:
                 os.close(fd)  # released and unlinked between our open and our flock
                 return None
             previous = LockHolder.parse(os.pread(fd, _MAX_BODY, 0))
-            if previous is not None:
-                log.warning(
-                    "took over the lock left by a writer that was stopped (killed or crashed); "
-                    "`resume` removes what it left half-written",
-                    root=str(self.root),
-                    previous=previous.describe(),
-                )
             os.ftruncate(fd, 0)
             os.pwrite(fd, LockHolder.me(self._command).body(), 0)
-            return fd
+            return fd, previous
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)

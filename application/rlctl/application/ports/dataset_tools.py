@@ -146,6 +146,21 @@ class DatasetRebuilder(Protocol):
         ...
 
 
+@attrs.frozen
+class EditRecord:
+    """One edit made in place, as the dataset's journal keeps it: the tool, its request in a
+    canonical form, fingerprints of the dataset before and after (`dataset_fingerprint`), and
+    when, by which process and command (filled in by the adapter when empty)."""
+
+    tool: str
+    request: str
+    after: str
+    before: str = ""
+    at: str = ""
+    command: str = ""
+    pid: str = ""
+
+
 class DatasetFolders(Protocol):
     """Where datasets live, and replacing one without a moment when neither copy is readable."""
 
@@ -159,12 +174,32 @@ class DatasetFolders(Protocol):
         """A fresh location next to `location` (same disk) to build its replacement in."""
         ...
 
-    def replace(self, staged: str, location: str, keep_old_at: str | None = None) -> None:
+    def replace(
+        self, staged: str, location: str, keep_old_at: str | None = None
+    ) -> tuple[str, ...]:
         """Put `staged` at `location` in one step; the old dataset is removed afterwards, or moved
-        to `keep_old_at`."""
+        to `keep_old_at`. What the old folder held besides the dataset (a card, notes, other
+        folders) is carried into the new one untouched, the card's counts updated; returns
+        those entries' names. On a failure before the swap, `staged` is removed and `location`
+        is as it was."""
         ...
 
     def remove(self, location: str) -> None: ...
+
+    def last_edit(self, location: str) -> EditRecord | None:
+        """The newest edit the dataset's journal records (None without one)."""
+        ...
+
+    def record_edit(self, staged: str, location: str, record: EditRecord) -> None:
+        """Write `location`'s journal plus `record` into `staged`, so that the swap makes the
+        edit and its record appear together."""
+        ...
+
+    def clean_leftovers(self, location: str) -> tuple[str, ...]:
+        """Remove what killed writers of the dataset left (temporary files and folders, an
+        edit's folders beside it), holding its lock; returns what was removed. Raises at once
+        while a live writer holds the lock."""
+        ...
 
     def lock(self, location: str) -> AbstractContextManager[object]:
         """Hold the dataset's write lock for a block (an edit in place, from reading it to the

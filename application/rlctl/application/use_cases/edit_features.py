@@ -11,6 +11,7 @@ safely (rebuilt beside the original under the dataset's lock, then swapped in).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,7 +23,12 @@ from rlctl.application.ports.dataset_tools import (
     EpisodeRef,
     FeatureChanges,
 )
-from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
+    EditRequest,
+    EditResult,
+    edit_dataset,
+)
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import InvalidInput, NotSupported
 from rlctl.domain.features import FeatureSpec
@@ -37,7 +43,12 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
 
 class RemoveFeatures(DatasetTool):
     def __call__(
-        self, location: str, features: str | Iterable[str], output: str | None = None
+        self,
+        location: str,
+        features: str | Iterable[str],
+        output: str | None = None,
+        *,
+        force: bool = False,
     ) -> EditResult:
         names = tuple(dict.fromkeys(_names(features)))
         if not names:
@@ -46,10 +57,12 @@ class RemoveFeatures(DatasetTool):
             )
         if output is None:
             with self._folders.lock(location):
-                return self._remove(location, names, output)
-        return self._remove(location, names, output)
+                return self._remove(location, names, output, force)
+        return self._remove(location, names, output, force)
 
-    def _remove(self, location: str, names: tuple[str, ...], output: str | None) -> EditResult:
+    def _remove(
+        self, location: str, names: tuple[str, ...], output: str | None, force: bool
+    ) -> EditResult:
         meta = self._meta_reader.read_meta(location)
         missing = [n for n in names if n not in meta.features]
         if missing:
@@ -77,6 +90,7 @@ class RemoveFeatures(DatasetTool):
             refs=[EpisodeRef(location, i) for i in range(meta.total_episodes)],
             description=f"copying episodes without {', '.join(names)}",
             changes=FeatureChanges(removed=names),
+            request=EditRequest.of("remove-feature", meta, force, features=list(names)),
         )
 
 
@@ -91,6 +105,8 @@ class AddFeatures(DatasetTool):
         location: str,
         features: Mapping[str, AddedFeature],
         output: str | None = None,
+        *,
+        force: bool = False,
     ) -> EditResult:
         """`features`: name -> (values, {"dtype": ..., "shape": [...], "names": ...}), values
         an array (or anything `numpy.asarray` takes) of `(total_frames, *shape)`; for shape
@@ -99,11 +115,15 @@ class AddFeatures(DatasetTool):
             raise InvalidInput("no feature to add", where=location, hint="give at least one")
         if output is None:
             with self._folders.lock(location):
-                return self._add(location, features, output)
-        return self._add(location, features, output)
+                return self._add(location, features, output, force)
+        return self._add(location, features, output, force)
 
     def _add(
-        self, location: str, features: Mapping[str, AddedFeature], output: str | None
+        self,
+        location: str,
+        features: Mapping[str, AddedFeature],
+        output: str | None,
+        force: bool,
     ) -> EditResult:
         meta = self._meta_reader.read_meta(location)
         specs: dict[str, FeatureSpec] = {}
@@ -131,7 +151,21 @@ class AddFeatures(DatasetTool):
             description=f"copying episodes with {', '.join(specs)}",
             changes=FeatureChanges(added=tuple(specs)),
             edits=edits,
+            request=EditRequest.of(
+                "add-feature",
+                meta,
+                force,
+                features={name: _digest(values[name]) for name in sorted(specs)},
+            ),
         )
+
+
+def _digest(values: np.ndarray) -> str:
+    if values.dtype.kind in "UO":
+        data = "\x00".join(map(str, values.tolist())).encode()
+    else:
+        data = np.ascontiguousarray(values).tobytes()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def _added_feature(meta: DatasetMeta, name: str, entry: Any) -> tuple[FeatureSpec, np.ndarray]:

@@ -27,7 +27,12 @@ from rlctl.application.ports.dataset_tools import (
     EpisodeRef,
     FeatureChanges,
 )
-from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
+    EditRequest,
+    EditResult,
+    edit_dataset,
+)
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.depth import DepthQuantization
 from rlctl.domain.errors import InvalidInput
@@ -52,6 +57,7 @@ class ConvertImagesToVideo(DatasetTool):
         encoding: VideoEncoding | None = None,
         depth_encoding: VideoEncoding | None = None,
         episodes: str | Sequence[int] | None = None,
+        force: bool = False,
     ) -> EditResult:
         rgb = encoding or VideoEncoding()
         depth = depth_encoding or depth_video_encoding()
@@ -63,8 +69,8 @@ class ConvertImagesToVideo(DatasetTool):
             depth = attrs.evolve(depth, depth=DepthQuantization())
         if output is None:
             with self._folders.lock(location):
-                return self._convert(location, output, rgb, depth, episodes)
-        return self._convert(location, output, rgb, depth, episodes)
+                return self._convert(location, output, rgb, depth, episodes, force)
+        return self._convert(location, output, rgb, depth, episodes, force)
 
     def _convert(
         self,
@@ -73,6 +79,7 @@ class ConvertImagesToVideo(DatasetTool):
         rgb: VideoEncoding,
         depth: VideoEncoding,
         episodes: str | Sequence[int] | None,
+        force: bool,
     ) -> EditResult:
         meta = self._meta_reader.read_meta(location)
         images = [k for k, f in meta.features.items() if f.is_image]
@@ -101,6 +108,14 @@ class ConvertImagesToVideo(DatasetTool):
             refs=[EpisodeRef(location, i) for i in chosen],
             description="encoding cameras as video",
             changes=FeatureChanges(encoded=encoded),
+            request=EditRequest.of(
+                "convert-images-to-video",
+                meta,
+                force,
+                episodes=None if episodes is None else list(chosen),
+                encoding=repr(rgb),
+                depth_encoding=repr(depth),
+            ),
         )
 
 
@@ -114,7 +129,12 @@ class ReencodeResult:
 
 class ReencodeVideos(DatasetTool):
     def __call__(
-        self, location: str, encoding: VideoEncoding, output: str | None = None
+        self,
+        location: str,
+        encoding: VideoEncoding,
+        output: str | None = None,
+        *,
+        force: bool = False,
     ) -> ReencodeResult:
         if encoding.depth is not None:
             raise InvalidInput(
@@ -124,11 +144,11 @@ class ReencodeVideos(DatasetTool):
             )
         if output is None:
             with self._folders.lock(location):
-                return self._reencode(location, encoding, output)
-        return self._reencode(location, encoding, output)
+                return self._reencode(location, encoding, output, force)
+        return self._reencode(location, encoding, output, force)
 
     def _reencode(
-        self, location: str, encoding: VideoEncoding, output: str | None
+        self, location: str, encoding: VideoEncoding, output: str | None, force: bool
     ) -> ReencodeResult:
         meta = self._meta_reader.read_meta(location)
         videos = list(meta.video_keys)
@@ -158,6 +178,7 @@ class ReencodeVideos(DatasetTool):
             refs=[EpisodeRef(location, i) for i in range(meta.total_episodes)],
             description="re-encoding videos",
             changes=FeatureChanges(encoded={k: encoding for k in todo}) if todo else None,
+            request=EditRequest.of("reencode-videos", meta, force, encoding=repr(encoding)),
         )
         return ReencodeResult(result, tuple(todo), depth)
 

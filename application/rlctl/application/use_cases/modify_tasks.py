@@ -21,7 +21,12 @@ from rlctl.application.ports.dataset_tools import (
     EpisodeEdit,
     EpisodeRef,
 )
-from rlctl.application.use_cases.dataset_rebuild import DatasetTool, EditResult, edit_dataset
+from rlctl.application.use_cases.dataset_rebuild import (
+    DatasetTool,
+    EditRequest,
+    EditResult,
+    edit_dataset,
+)
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import InvalidInput
 
@@ -49,15 +54,19 @@ class ModifyTasks(DatasetTool):
         episode_tasks: Mapping[int, str] | None = None,
         task_replacements: Mapping[str, str] | None = None,
         output: str | None = None,
+        *,
+        force: bool = False,
     ) -> EditResult:
         changes = TaskChanges(new_task, episode_tasks or {}, task_replacements or {})
         _check_texts(changes)
         if output is None:
             with self._folders.lock(location):
-                return self._modify(location, changes, output)
-        return self._modify(location, changes, output)
+                return self._modify(location, changes, output, force)
+        return self._modify(location, changes, output, force)
 
-    def _modify(self, location: str, changes: TaskChanges, output: str | None) -> EditResult:
+    def _modify(
+        self, location: str, changes: TaskChanges, output: str | None, force: bool
+    ) -> EditResult:
         meta = self._meta_reader.read_meta(location)
         edits = episode_edits(meta, changes)
         return edit_dataset(
@@ -70,6 +79,14 @@ class ModifyTasks(DatasetTool):
             refs=[EpisodeRef(location, i) for i in range(meta.total_episodes)],
             description="rewriting the tasks",
             edits=edits,
+            request=EditRequest.of(
+                "modify-tasks",
+                meta,
+                force,
+                new_task=changes.new_task,
+                episode_tasks={str(k): v for k, v in sorted(changes.episode_tasks.items())},
+                task_replacements=dict(changes.task_replacements),
+            ),
         )
 
 

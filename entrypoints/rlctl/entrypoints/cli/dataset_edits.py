@@ -14,10 +14,13 @@ from typing import Any
 import click
 
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
-from rlctl.entrypoints.cli.dataset_tools import _container, _echo_edit
+from rlctl.entrypoints.cli.dataset_tools import _container, _echo_edit, force_option
 from rlctl.entrypoints.settings import AppSettings
 
-_OUTPUT_HELP = "Write the result here; without it ROOT is replaced once the new copy is complete."
+_OUTPUT_HELP = (
+    "Write the result here; without it ROOT is replaced once the new copy is complete (what "
+    "ROOT holds besides the dataset, such as README.md or notes, is kept)."
+)
 
 
 def _output_option[F: Callable[..., Any]](function: F) -> F:
@@ -154,13 +157,19 @@ def _encoding(
 )
 @_output_option
 @_json_option
+@force_option
 @config_options(AppSettings)
 def remove_feature(
-    root: str, features: tuple[str, ...], output: str | None, as_json: bool, config: AppSettings
+    root: str,
+    features: tuple[str, ...],
+    output: str | None,
+    as_json: bool,
+    force: bool,
+    config: AppSettings,
 ) -> None:
     """Remove features (a camera and its videos, a state, ...) from ROOT."""
     names = [n.strip() for value in features for n in value.split(",") if n.strip()]
-    result = _container(config).remove_features()(root, names, output)
+    result = _container(config).remove_features()(root, names, output, force=force)
     _echo_edit(result, as_json, "rewrote")
 
 
@@ -183,6 +192,7 @@ def remove_feature(
 )
 @_output_option
 @_json_option
+@force_option
 @config_options(AppSettings)
 def add_feature(
     root: str,
@@ -192,6 +202,7 @@ def add_feature(
     names: str | None,
     output: str | None,
     as_json: bool,
+    force: bool,
     config: AppSettings,
 ) -> None:
     """Add a feature to ROOT from a .npy file holding one value per frame."""
@@ -213,7 +224,7 @@ def add_feature(
         "shape": shape,
         "names": [n.strip() for n in names.split(",")] if names else None,
     }
-    result = _container(config).add_features()(root, {name: (values, info)}, output)
+    result = _container(config).add_features()(root, {name: (values, info)}, output, force=force)
     _echo_edit(result, as_json, "rewrote")
 
 
@@ -238,6 +249,7 @@ def add_feature(
 )
 @_output_option
 @_json_option
+@force_option
 @config_options(AppSettings)
 def modify_tasks(
     root: str,
@@ -246,6 +258,7 @@ def modify_tasks(
     task_replacements: str | None,
     output: str | None,
     as_json: bool,
+    force: bool,
     config: AppSettings,
 ) -> None:
     """Change the task strings of ROOT's episodes (in place unless -o is given)."""
@@ -269,6 +282,7 @@ def modify_tasks(
         episode_tasks=by_index,
         task_replacements=replacements,
         output=output,
+        force=force,
     )
     _echo_edit(result, as_json, "rewrote")
 
@@ -287,6 +301,7 @@ def modify_tasks(
 )
 @_output_option
 @_json_option
+@force_option
 @config_options(AppSettings)
 def convert_images_to_video(
     root: str,
@@ -304,6 +319,7 @@ def convert_images_to_video(
     depth_use_log: bool | None,
     output: str | None,
     as_json: bool,
+    force: bool,
     config: AppSettings,
 ) -> None:
     """Encode ROOT's cameras stored as images into videos (LeRobot's video settings)."""
@@ -322,7 +338,7 @@ def convert_images_to_video(
             quantization[name] = value
     depth = depth_video_encoding(DepthQuantization(**quantization))
     result = _container(config).convert_images_to_video()(
-        root, output, encoding=encoding, depth_encoding=depth, episodes=episodes
+        root, output, encoding=encoding, depth_encoding=depth, episodes=episodes, force=force
     )
     _echo_edit(result, as_json, "converted")
 
@@ -332,6 +348,7 @@ def convert_images_to_video(
 @_encoder_options
 @_output_option
 @_json_option
+@force_option
 @config_options(AppSettings)
 def reencode_videos(
     root: str,
@@ -344,11 +361,12 @@ def reencode_videos(
     extra_options: str | None,
     output: str | None,
     as_json: bool,
+    force: bool,
     config: AppSettings,
 ) -> None:
     """Re-encode ROOT's RGB videos with new settings (unset ones: LeRobot's defaults)."""
     encoding = _encoding(vcodec, pix_fmt, g, crf, preset, fast_decode, extra_options)
-    outcome = _container(config).reencode_videos()(root, encoding, output)
+    outcome = _container(config).reencode_videos()(root, encoding, output, force=force)
     if outcome.result is None:
         message = "every video already has these settings; nothing to do"
         click.echo(json.dumps({"output": root, "cameras": []}) if as_json else message)
@@ -362,6 +380,7 @@ def reencode_videos(
             "tasks": result.tasks,
             "cameras": list(outcome.cameras),
             "depth_cameras_kept": list(outcome.skipped_depth),
+            "kept": list(result.kept),
         }
         click.echo(json.dumps(data, indent=2))
         return

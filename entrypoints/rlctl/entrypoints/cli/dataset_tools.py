@@ -7,6 +7,7 @@ the command bodies, through the container.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,27 +24,46 @@ def _container(config: AppSettings) -> Any:
     return build_container(config)
 
 
+FORCE_HELP = (
+    "Apply the edit even when ROOT is what the same edit already made of it (a retry after "
+    "an interruption is refused without it: episode numbers would name other episodes)."
+)
+
+
+def force_option[F: Callable[..., Any]](function: F) -> F:
+    return click.option("--force", is_flag=True, help=FORCE_HELP)(function)
+
+
 def _echo_edit(result: Any, as_json: bool, verb: str) -> None:
     data = {
         "output": result.output,
         "episodes": result.episodes,
         "frames": result.frames,
         "tasks": result.tasks,
+        "kept": list(result.kept),
     }
     if as_json:
         click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(
-            f"{verb} {result.output}: {result.episodes} episodes, {result.frames} frames, "
-            f"{result.tasks} tasks"
-        )
+        return
+    click.echo(
+        f"{verb} {result.output}: {result.episodes} episodes, {result.frames} frames, "
+        f"{result.tasks} tasks"
+    )
+    if result.kept:
+        click.echo("kept beside the data, untouched: " + ", ".join(result.kept))
 
 
 @settings_command()
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="First remove what killed writers left (temporary files, staging and edit folders), "
+    "holding the dataset's lock.",
+)
 @config_options(AppSettings)
-def check(root: str, as_json: bool, config: AppSettings) -> None:
+def check(root: str, as_json: bool, fix: bool, config: AppSettings) -> None:
     """Read every file and index of the dataset at ROOT and list each problem found.
 
     Exits 1 when there is any error; warnings (an interrupted commit, files no episode points
@@ -51,7 +71,15 @@ def check(root: str, as_json: bool, config: AppSettings) -> None:
     """
     from rlctl.entrypoints.cli.render_check import render_check
 
-    report = _container(config).check_dataset()(root)
+    container = _container(config)
+    if fix:
+        removed = container.dataset_folders().clean_leftovers(root)
+        if not as_json:
+            click.echo(
+                f"removed {len(removed)} leftover(s) of interrupted writers"
+                + "".join(f"\n  {path}" for path in removed)
+            )
+    report = container.check_dataset()(root)
     if as_json:
         click.echo(json.dumps(_report_dict(report), indent=2))
     else:
@@ -138,12 +166,16 @@ def split(
     help="Write the result here; without it ROOT is replaced once the new copy is complete.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@force_option
 @config_options(AppSettings)
 def delete_episodes(
-    root: str, episodes: str, output: str | None, as_json: bool, config: AppSettings
+    root: str, episodes: str, output: str | None, as_json: bool, force: bool, config: AppSettings
 ) -> None:
-    """Delete episodes of ROOT; the others are renumbered from 0."""
-    result = _container(config).delete_episodes()(root, episodes, output)
+    """Delete episodes of ROOT; the others are renumbered from 0.
+
+    In place, what ROOT holds besides the dataset (README.md, notes, other folders) is kept.
+    """
+    result = _container(config).delete_episodes()(root, episodes, output, force=force)
     _echo_edit(result, as_json, "rewrote")
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table
+from rlctl.adapters.storage.lerobot_v3.identity import FolderIdentity
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
 from rlctl.adapters.storage.lerobot_v3.paths import (
     INFO_PATH,
@@ -38,11 +39,16 @@ class LeRobotEpisodeData:
     def __init__(self) -> None:
         # Reread when info.json changes (a recording appended episodes); a page asks per episode.
         self._metas: dict[Path, tuple[int, DatasetMeta]] = {}
+        # The folder first read at each root: an edit in place puts another one there, whose
+        # episodes are not those the page lists (`identity`).
+        self._identities: dict[Path, FolderIdentity] = {}
         self._pictures_cache: OrderedDict[tuple[Path, int, str], list[bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _meta(self, location: str) -> tuple[Path, DatasetMeta]:
         root = dataset_root(location).resolve()
+        identity = self._identities.setdefault(root, FolderIdentity.of(root))
+        identity.check()
         info = root / INFO_PATH
         stamp = info.stat().st_mtime_ns if info.is_file() else 0
         cached = self._metas.get(root)

@@ -25,6 +25,7 @@ import torch
 from rlctl.adapters.storage.lerobot_v3.decoders import backend_name, decoder_factory
 from rlctl.adapters.storage.lerobot_v3.depth_frames import DepthCameras
 from rlctl.adapters.storage.lerobot_v3.errors import INCOMPLETE_HINT, check_hint
+from rlctl.adapters.storage.lerobot_v3.identity import FolderIdentity, changed_error
 from rlctl.adapters.storage.lerobot_v3.images import ImageColumn
 from rlctl.adapters.storage.lerobot_v3.language_columns import item_rows
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader, dataset_root
@@ -106,6 +107,8 @@ class LeRobotDatasetReader:
     ) -> None:
         check_transform(image_transforms)
         root = dataset_root(root)
+        # Taken before anything is read: an edit swapping the folder later is noticed.
+        identity = FolderIdentity.of(root)
         self._configure(
             root,
             meta if meta is not None else LeRobotMetaReader().read_meta(root),
@@ -127,6 +130,9 @@ class LeRobotDatasetReader:
                 tolerance_s=self.video_tolerance_s,
             ),
         )
+        if not identity.unchanged():  # swapped while the metadata and rows were read
+            raise changed_error(identity.root)
+        self._identity: FolderIdentity | None = identity
 
     @classmethod
     def over_rows(
@@ -159,6 +165,7 @@ class LeRobotDatasetReader:
         reader.episodes = _selected_episodes(episodes, reader.meta)
         reader._deltas = reader._delta_indices()
         reader._attach(table, frames)
+        reader._identity = None  # rows from elsewhere: no folder of ours to watch
         return reader
 
     def _configure(
@@ -269,9 +276,19 @@ class LeRobotDatasetReader:
     def get_items(self, indices: Iterable[int]) -> list[dict[str, Any]]:
         """Items for several positions; video frames decoded with one call per file."""
         queries = [self._query(self._position(i)) for i in indices]
-        frames = self._decode_videos(queries)
-        frames.update(self._decode_depth(queries))
-        return [self._item(query, frames) for query in queries]
+        try:
+            frames = self._decode_videos(queries)
+            frames.update(self._decode_depth(queries))
+            items = [self._item(query, frames) for query in queries]
+        except Exception as err:
+            # A file missing or not what the metadata says: because the folder was swapped?
+            if self._identity is not None and not self._identity.unchanged():
+                raise changed_error(self._identity.root) from err
+            raise
+        # After every file was opened: unchanged now means each file read was this dataset's.
+        if self._identity is not None:
+            self._identity.check()
+        return items
 
     def _position(self, idx: int) -> int:
         try:

@@ -23,6 +23,7 @@ import structlog
 
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, write_atomic
 from rlctl.adapters.storage.lerobot_v3.errors import read_parquet_table, reading
+from rlctl.adapters.storage.lerobot_v3.leftovers import STAGING_DIR
 from rlctl.adapters.storage.lerobot_v3.meta_rules import Refuse, episode_files, load_meta
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     STAT_KEYS,
@@ -38,7 +39,6 @@ from rlctl.domain.statistics import FeatureStats, aggregate_stats
 
 log = structlog.get_logger(__name__)
 
-STAGING_DIR = ".rlctl-staging"
 _WRITTEN_DIRS = ("meta", "data", "videos")
 
 ChunkFile = tuple[int, int]
