@@ -27,6 +27,7 @@ from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 from rlctl.adapters.hub.errors import hub_errors, repo_url
 from rlctl.adapters.hub.settings import HubSettings
 from rlctl.adapters.storage.dataset_lock import LOCK_NAME, writing
+from rlctl.adapters.storage.shareable import folder_files, refuse_outside
 from rlctl.application.ports.hub import PushRequest, PushResult, RepoRef, Snapshot
 from rlctl.domain.errors import InvalidInput
 
@@ -173,11 +174,15 @@ def files_to_push(request: PushRequest) -> list[str]:
     folder = request.folder
     if not folder.is_dir():
         raise InvalidInput("no such folder", where=str(folder))
-    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    # A writer's lock file (or one a killed writer left) is no part of the dataset.
+    # The folder's own files: no lock, journal, staging or temporary file of a writer (one
+    # killed midway leaves them), nothing a link leads to outside the folder.
+    found = folder_files(folder)
+    names = sorted([*found.files, *found.outside])
     ignore = [*request.ignore, *DEFAULT_IGNORE_PATTERNS, CARD_NAME, LOCK_NAME]
     allow = list(request.allow) if request.allow is not None else None
-    return list(filter_repo_objects(names, allow_patterns=allow, ignore_patterns=ignore))
+    selected = list(filter_repo_objects(names, allow_patterns=allow, ignore_patterns=ignore))
+    refuse_outside(selected, found, folder, request.allow)
+    return selected
 
 
 def _local_dir_commit(root: Path) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from rlctl.adapters.storage.shareable import folder_files, refuse_outside
 from rlctl.application.ports.hub import (
     HubNotCached,
     HubRepoNotFound,
@@ -58,21 +59,27 @@ class InMemoryHub:
 
     def push(self, request: PushRequest) -> PushResult:
         repo_ref = request.repo
+        # The same selection as the real Hub's, made before anything is created: the folder's
+        # own files, never a writer's leftovers nor what a link leads to outside the folder.
+        found = folder_files(request.folder)
+        selected = []
+        for name in sorted([*found.files, *found.outside]):
+            if name == "README.md":
+                continue
+            if request.allow is not None and not _match(name, request.allow):
+                continue
+            if _match(name, request.ignore):
+                continue
+            selected.append(name)
+        refuse_outside(selected, found, request.folder, request.allow)
         repo = self.repos.setdefault(
             (repo_ref.kind, repo_ref.repo_id), MemoryRepo(private=bool(request.private))
         )
         branch = repo_ref.revision or DEFAULT_BRANCH
         parent = repo.branches.get(branch) or repo.branches.get(DEFAULT_BRANCH)
         files = dict(repo.commits.get(parent, {})) if parent else {}
-        for path in sorted(request.folder.rglob("*")):
-            name = path.relative_to(request.folder).as_posix()
-            if not path.is_file() or name == "README.md":
-                continue
-            if request.allow is not None and not _match(name, request.allow):
-                continue
-            if _match(name, request.ignore):
-                continue
-            files[name] = path.read_bytes()
+        for name in selected:
+            files[name] = (request.folder / name).read_bytes()
         files["README.md"] = request.card.encode()
         digest = hashlib.sha1(repr(sorted(files.items())).encode() + str(parent).encode())
         commit = digest.hexdigest()

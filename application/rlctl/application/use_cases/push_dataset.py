@@ -5,9 +5,11 @@ The policy of the work:
   file `meta/episodes` names must be there. A broken dataset on the Hub breaks every reader.
 - One commit holds the files and the card (README.md, written from the metadata), so nobody
   sees files without their card or half a dataset.
-- Never pushed: LeRobot's temporary frame images (`images/`), huggingface_hub's bookkeeping of a
-  local copy (`.cache/`), partial files from an interrupted write, lock files. Videos can be
-  left out (`videos=False`), as LeRobot's `push_videos=False`.
+- Only the dataset's own files are pushed: `meta/` and the data and video files `meta/episodes`
+  names. Not what else the folder holds (notes, other folders, a dataset split into a
+  subfolder, leftovers of killed writers, LeRobot's temporary `images/`, huggingface_hub's
+  `.cache/`), and never what a symbolic link leads to outside the folder (refused, naming the
+  link). Videos can be left out (`videos=False`), as LeRobot's `push_videos=False`.
 - The codebase-version tag (`v3.0`) is moved to the new commit: LeRobot pulls that tag by
   default, so this is what makes the push visible to it.
 """
@@ -30,7 +32,7 @@ from rlctl.application.ports.hub import (
     RepoRef,
     check_repo_id,
 )
-from rlctl.domain.errors import CorruptDataset
+from rlctl.domain.errors import CorruptDataset, InvalidInput
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +81,8 @@ class PushDataset:
         root = Path(request.root).expanduser()
         meta = self._meta_reader.read_meta(str(root))
         every = range(meta.total_episodes)
-        missing = [f for f in self._layout.episode_files(meta, every) if not (root / f).is_file()]
+        needed = self._layout.episode_files(meta, every)
+        missing = [f for f in needed if not (root / f).is_file()]
         if missing:
             raise CorruptDataset(
                 f"{len(missing)} file(s) that meta/episodes names are missing: "
@@ -89,11 +92,17 @@ class PushDataset:
                 hint=f"the dataset is incomplete; run `rlctl dataset check {root}` and repair it "
                 "before pushing",
             )
-        ignore: tuple[str, ...] = PUSH_IGNORE
-        if not request.videos:
-            data_only = set(self._layout.episode_files(meta, every, videos=False))
-            videos = [f for f in self._layout.episode_files(meta, every) if f not in data_only]
-            ignore = (*ignore, *videos)
+        outside = [f for f in needed if not _inside(root, f)]
+        if outside:
+            raise InvalidInput(
+                f"{len(outside)} file(s) of the dataset lead out of its folder through a "
+                f"symbolic link: " + ", ".join(outside[:3]) + (" …" if len(outside) > 3 else ""),
+                where=str(root),
+                hint="rlctl pushes only the folder's own files: copy the files into the folder "
+                "in place of the links, then push again",
+            )
+        own = needed if request.videos else self._layout.episode_files(meta, every, videos=False)
+        allow = (*self._layout.metadata_patterns(), *own)
         card = dataset_card(meta, request.repo_id, tags=request.tags, license=request.license)
         result = self._hub.push(
             PushRequest(
@@ -102,7 +111,8 @@ class PushDataset:
                 card=card,
                 commit_message=f"Upload dataset: {meta.total_episodes} episodes, "
                 f"{meta.total_frames} frames ({meta.codebase_version}, rlctl)",
-                ignore=ignore,
+                allow=allow,
+                ignore=PUSH_IGNORE,
                 private=request.private,
                 version_tag=meta.codebase_version if request.tag_version else None,
             )
@@ -116,3 +126,8 @@ class PushDataset:
             files=result.files,
         )
         return result
+
+
+def _inside(root: Path, name: str) -> bool:
+    """True when `root/name` is in the folder once links are followed."""
+    return (root / name).resolve().is_relative_to(root.resolve())
