@@ -144,13 +144,15 @@ def add_features(
     features: Mapping[str, tuple[Any, Any]],
     *,
     output: str | Path | None = None,
+    force: bool = False,
     using: Container | None = None,
 ) -> Any:
     """LeRobot's `add_features`: `{"name": (values, {"dtype": "float32", "shape": [1],
     "names": None})}`, values an array (numpy, torch, list) with one row per frame of the
-    dataset, in index order. Writes `output`, or edits `root` in place (safely) without it."""
+    dataset, in index order. Writes `output`, or edits `root` in place (safely) without it.
+    `force`: apply an edit in place even when `root` is what the same edit already made."""
     c = using or build_container()
-    return c.add_features()(str(root), features, _optional(output))
+    return c.add_features()(str(root), features, _optional(output), force=force)
 
 
 def remove_features(
@@ -158,11 +160,14 @@ def remove_features(
     features: str | Sequence[str],
     *,
     output: str | Path | None = None,
+    force: bool = False,
     using: Container | None = None,
 ) -> Any:
     """LeRobot's `remove_feature`: the dataset without these features (cameras' videos too)."""
     names = [features] if isinstance(features, str) else list(features)
-    return (using or build_container()).remove_features()(str(root), names, _optional(output))
+    return (using or build_container()).remove_features()(
+        str(root), names, _optional(output), force=force
+    )
 
 
 def modify_tasks(
@@ -172,6 +177,7 @@ def modify_tasks(
     episode_tasks: Mapping[int, str] | None = None,
     task_replacements: Mapping[str, str] | None = None,
     output: str | Path | None = None,
+    force: bool = False,
     using: Container | None = None,
 ) -> Any:
     """LeRobot's `modify_tasks` (precedence: episode_tasks, task_replacements, new_task)."""
@@ -181,6 +187,7 @@ def modify_tasks(
         episode_tasks=episode_tasks,
         task_replacements=task_replacements,
         output=_optional(output),
+        force=force,
     )
 
 
@@ -191,6 +198,7 @@ def convert_images_to_video(
     encoding: Any = None,
     depth_encoding: Any = None,
     episodes: str | Sequence[int] | None = None,
+    force: bool = False,
     using: Container | None = None,
 ) -> Any:
     """LeRobot's `convert_image_to_video_dataset`: cameras stored as images become videos,
@@ -201,6 +209,7 @@ def convert_images_to_video(
         encoding=encoding,
         depth_encoding=depth_encoding,
         episodes=episodes,
+        force=force,
     )
 
 
@@ -209,6 +218,7 @@ def reencode_videos(
     encoding: Any = None,
     *,
     output: str | Path | None = None,
+    force: bool = False,
     using: Container | None = None,
 ) -> Any:
     """LeRobot's `reencode_dataset` for RGB videos: `encoding` a `VideoEncoding` (default:
@@ -216,7 +226,7 @@ def reencode_videos(
     from rlctl.domain.video import VideoEncoding
 
     return (using or build_container()).reencode_videos()(
-        str(root), encoding or VideoEncoding(), _optional(output)
+        str(root), encoding or VideoEncoding(), _optional(output), force=force
     )
 
 

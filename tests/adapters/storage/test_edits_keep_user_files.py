@@ -107,6 +107,8 @@ def add_user_files(root: Path, outside: Path) -> dict[str, bytes]:
         ".hidden": b"mine too",
         "extra/deep/weights.bin": os.urandom(2048),
         "meta/annotations.md": b"episode 2 is odd",
+        "data/README.txt": b"how the data was taken",
+        "videos/renders/overview.mp4": b"not a dataset video",
     }
     for name, content in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,7 @@ def add_user_files(root: Path, outside: Path) -> dict[str, bytes]:
     outside.write_text("outside the dataset")
     (root / "outside-link").symlink_to(outside)
     SplitDataset(*parts())(str(root), str(root / "sub"), episodes="0")
+    SplitDataset(*parts())(str(root), str(root / "data" / "train"), episodes="1")
     return files
 
 
@@ -126,8 +129,9 @@ def assert_user_files(root: Path, files: dict[str, bytes], inodes: dict[str, int
         assert (root / name).stat().st_ino == inodes[name], f"{name} was copied, not linked"
     assert (root / "link-to-notes").readlink() == Path("notes.txt")
     assert (root / "outside-link").is_symlink()
-    assert LeRobotMetaReader().read_meta(root / "sub").total_episodes == 1
-    check(root / "sub")
+    for nested in ("sub", "data/train"):
+        assert LeRobotMetaReader().read_meta(root / nested).total_episodes == 1
+        check(root / nested)
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +163,9 @@ def test_every_edit_in_place_keeps_the_users_files_and_leaves_nothing(tool, sour
             "notes.txt",
             "outside-link",
             "sub",
+            "data/README.txt",
+            "data/train",
+            "videos/renders/overview.mp4",
         }
         assert any(name.startswith("README.md") for name in kept)
     check(root)

@@ -99,7 +99,16 @@ class LocalDatasetFolders:
     ) -> tuple[str, ...]:
         new, path = Path(staged), Path(location).expanduser().resolve()
         try:
-            carried = carry_foreign(path, new, card=_updated_card(path, new))
+            try:
+                carried = carry_foreign(path, new, card=_updated_card(path, new))
+            except OSError as err:
+                raise DatasetError(
+                    f"the files kept beside the dataset cannot be carried into the new folder: "
+                    f"{err.strerror or err} ({err.filename})",
+                    where=str(path),
+                    hint="the dataset is unchanged; make the file readable (or move it out of "
+                    "the dataset's folder) and run the edit again",
+                ) from err
             old = self._swap(new, path)
         except BaseException:
             shutil.rmtree(new, ignore_errors=True)

@@ -1,9 +1,11 @@
 """What a dataset folder holds besides the dataset, carried into the folder that replaces it.
 
 An edit in place builds a new dataset beside the old one and swaps it in. The LeRobot layout
-owns `meta/` (info, stats, tasks, episodes), `data/`, `videos/` and `images/`, and rlctl owns its
-lock, journal and temporary names; everything else is the user's — the Hub card README.md,
-notes, other folders, a dataset split into `ROOT/sub` — and goes into the new folder untouched:
+owns `meta/`'s info, stats, tasks and episodes files, the numbered data and video files
+(`chunk-XXX/file-YYY`), and `images/` (LeRobot's temporary frames); rlctl owns its lock, journal
+and temporary names. Everything else is the user's — the Hub card README.md, notes, other
+folders, a dataset split into `ROOT/sub` (or into `ROOT/data/train`) — and goes into the new
+folder untouched:
 files as hard links (no copy, however big), folders rebuilt around them, symbolic links as links
 (never followed). A card whose counts describe the dataset gets the new ones.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -24,7 +27,7 @@ import structlog
 
 from rlctl.adapters.storage.dataset_lock import LOCK_NAME
 from rlctl.adapters.storage.lerobot_v3.atomic_files import write_atomic
-from rlctl.adapters.storage.lerobot_v3.leftovers import LAYOUT_DIRS, STAGING_DIR, is_temporary
+from rlctl.adapters.storage.lerobot_v3.leftovers import STAGING_DIR, is_temporary
 from rlctl.adapters.storage.lerobot_v3.tools.edit_journal import JOURNAL_NAME
 
 log = structlog.get_logger(__name__)
@@ -36,31 +39,64 @@ _META_FILES = frozenset(
         "info.json",
         "stats.json",
         "tasks.parquet",
-        "episodes",
         "tasks.jsonl",
         "episodes.jsonl",
         "episodes_stats.jsonl",
     }
 )
-_OWNED_TOP = frozenset({*LAYOUT_DIRS, LOCK_NAME, STAGING_DIR, JOURNAL_NAME}) - {"meta"}
+# Folders whose files the layout names (by these patterns); anything else in them is the user's.
+_NUMBERED = ("data", "videos", "meta/episodes")
+_LAYOUT_FILE = re.compile(r"^(file-\d+|episode_\d+)\.(parquet|mp4)$")
+# rlctl's own names at the top, and LeRobot's temporary frames (`images/`).
+_OWNED_TOP = frozenset({LOCK_NAME, STAGING_DIR, JOURNAL_NAME, "images"})
 # Link errors after which the file is copied instead (another disk, no hard links there).
 _CANNOT_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def foreign_entries(root: Path) -> list[str]:
-    """Paths (relative to `root`, POSIX) of the entries the dataset's layout does not own: top
-    level names, and names inside meta/."""
+    """Paths (relative to `root`, POSIX) of the entries the dataset's layout does not own, each
+    as high up as it goes: a top-level name, a name in meta/, or a file or folder inside
+    data/, videos/ or meta/episodes/ that is not one of the layout's numbered files (a dataset
+    nested there is one entry)."""
     found = []
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if entry.name in _OWNED_TOP or is_temporary(entry.name):
+    for entry in _entries(root):
+        name = entry.name
+        if name in _OWNED_TOP or is_temporary(name):
             continue
-        if entry.name == "meta" and entry.is_dir(follow_symlinks=False):
-            for inner in sorted(os.scandir(entry.path), key=lambda e: e.name):
-                if inner.name not in _META_FILES and not is_temporary(inner.name):
+        if entry.is_dir(follow_symlinks=False) and name in ("data", "videos"):
+            found += _foreign_inside(root / name, f"{name}/")
+        elif entry.is_dir(follow_symlinks=False) and name == "meta":
+            for inner in _entries(root / "meta"):
+                if inner.name in _META_FILES or is_temporary(inner.name):
+                    continue
+                if inner.name == "episodes" and inner.is_dir(follow_symlinks=False):
+                    found += _foreign_inside(root / "meta/episodes", "meta/episodes/")
+                else:
                     found.append(f"meta/{inner.name}")
-            continue
-        found.append(entry.name)
+        else:
+            found.append(name)
     return found
+
+
+def _foreign_inside(folder: Path, prefix: str) -> list[str]:
+    found = []
+    for entry in _entries(folder):
+        name = f"{prefix}{entry.name}"
+        if is_temporary(entry.name):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if (folder / entry.name / "meta" / "info.json").is_file():
+                found.append(name)  # a dataset of its own, written there
+            else:
+                found += _foreign_inside(folder / entry.name, f"{name}/")
+        elif not _LAYOUT_FILE.match(entry.name):
+            found.append(name)
+    return found
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    with os.scandir(folder) as entries:
+        return sorted(entries, key=lambda e: e.name)
 
 
 @attrs.define
