@@ -326,3 +326,14 @@ def test_the_journal_is_written_with_the_new_folder(source, tmp_path):
         "delete-episodes",
         "modify-tasks",
     ]
+
+
+def test_a_dataset_reached_through_a_link_is_cleaned_where_it_really_is(source, tmp_path):
+    real = support.copy_dataset(source, tmp_path / "real" / "ds")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    left = edit_folder(real, dead_pid(), 0)
+    left.mkdir()
+    DeleteEpisodes(*parts())(str(link), "0")
+    assert not left.exists() and sorted(p.name for p in real.parent.iterdir()) == ["ds"]
+    assert link.is_symlink() and LeRobotMetaReader().read_meta(link).total_episodes == 2

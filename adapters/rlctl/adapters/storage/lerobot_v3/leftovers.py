@@ -141,6 +141,7 @@ def _is_plain_file(path: Path) -> bool:
 def restore_interrupted_swap(root: Path) -> Path | None:
     """Put back an original the two-rename swap parked beside `root` when it was killed
     between its renames (`root` is then missing); the folder it came from, or None."""
+    root = root.resolve()  # a dataset reached through a link is edited where it really is
     if root.exists() or root.is_symlink():
         return None
     parked = [p for p in leftovers_beside(root) if _kind(p) == "old"]
@@ -162,7 +163,7 @@ def remove_leftovers(root: Path) -> list[str]:
     """Remove what killed writers of `root` left; the caller holds `root`'s lock. Returns the
     paths removed."""
     removed: list[str] = []
-    for path in [*leftovers_inside(root), *leftovers_beside(root)]:
+    for path in [*leftovers_inside(root), *leftovers_beside(root.resolve())]:
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
