@@ -209,3 +209,26 @@ def test_the_static_export_refuses_a_camera_key_that_is_a_path(image_dataset, tm
         write_site(viewer, out)
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+def test_an_open_page_gets_a_clear_conflict_after_an_edit_in_place(viewer_dataset, tmp_path):
+    """A page opened before `delete-episodes` swapped the folder would play other episodes'
+    videos under its old episode list: the server says the dataset changed instead."""
+    import shutil
+
+    from rlctl.adapters.memory.progress import SilentProgress
+    from rlctl.adapters.storage.lerobot_v3.tools.folders import LocalDatasetFolders
+    from rlctl.adapters.storage.lerobot_v3.tools.rebuild import LeRobotRebuilder
+    from rlctl.application.use_cases.delete_episodes import DeleteEpisodes
+
+    root = tmp_path / "ds"
+    shutil.copytree(viewer_dataset, root)
+    with ViewerServer(open_viewer(root)) as server:
+        response, body = get(server, f"/media/{VIDEO}")
+        assert response.status == 200 and body[4:8] == b"ftyp"
+        DeleteEpisodes(
+            LeRobotMetaReader(), LeRobotRebuilder(), LocalDatasetFolders(), SilentProgress()
+        )(str(root), "0")
+        response, body = get(server, f"/media/{VIDEO}")
+    assert response.status == 409
+    assert b"changed while it was open" in body and b"open it again" in body

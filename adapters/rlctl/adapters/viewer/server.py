@@ -22,6 +22,7 @@ import contextlib
 import ipaddress
 import json
 import mimetypes
+import os
 import re
 import socket
 import threading
@@ -34,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
+from rlctl.adapters.storage.lerobot_v3.identity import DatasetChanged, FolderIdentity
 from rlctl.application.use_cases.view_dataset import DatasetViewer
 from rlctl.domain.errors import InvalidInput, RlctlError
 
@@ -230,6 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._media(path[len("/media/") :], head)
             else:
                 self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
+        except DatasetChanged as error:
+            self._error(HTTPStatus.CONFLICT, error.message)
         except RlctlError as error:
             self._error(HTTPStatus.NOT_FOUND, error.message)
         except (ConnectionError, TimeoutError):
@@ -261,7 +265,14 @@ class _Handler(BaseHTTPRequestHandler):
         if file is None:
             self._error(HTTPStatus.NOT_FOUND, f"no video file {relative}")
             return
-        size = file.stat().st_size
+        with file.open("rb") as stream:
+            # Opened first, then checked: a file opened before an edit swapped the folder is
+            # the old dataset's, the one the page shows; after, the page is stale.
+            self.server.identity.check()
+            self._send_media(stream, relative, head)
+
+    def _send_media(self, stream: Any, relative: str, head: bool) -> None:
+        size = os.fstat(stream.fileno()).st_size
         # The type comes from the name asked for: in the Hub's cache the file is a blob
         # without a suffix.
         kind = content_type(PurePosixPath(relative).name)
@@ -283,15 +294,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return
-        with file.open("rb") as stream:
-            stream.seek(first)
-            left = last - first + 1
-            while left > 0:
-                chunk = stream.read(min(_CHUNK, left))
-                if not chunk:
-                    break
-                self.wfile.write(chunk)
-                left -= len(chunk)
+        stream.seek(first)
+        left = last - first + 1
+        while left > 0:
+            chunk = stream.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            self.wfile.write(chunk)
+            left -= len(chunk)
 
 
 class ViewerHTTPServer(ThreadingHTTPServer):
@@ -305,6 +315,8 @@ class ViewerHTTPServer(ThreadingHTTPServer):
     def __init__(self, viewer: DatasetViewer, host: str, port: int) -> None:
         self.viewer = viewer
         self.root = Path(viewer.root).resolve()
+        # An edit in place puts another folder here; the page's videos would be its episodes.
+        self.identity = FolderIdentity.of(self.root)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
