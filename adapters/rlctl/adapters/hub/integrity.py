@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from rlctl.adapters.storage.dataset_lock import writing
 from rlctl.adapters.storage.lerobot_v3.atomic_files import replacing
+from rlctl.adapters.storage.lerobot_v3.errors import not_regular
 from rlctl.adapters.storage.lerobot_v3.meta_rules import Fault, load_meta
 from rlctl.adapters.storage.lerobot_v3.paths import episode_data_file, episode_video_file
 from rlctl.adapters.storage.lerobot_v3.table import stored_columns
@@ -119,9 +120,14 @@ def _file_damage(
     return damaged
 
 
+def _absent(path: Path) -> str:
+    kind = not_regular(path)
+    return "missing" if kind is None else f"{kind}, not a regular file"
+
+
 def _parquet_problem(path: Path, rows: int, columns: Sequence[str]) -> str | None:
     if not path.is_file():
-        return "missing"
+        return _absent(path)
     try:
         with path.open("rb") as file:
             if file.read(4) != PARQUET_MAGIC:
@@ -148,7 +154,7 @@ def _parquet_problem(path: Path, rows: int, columns: Sequence[str]) -> str | Non
 
 def _mp4_problem(path: Path) -> str | None:
     if not path.is_file():
-        return "missing"
+        return _absent(path)
     if path.suffix.lower() not in (".mp4", ".m4v", ".mov"):
         return None if path.stat().st_size else "empty"
     size = path.stat().st_size

@@ -11,7 +11,6 @@ one way only).
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +20,7 @@ import attrs
 import pyarrow as pa
 
 from rlctl.domain.dataset_meta import DatasetMeta
-from rlctl.domain.errors import CorruptDataset, DatasetNotFound
+from rlctl.domain.errors import CorruptDataset, DatasetError, DatasetNotFound
 from rlctl.domain.statistics import FeatureStats
 
 INFO_PATH = "meta/info.json"
@@ -105,10 +104,14 @@ def parse_version(version: object, where: str) -> tuple[int, int]:
 def codebase_major(root: Path) -> int | None:
     """The major format version info.json names; None when it cannot be told (the reader of
     the newest version then says what is wrong with the file)."""
+    from rlctl.adapters.storage.lerobot_v3.errors import read_json
+    from rlctl.adapters.storage.lerobot_v3.meta_rules import MAX_INFO_BYTES
+
     try:
-        info = json.loads((root / INFO_PATH).read_text(encoding="utf-8"))
+        # Through the reader's guard: info.json may be a FIFO or a link to a device.
+        info = read_json(root / INFO_PATH, "dataset info file", root, max_bytes=MAX_INFO_BYTES)
         return parse_version(info["codebase_version"], INFO_PATH)[0]
-    except (OSError, ValueError, KeyError, TypeError, CorruptDataset):
+    except (OSError, ValueError, KeyError, TypeError, DatasetError):
         return None
 
 

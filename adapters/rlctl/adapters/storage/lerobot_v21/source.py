@@ -34,6 +34,7 @@ from rlctl.adapters.storage.lerobot_v3.errors import (
     INCOMPLETE_HINT,
     check_hint,
     read_json,
+    read_text,
     reading,
 )
 from rlctl.adapters.storage.lerobot_v3.image_sampling import (
@@ -63,13 +64,13 @@ V21_VIDEO_PATH = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_
 
 
 def read_jsonl(path: Path, what: str, root: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
+    if not path.exists():
         raise CorruptDataset(
             f"the {what} is missing", where=str(path), hint=check_hint(root, INCOMPLETE_HINT)
         )
     lines = []
     with reading(path, what, root):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(read_text(path, what, root).splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -100,7 +101,7 @@ def read_legacy_meta(root: Path) -> DatasetMeta:
     """A v2.x dataset's metadata in v3.0 terms; `episodes[i].columns["source_index"]` is the
     episode's own index (v2.x datasets may skip numbers)."""
     path = root / INFO_PATH
-    if not path.is_file():
+    if not path.exists():
         raise DatasetNotFound(
             "no meta/info.json: this folder is not a LeRobot dataset",
             where=str(path),

@@ -12,7 +12,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from rlctl.adapters.storage.lerobot_v3.errors import read_bytes
 from rlctl.domain.errors import CorruptDataset
+
+# One encoded picture; a 16k x 16k 16-bit PNG stays well below.
+MAX_IMAGE_FILE_BYTES = 1 << 30
 
 try:  # Pillow is the fast path; PyAV (always installed with rlctl's video adapters) the fallback.
     from PIL import Image as _PILImage
@@ -53,7 +57,12 @@ class ImageColumn:
             )
         file = Path(path) if Path(path).is_absolute() else self._root / path
         try:
-            return file.read_bytes()
+            # A path from the data may name a FIFO or a device: only a regular file is read.
+            return read_bytes(file, "image file", self._root, max_bytes=MAX_IMAGE_FILE_BYTES)
+        except CorruptDataset as err:
+            raise CorruptDataset(
+                f"image file of row {row}: {err.message}", where=err.where, hint=err.hint
+            ) from err
         except OSError as err:
             raise CorruptDataset(
                 f"image file of row {row} cannot be read ({err.strerror})",

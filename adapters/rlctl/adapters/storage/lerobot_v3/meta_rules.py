@@ -220,17 +220,8 @@ def read_info(root: Path, verdicts: Verdicts | None = None) -> dict[str, Any] | 
 def _read_json(
     root: Path, name: str, what: str, max_bytes: int, verdicts: Verdicts
 ) -> object | None:
-    path = root / name
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise CorruptDataset(
-                f"the {what} is {size / 2**20:.0f} MiB, more than the {max_bytes // 2**20} MiB "
-                "a LeRobot dataset's metadata can need",
-                where=str(path),
-                hint=check_hint(root, CORRUPT_HINT),
-            )
-        return read_json(path, what, root)
+        return read_json(root / name, what, root, max_bytes=max_bytes)
     except DatasetError as err:
         verdicts(Fault(err.message, name, hint=err.hint, error=type(err)))
         return None

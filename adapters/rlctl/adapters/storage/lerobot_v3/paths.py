@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from rlctl.adapters.storage.lerobot_v3.errors import not_regular
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import CorruptDataset
 
@@ -113,8 +114,14 @@ def episode_video_span(episode: EpisodeRecord, video_key: str) -> tuple[float, f
     return float(start), float(end)
 
 
-def missing_file_message(episodes: Sequence[int], video_key: str | None) -> str:
-    """What the reader and the check say of a data (or video) file the episodes need."""
+def missing_file_message(
+    episodes: Sequence[int], video_key: str | None, path: Path | None = None
+) -> str:
+    """What the reader and the check say of a data (or video) file the episodes need, which is
+    not there, or (`path` given) is there but no regular file (a FIFO, a device, a folder)."""
     shown = ", ".join(str(e) for e in episodes[:8]) + (" ..." if len(episodes) > 8 else "")
     what = "data file" if video_key is None else "video"
+    kind = not_regular(path) if path is not None else None
+    if kind is not None:
+        return f"the {what} of episode(s) {shown} is {kind}, not a regular file"
     return f"the {what} of episode(s) {shown} is missing"

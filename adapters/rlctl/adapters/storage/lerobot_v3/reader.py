@@ -468,7 +468,7 @@ def check_files_present(root: Path, meta: DatasetMeta, episodes: Sequence[Episod
         key, indices = needed[missing[0]]
         others = f"; {len(missing) - 1} more file(s) are missing too" if len(missing) > 1 else ""
         raise CorruptDataset(
-            missing_file_message(indices, key),
+            missing_file_message(indices, key, missing[0]),
             where=str(missing[0]),
             hint=check_hint(root, INCOMPLETE_HINT) + others,
         )

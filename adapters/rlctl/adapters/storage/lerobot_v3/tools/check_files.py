@@ -42,7 +42,7 @@ def check_data_file(
 ) -> None:
     if not path.is_file():
         findings.add(
-            missing_file_message([e.index for e in episodes], None),
+            missing_file_message([e.index for e in episodes], None, path),
             file=path,
             hint=REREAD_HINT,
         )
@@ -198,7 +198,7 @@ def check_video_file(
 ) -> None:
     if not path.is_file():
         findings.add(
-            missing_file_message([e.index for e in episodes], key),
+            missing_file_message([e.index for e in episodes], key, path),
             file=path,
             key=key,
             hint=REREAD_HINT,
