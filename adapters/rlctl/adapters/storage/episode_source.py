@@ -11,6 +11,7 @@ one way only).
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,10 +21,11 @@ import attrs
 import pyarrow as pa
 
 from rlctl.domain.dataset_meta import DatasetMeta
-from rlctl.domain.errors import CorruptDataset, DatasetError, DatasetNotFound
+from rlctl.domain.errors import CorruptDataset, DatasetNotFound
 from rlctl.domain.statistics import FeatureStats
 
 INFO_PATH = "meta/info.json"
+MAX_INFO_BYTES = 16 * 2**20
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})")
 # The reader of each major format version, "module:Class" taking the dataset root.
 SOURCE_READERS = {
@@ -104,14 +106,15 @@ def parse_version(version: object, where: str) -> tuple[int, int]:
 def codebase_major(root: Path) -> int | None:
     """The major format version info.json names; None when it cannot be told (the reader of
     the newest version then says what is wrong with the file)."""
-    from rlctl.adapters.storage.lerobot_v3.errors import read_json
-    from rlctl.adapters.storage.lerobot_v3.meta_rules import MAX_INFO_BYTES
-
+    path = root / INFO_PATH
     try:
-        # Through the reader's guard: info.json may be a FIFO or a link to a device.
-        info = read_json(root / INFO_PATH, "dataset info file", root, max_bytes=MAX_INFO_BYTES)
+        # Only a regular file of sane size: a FIFO or a link to /dev/zero would never end (the
+        # reader of the newest version then names what the file is).
+        if not path.is_file() or path.stat().st_size > MAX_INFO_BYTES:
+            return None
+        info = json.loads(path.read_text(encoding="utf-8"))
         return parse_version(info["codebase_version"], INFO_PATH)[0]
-    except (OSError, ValueError, KeyError, TypeError, DatasetError):
+    except (OSError, ValueError, KeyError, TypeError, CorruptDataset):
         return None
 
 

@@ -29,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 import structlog
 
-from rlctl.adapters.storage.episode_source import parse_version
+from rlctl.adapters.storage.episode_source import MAX_INFO_BYTES, parse_version
+from rlctl.adapters.storage.lerobot_v3.column_values import bad_values
 from rlctl.adapters.storage.lerobot_v3.errors import (
     CORRUPT_HINT,
     INCOMPLETE_HINT,
@@ -61,7 +62,6 @@ log = structlog.get_logger()
 SUPPORTED_MAJOR = 3
 # Counts and sizes past JSON's exact integers are not counts of anything on a disk.
 MAX_COUNT = 2**53 - 1
-MAX_INFO_BYTES = 16 * 2**20
 MAX_STATS_BYTES = 256 * 2**20
 MAX_TEMPLATE_CHARS = 1024
 MAX_TEXT_CHARS = 4096
@@ -71,6 +71,11 @@ MAX_FEATURE_VALUES = 2**31
 REQUIRED_EPISODE_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index")
 RESTORE_INFO_HINT = "restore info.json from the original dataset"
 RECOVER_HINT = "reopen the dataset with resume (or ignore: readers skip it)"
+STATS_VALUES_HINT = (
+    "statistics must be finite numbers (normalising with NaN or inf makes every input NaN): "
+    "recompute them with `rlctl dataset recompute-stats` (after removing or re-recording "
+    "episodes whose data holds such values: `rlctl dataset check` lists them)"
+)
 _FORMAT_SPEC = re.compile(r"^0?\d{0,2}d?$")
 
 Severity = Literal["error", "warning"]
@@ -702,6 +707,8 @@ def _episode_rows(
             )
         )
         return None
+    if verdicts.thorough:
+        _episode_stats_finite(table, name, verdicts)
     # Column-wise conversion: much faster than row by row on thousands of episodes.
     columns = {column: table.column(column).to_pylist() for column in table.column_names}
     records: list[EpisodeRecord] = []
@@ -716,6 +723,59 @@ def _episode_rows(
             _thorough_row_rules(record, values, name, tasks, verdicts)
         records.append(record)
     return records if usable else None
+
+
+def _episode_stats_finite(table: pa.Table, name: str, verdicts: Verdicts) -> None:
+    """Per-episode statistics holding NaN or infinities (a check's rule: column by column)."""
+    if "episode_index" not in table.column_names:
+        return
+    episodes: np.ndarray | None = None
+    for column in table.column_names:
+        if not column.startswith("stats/"):
+            continue
+        found = bad_values(table.column(column), empty=False)
+        if found is None:
+            continue
+        if episodes is None:
+            episodes = table.column("episode_index").to_numpy(zero_copy_only=False)
+        for row in np.unique(found.rows):
+            verdicts(
+                Fault(
+                    f"the episode's statistic {column} holds {found.counts(found.rows == row)} "
+                    "value(s)",
+                    name,
+                    column,
+                    episode=int(episodes[row]),
+                    hint=STATS_VALUES_HINT,
+                    kind="statistics that are not finite numbers",
+                )
+            )
+
+
+def _stats_finite(stats: Mapping[str, Mapping[str, np.ndarray]], verdicts: Verdicts) -> None:
+    """stats.json values that are NaN or infinite: normalising with them gives NaN everywhere."""
+    for key, entry in stats.items():
+        for name, array in entry.items():
+            if array.dtype.kind != "f" or np.isfinite(array).all():
+                continue
+            flat = array.reshape(-1)
+            first = np.unravel_index(int(np.flatnonzero(~np.isfinite(flat))[0]), array.shape)
+            kinds = [
+                (int(np.isnan(flat).sum()), "NaN"),
+                (int((flat == np.inf).sum()), "+inf"),
+                (int((flat == -np.inf).sum()), "-inf"),
+            ]
+            verdicts(
+                Fault(
+                    f"statistic {_short(name)!r} of {_short(key)!r} holds "
+                    + ", ".join(f"{n} {what}" for n, what in kinds if n)
+                    + f" value(s), the first at {list(map(int, first))}",
+                    STATS_PATH,
+                    f"{_short(key)}.{_short(name)}",
+                    hint=STATS_VALUES_HINT,
+                    kind="statistics that are not finite numbers",
+                )
+            )
 
 
 def _is_string_list(kind: pa.DataType) -> bool:
@@ -980,6 +1040,7 @@ def load_meta(root: Path, verdicts: Verdicts) -> DatasetMeta | None:
     stats = read_stats(root, verdicts)
     if stats is not None and verdicts.thorough:
         _stats_shapes_agree(root, fields.features, stats, verdicts)
+        _stats_finite(stats, verdicts)
     if episodes is None:
         return None
     frames = sum(e.length for e in episodes)
