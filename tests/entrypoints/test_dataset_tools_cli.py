@@ -70,6 +70,37 @@ def test_check_lists_every_problem_and_exits_1(runner, fixtures_dir, tmp_path):
     }
 
 
+def test_check_names_values_that_are_not_numbers_and_dtypes_that_lie(
+    runner, fixtures_dir, tmp_path
+):
+    import math
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = support.copy_dataset(fixtures_dir / "sim_video", tmp_path / "poisoned")
+    data = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(data)
+    action = table.column("action").to_pylist()
+    action[22][1] = math.nan  # episode 1, frame 2
+    column = pa.array(action, table.schema.field("action").type)
+    pq.write_table(table.set_column(table.schema.get_field_index("action"), "action", column), data)
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"]["observation.state"]["dtype"] = "complex128"
+    (root / "meta/info.json").write_text(json.dumps(info))
+
+    result = run(runner, "check", root, code=1)
+
+    assert "2 problems" in result.output
+    assert "holds 1 NaN value(s) in 1 row(s); the first at frame 2, row 22" in result.output
+    assert "is declared 'complex128' in meta/info.json" in result.output
+    problems = json.loads(run(runner, "check", root, "--json", code=1).stdout)["problems"]
+    assert {(p["key"], p["episode"]) for p in problems} == {
+        ("action", 1),
+        ("observation.state", None),
+    }
+
+
 def test_merge_split_delete_recompute_end_to_end(runner, dataset, tmp_path):
     merged = tmp_path / "merged"
     out = run(runner, "merge", dataset, dataset.with_name("ds2"), "-o", merged, code=1).output

@@ -22,6 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rlctl.adapters.storage.lerobot_v3.column_values import (
+    SHAPE_HINT,
+    shape_problem,
+    uneven_lists,
+)
 from rlctl.adapters.storage.lerobot_v3.errors import (
     CORRUPT_HINT,
     check_hint,
@@ -285,12 +290,15 @@ def numeric_column(column: pa.ChunkedArray, spec: FeatureSpec, where: str) -> np
         values = values.flatten()  # respects slicing offsets, unlike `.values`
     flat = values.to_numpy(zero_copy_only=False)
     per_row = math.prod(spec.shape)
-    if flat.size != rows * per_row:
+    # Equal totals are not enough: rows of 5 and 7 values read as rows of 6 would shift every
+    # later row by one value. (Lists of even length are read whatever their nesting.)
+    if flat.size != rows * per_row or uneven_lists(array) is not None:
         raise CorruptDataset(
-            f"feature {spec.key!r} declares shape {list(spec.shape)} ({per_row} values a row) "
+            shape_problem(spec, array)
+            or f"feature {spec.key!r} declares shape {list(spec.shape)} ({per_row} values a row) "
             f"but the data holds {flat.size} values for {rows} rows",
             where=where,
-            hint="the data and meta/info.json disagree; fix the feature's shape in info.json",
+            hint=SHAPE_HINT,
         )
     shape = (rows,) if tuple(spec.shape) == (1,) else (rows, *spec.shape)
     return np.ascontiguousarray(flat.astype(item_dtype(flat.dtype), copy=False).reshape(shape))

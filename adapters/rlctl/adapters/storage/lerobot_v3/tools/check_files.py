@@ -1,6 +1,7 @@
 """Checking the data and video files one by one against the episodes placed in them.
 
-A data file is read whole: every column the features need, each feature's shape, and for each
+A data file is read whole: every column the features need, each feature's dtype and shape
+against its column and values that are not finite numbers (`check_values.py`), and for each
 episode its rows (`index` exactly `[dataset_from_index, dataset_to_index)`, `frame_index` from 0,
 timestamps `frame_index / fps`, task indices known, images decodable). A video file's packets are
 all read (not decoded, except the first frame): each episode's span must hold one frame per row.
@@ -26,6 +27,10 @@ from rlctl.adapters.storage.lerobot_v3.table import (
     row_count_message,
     stored_columns,
     task_index_message,
+)
+from rlctl.adapters.storage.lerobot_v3.tools.check_values import (
+    declared_type_problems,
+    value_problems,
 )
 from rlctl.adapters.storage.lerobot_v3.tools.findings import Findings
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
@@ -66,12 +71,16 @@ def check_data_file(
     if wrong is not None:
         findings.add(wrong[1], file=path, key=wrong[0], hint=REREAD_HINT)
         return
-    columns = _numeric_columns(path, table, meta, findings, skip=missing)
+    unshaped = declared_type_problems(path, table, meta, findings)
+    columns = _numeric_columns(path, table, meta, findings, skip=[*missing, *unshaped])
     if "episode_index" not in columns:
         return  # unreadable as numbers: noted; the rows cannot be told apart
     _check_episode_rows(path, columns, meta, episodes, findings)
+    value_problems(
+        path, table, columns["episode_index"], columns.get("frame_index"), findings, unshaped
+    )
     for key, spec in meta.features.items():
-        if spec.is_image and key not in missing:
+        if spec.is_image and key not in missing and key not in unshaped:
             _check_images(path, key, table.column(key), columns["episode_index"], findings)
 
 
