@@ -141,7 +141,7 @@ class BadValues:
     kinds: np.ndarray
 
     def counts(self, mask: np.ndarray | None = None) -> str:
-        """'3 NaN, 1 +inf' for the values picked by `mask` (all of them by default)."""
+        """'3 NaN, 1 +inf' for the values `mask` picks (booleans or positions; default all)."""
         kinds = self.kinds if mask is None else self.kinds[mask]
         found = np.bincount(kinds, minlength=len(KIND_NAMES))
         return ", ".join(f"{n} {KIND_NAMES[k]}" for k, n in enumerate(found) if n)

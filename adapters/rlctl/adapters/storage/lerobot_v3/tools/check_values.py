@@ -11,6 +11,7 @@ Both work on whole columns (pyarrow compute), so a check stays as fast as readin
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -123,22 +124,18 @@ def value_problems(
         if found is None:
             continue
         episodes = episode_index[found.rows]
-        starts = np.flatnonzero(np.r_[True, episodes[1:] != episodes[:-1]])
-        ends = np.r_[starts[1:], len(episodes)]
-        # Rows are sorted, so each episode's bad values are one run (or several if its rows
-        # are split, which the row checks report): group runs by episode.
-        runs: dict[int, list[tuple[int, int]]] = {}
-        for start, end in zip(starts, ends, strict=True):
-            runs.setdefault(int(episodes[start]), []).append((int(start), int(end)))
-        for episode, spans in runs.items():
-            mask = np.zeros(len(episodes), dtype=bool)
-            for start, end in spans:
-                mask[start:end] = True
-            rows = found.rows[mask]
+        # Grouped by episode (a stable sort keeps each episode's values in row order).
+        order = np.argsort(episodes, kind="stable")
+        ordered = episodes[order]
+        bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+        for start, end in itertools.pairwise(bounds.tolist()):
+            picked = order[start:end]
+            episode = int(ordered[start])
+            rows = found.rows[picked]
             first = int(rows[0])
             frame = f"frame {int(frame_index[first])}, " if frame_index is not None else ""
             findings.add(
-                f"holds {found.counts(mask)} value(s) in {len(np.unique(rows))} row(s); the "
+                f"holds {found.counts(picked)} value(s) in {len(np.unique(rows))} row(s); the "
                 f"first at {frame}row {first} of the file",
                 file=path,
                 key=key,
