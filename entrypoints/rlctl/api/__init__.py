@@ -42,7 +42,7 @@ def container(settings: AppSettings | None = None) -> Container:
 def inspect_dataset(location: str | Path, *, using: Container | None = None) -> Any:
     """Summarise a dataset (fps, features, episodes, frames, tasks, robot type, size)."""
     c = using or build_container()
-    return c.inspect_dataset()(str(_local_dataset(location, c)))
+    return _read_local(location, c, lambda root: c.inspect_dataset()(str(root)))
 
 
 def open_dataset(
@@ -90,14 +90,17 @@ def open_dataset(
             roots, delta_timestamps=delta_timestamps, image_transforms=image_transforms, **backend
         )
     chosen = tuple(episodes) if episodes is not None else None
-    root = _local_dataset(location, c, revision=revision, episodes=chosen)
-    return c.torch_dataset(
-        root,
-        delta_timestamps=delta_timestamps,
-        episodes=chosen,
-        image_transforms=image_transforms,
-        **backend,
-    )
+
+    def opened(root: Path | str) -> Any:
+        return c.torch_dataset(
+            root,
+            delta_timestamps=delta_timestamps,
+            episodes=chosen,
+            image_transforms=image_transforms,
+            **backend,
+        )
+
+    return _read_local(location, c, opened, revision=revision, episodes=chosen)
 
 
 def collate(items: Sequence[Mapping[str, Any] | None]) -> Any:
@@ -269,6 +272,16 @@ def _streaming_dataset(location: Any, c: Container, **options: Any) -> Any:
             "streaming (streaming=False)",
         )
     return c.streaming_dataset(location, **options)
+
+
+def _read_local(
+    location: str | Path, c: Container, opener: Callable[[Path | str], Any], **options: Any
+) -> Any:
+    """`opener` of the local copy; a Hub copy that fails to open as damaged is compared with the
+    Hub's hashes, what differs fetched again, and opened once more."""
+    if c.config.dataset.store() != "lerobot" or Path(location).expanduser().is_dir():
+        return opener(_local_dataset(location, c, **options))
+    return c.resolve_dataset().read(location, opener, **options)
 
 
 def _local_dataset(location: str | Path, c: Container, **options: Any) -> Path | str:

@@ -1,7 +1,7 @@
 """A fake Hugging Face Hub on 127.0.0.1, and an environment that points huggingface_hub at it.
 
 The server speaks the endpoints huggingface_hub 2.4 calls for what rlctl does: repo info at a
-revision, the tree and paths-info listings, refs, file resolve (HEAD and GET, with ETag,
+revision, the tree and paths-info listings (LFS files with their sha256, as the Hub lists them), refs, file resolve (HEAD and GET, with ETag,
 X-Repo-Commit, Content-Length and byte ranges, `bytes=a-b` or `bytes=a-`), and the upload side
 (create repo, validate README YAML, preupload, NDJSON commit, branches, tags). Every file is
 uploaded inline ("regular" mode), so no LFS or Xet storage is involved.
@@ -36,6 +36,8 @@ GOOD_TOKEN = "hf_fake_good_token"
 BAD_TOKEN = "hf_fake_bad_token"
 READ_ONLY_TOKEN = "hf_fake_read_only_token"
 GITATTRIBUTES = b"*.parquet filter=lfs diff=lfs merge=lfs -text\n*.mp4 filter=lfs diff=lfs\n"
+# Files the Hub keeps in LFS (as GITATTRIBUTES says): listed with their content's sha256.
+LFS_SUFFIXES = (".parquet", ".mp4")
 
 
 def git_blob_sha(content: bytes) -> str:
@@ -371,7 +373,23 @@ def tree(files: dict[str, bytes], prefix: str, recursive: bool) -> list[dict]:
                 "size": len(content),
                 "oid": git_blob_sha(content),
             }
+            if name.endswith(LFS_SUFFIXES):
+                # As the Hub lists an LFS file: git stores its pointer, `lfs` speaks of the bytes.
+                pointer = lfs_pointer(content)
+                entries[name]["oid"] = git_blob_sha(pointer)
+                entries[name]["lfs"] = {
+                    "oid": hashlib.sha256(content).hexdigest(),
+                    "size": len(content),
+                    "pointerSize": len(pointer),
+                }
     return list(entries.values())
+
+
+def lfs_pointer(content: bytes) -> bytes:
+    digest = hashlib.sha256(content).hexdigest()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{digest}\nsize {len(content)}\n"
+    ).encode()
 
 
 def send(

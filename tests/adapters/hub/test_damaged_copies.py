@@ -272,3 +272,198 @@ def test_dataset_pull_as_typed_offline_on_a_damaged_copy_is_one_line_and_a_hint(
     assert VIDEO in result.output
     assert f"HF_HUB_OFFLINE=0 rlctl dataset pull {REPO}" in result.output
     assert "Traceback" not in result.output
+
+
+# --- damage only a hash sees: bytes flipped inside a file, its size and structure intact ------
+
+
+def _flip(path: Path, at: float) -> None:
+    data = bytearray(path.read_bytes())
+    start = int(len(data) * at)
+    for i in range(start, start + 16):
+        data[i] ^= 0xFF
+    _rewrite(path, bytes(data))
+
+
+def _reads(root: Path) -> bool:
+    try:
+        LeRobotDatasetReader(root)[0]
+    except CorruptDataset:
+        return False
+    return True
+
+
+def flip_unreadable(path: Path, root: Path) -> None:
+    """Flip bytes inside `path` where the quick check still passes but a read fails."""
+    original = path.read_bytes()
+    for at in (0.3, 0.1, 0.6, 0.35, 0.25, 0.65):
+        _flip(path, at)
+        if LeRobotIntegrity(None).damaged_files(root) == [] and not _reads(root):
+            return
+        _rewrite(path, original)
+    pytest.fail(f"no flip of {path.name} both passes the quick check and fails a read")
+
+
+def flip_silently(path: Path, root: Path) -> None:
+    """Flip bytes inside `path` where the quick check passes and a read gives wrong values."""
+    original = path.read_bytes()
+    for at in (0.5, 0.4, 0.2, 0.45):
+        _flip(path, at)
+        if LeRobotIntegrity(None).damaged_files(root) == [] and _reads(root):
+            return
+        _rewrite(path, original)
+    pytest.fail(f"no flip of {path.name} leaves it readable")
+
+
+def pull_as_typed(*args: str) -> tuple[int, str, dict]:
+    result = CliRunner().invoke(cli, ["dataset", "pull", REPO, *args, "--json"])
+    return (
+        result.exit_code,
+        result.output,
+        json.loads(result.stdout) if result.exit_code == 0 else {},
+    )
+
+
+@pytest.mark.parametrize("flip", [flip_unreadable, flip_silently], ids=["unreadable", "silent"])
+def test_pull_replaces_a_home_data_file_whose_bytes_are_not_the_hubs(
+    flip, fake_hub, hub_env, home_copy, sim_video_copy
+):
+    flip(home_copy / DATA, home_copy)
+    assert LeRobotIntegrity(None).damaged_files(home_copy) == []  # the quick check is blind
+    untouched = (home_copy / VIDEO).stat()
+
+    code, output, answer = pull_as_typed()
+
+    assert code == 0, output
+    assert answer["replaced"] == [DATA]
+    same_files(home_copy, sim_video_copy)
+    after = (home_copy / VIDEO).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns)
+    assert len(LeRobotDatasetReader(home_copy)) == 75
+
+
+def test_pull_as_typed_names_the_files_it_replaced(fake_hub, hub_env, home_copy):
+    flip_silently(home_copy / DATA, home_copy)
+    _flip(home_copy / VIDEO, 0.5)
+
+    result = CliRunner().invoke(cli, ["dataset", "pull", REPO])
+
+    assert result.exit_code == 0, result.output
+    assert "replaced 2 file(s) of the local copy" in result.output
+    assert f"  {DATA}" in result.output and f"  {VIDEO}" in result.output
+
+
+def test_pull_replaces_a_cached_file_whose_bytes_are_not_the_hubs(
+    fake_hub, hub_env, sim_video_copy
+):
+    push(sim_video_copy)
+    root = pull()
+    flip_unreadable(root / DATA, root)  # the blob the snapshot links to
+    _flip(root / VIDEO, 0.5)
+    gets = len(fake_hub.file_gets())
+
+    code, output, answer = pull_as_typed()
+
+    assert code == 0, output
+    assert sorted(answer["replaced"]) == sorted([DATA, VIDEO])
+    assert len(fake_hub.file_gets()) - gets == 2  # those two files alone
+    same_files(root, sim_video_copy)
+    assert pull_as_typed()[2]["replaced"] == []  # a healthy copy: nothing fetched
+
+
+def test_a_copy_edited_locally_is_kept_as_it_is(fake_hub, hub_env, home_copy):
+    """Another version than the Hub's (its meta/ differs): its data may differ on purpose."""
+    flip_silently(home_copy / DATA, home_copy)
+    stats = json.loads((home_copy / "meta/stats.json").read_text())
+    stats["action"]["mean"][0] += 1.0  # e.g. statistics recomputed locally
+    (home_copy / "meta/stats.json").write_text(json.dumps(stats))
+    kept = {name: (home_copy / name).read_bytes() for name in (DATA, "meta/stats.json")}
+
+    code, output, answer = pull_as_typed()
+
+    assert code == 0, output
+    assert answer["replaced"] == []
+    assert {name: (home_copy / name).read_bytes() for name in kept} == kept
+    assert "metadata is not the Hub's" in output
+
+
+def test_opening_a_repo_id_whose_copy_fails_to_read_repairs_it_from_the_hashes(
+    fake_hub, hub_env, home_copy, sim_video_copy
+):
+    import rlctl.api
+
+    flip_unreadable(home_copy / DATA, home_copy)
+
+    with structlog.testing.capture_logs() as logs:
+        dataset = rlctl.api.open_dataset(REPO)
+
+    assert len(dataset) == 75
+    same_files(home_copy, sim_video_copy)
+    assert any(e["event"].startswith("the copy failed to open") for e in logs)
+
+
+def test_opening_a_healthy_repo_id_hashes_nothing(fake_hub, hub_env, home_copy, monkeypatch):
+    import rlctl.adapters.hub.file_hashes as file_hashes
+    import rlctl.api
+
+    hashed: list[Path] = []
+    real = file_hashes.hash_file
+    monkeypatch.setattr(file_hashes, "hash_file", lambda p: hashed.append(p) or real(p))
+    requests = len(fake_hub.requests)
+
+    assert len(rlctl.api.open_dataset(REPO)) == 75
+    assert hashed == [] and len(fake_hub.requests) == requests
+
+
+def test_a_second_pull_reuses_hashes_unless_the_file_was_written_since(
+    fake_hub, hub_env, home_copy, sim_video_copy, monkeypatch
+):
+    import rlctl.adapters.hub.file_hashes as file_hashes
+
+    hashed: list[str] = []
+    real = file_hashes.hash_file
+    monkeypatch.setattr(file_hashes, "hash_file", lambda p: hashed.append(Path(p).name) or real(p))
+    assert pull_as_typed()[2]["replaced"] == []
+    assert len(hashed) > 0
+    hashed.clear()
+
+    assert pull_as_typed()[2]["replaced"] == []
+    assert hashed == []  # nothing was touched: the hashes are kept
+
+    # Bytes flipped and the modification time put back: the change time still tells.
+    before = (home_copy / DATA).stat()
+    flip_silently(home_copy / DATA, home_copy)
+    os.utime(home_copy / DATA, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert pull_as_typed()[2]["replaced"] == [DATA]
+    same_files(home_copy, sim_video_copy)
+
+
+def test_opening_a_repo_id_whose_cached_copy_fails_to_read_repairs_it(
+    fake_hub, hub_env, sim_video_copy
+):
+    import rlctl.api
+
+    push(sim_video_copy)
+    root = pull()
+    flip_unreadable(root / DATA, root)
+
+    assert len(rlctl.api.open_dataset(REPO)) == 75
+    same_files(root, sim_video_copy)
+
+
+def test_a_failed_read_the_hub_cannot_explain_is_the_reads_own_error(
+    fake_hub, hub_env, home_copy, monkeypatch
+):
+    """The copy is the Hub's byte for byte: the read's error stands, nothing is fetched."""
+    import rlctl.api
+    from rlctl.adapters.storage.lerobot_v3 import reader
+
+    def broken(*args, **kwargs):
+        raise CorruptDataset("the decoder is broken", where="here")
+
+    monkeypatch.setattr(reader.LeRobotDatasetReader, "__init__", broken)
+    gets = len(fake_hub.file_gets())
+
+    with pytest.raises(CorruptDataset, match="the decoder is broken"):
+        rlctl.api.open_dataset(REPO)
+    assert len(fake_hub.file_gets()) == gets

@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import structlog
-from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
+from huggingface_hub import CommitOperationAdd, HfApi, RepoFile, snapshot_download
 from huggingface_hub.errors import RevisionNotFoundError
 from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
@@ -28,7 +28,15 @@ from rlctl.adapters.hub.errors import hub_errors, repo_url
 from rlctl.adapters.hub.settings import HubSettings
 from rlctl.adapters.storage.dataset_lock import LOCK_NAME, writing
 from rlctl.adapters.storage.shareable import folder_files, refuse_outside
-from rlctl.application.ports.hub import PushRequest, PushResult, RepoRef, Snapshot
+from rlctl.application.ports.hub import (
+    HubNotCached,
+    PushRequest,
+    PushResult,
+    RecordedFile,
+    RecordedFiles,
+    RepoRef,
+    Snapshot,
+)
 from rlctl.domain.errors import InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -115,6 +123,35 @@ class HuggingFaceHub:
         root = Path(path)
         commit = root.name if local_dir is None and _COMMIT.match(root.name) else None
         return Snapshot(repo=repo, root=root, commit=commit or _local_dir_commit(root))
+
+    def recorded_files(self, repo: RepoRef) -> RecordedFiles:
+        settings = self._settings
+        if settings.offline:
+            raise HubNotCached(
+                "cannot compare the local copy with the Hub in offline mode",
+                where=repo.describe(),
+                hint="unset HF_HUB_OFFLINE (or set it to 0) to reach the Hub",
+            )
+        api = self._api()
+        with hub_errors(repo, action="list the files of", endpoint=settings.endpoint):
+            revision = repo.revision
+            commit = revision if revision and _COMMIT.match(revision) else None
+            if commit is None:
+                commit = api.repo_info(repo.repo_id, repo_type=repo.kind, revision=revision).sha
+            files = {
+                entry.path: RecordedFile(
+                    path=entry.path,
+                    size=entry.size,
+                    sha256=entry.lfs.sha256 if entry.lfs is not None else None,
+                    git_sha1=entry.blob_id,
+                )
+                for entry in api.list_repo_tree(
+                    repo.repo_id, recursive=True, revision=commit, repo_type=repo.kind
+                )
+                if isinstance(entry, RepoFile)
+            }
+        log.debug("hub listing", repo=repo.describe(), commit=commit, files=len(files))
+        return RecordedFiles(repo=repo, commit=commit, files=files)
 
     def push(self, request: PushRequest) -> PushResult:
         repo = request.repo

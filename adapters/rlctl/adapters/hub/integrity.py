@@ -9,7 +9,8 @@ The check runs each time a repo id is resolved, so it reads what is cheap and de
   a `moov` box to index the frames), which is what an interrupted download or a cut copy breaks.
 
 Damage inside a file's body (bytes flipped in the middle of a parquet page or a video frame) is
-only found by decoding everything, which `rlctl dataset check` does.
+only found by decoding everything, which `rlctl dataset check` does, or by comparing the file with
+the Hub's hashes (`differing_files`, see `file_hashes.py`), which a pull and a failed read do.
 """
 
 from __future__ import annotations
@@ -18,17 +19,20 @@ import shutil
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlctl.adapters.hub.file_hashes import differing_files
+from rlctl.adapters.hub.settings import HubSettings
 from rlctl.adapters.storage.dataset_lock import writing
 from rlctl.adapters.storage.lerobot_v3.atomic_files import replacing
 from rlctl.adapters.storage.lerobot_v3.errors import not_regular
 from rlctl.adapters.storage.lerobot_v3.meta_rules import Fault, load_meta
 from rlctl.adapters.storage.lerobot_v3.paths import episode_data_file, episode_video_file
 from rlctl.adapters.storage.lerobot_v3.table import stored_columns
-from rlctl.application.ports.hub import DamagedFile
+from rlctl.application.ports.hub import DamagedFile, RecordedFile
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import DatasetError, InvalidInput
 
@@ -51,6 +55,19 @@ class _Faults:
 
 
 class LeRobotIntegrity:
+    """`state_dir`: where hashes of checked files are kept between pulls (default: under
+    HF_HOME, `rlctl/file-hashes`); None keeps none."""
+
+    def __init__(self, state_dir: Path | Literal["default"] | None = "default") -> None:
+        if state_dir == "default":
+            state_dir = HubSettings.from_environment().hf_home / "rlctl" / "file-hashes"
+        self._state_dir = state_dir
+
+    def differing_files(
+        self, root: Path, recorded: Sequence[RecordedFile], *, trust_cache: bool = True
+    ) -> list[DamagedFile]:
+        return differing_files(root, recorded, state_dir=self._state_dir, trust_cache=trust_cache)
+
     def damaged_files(self, root: Path, episodes: Sequence[int] | None = None) -> list[DamagedFile]:
         root = Path(root)
         faults = _Faults()

@@ -21,11 +21,31 @@ from rlctl.application.ports.hub import (
     HubRevisionNotFound,
     PushRequest,
     PushResult,
+    RecordedFile,
+    RecordedFiles,
     RepoRef,
     Snapshot,
 )
 
 DEFAULT_BRANCH = "main"
+LFS_SUFFIXES = (".parquet", ".mp4")
+
+
+def recorded_file(name: str, content: bytes) -> RecordedFile:
+    """What the Hub records of a file: LFS files (parquet, mp4, as LeRobot's .gitattributes
+    says) by the sha256 of their content, the others by their git blob id."""
+    if name.endswith(LFS_SUFFIXES):
+        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{_sha256(content)}\n"
+        return RecordedFile(name, len(content), _sha256(content), _git_sha1(pointer.encode()))
+    return RecordedFile(name, len(content), None, _git_sha1(content))
+
+
+def _sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def _git_sha1(content: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
 def _match(path: str, patterns: Sequence[str]) -> bool:
@@ -123,6 +143,17 @@ class InMemoryHub:
         if self.offline and not root.is_dir():
             raise HubNotCached("not in the local cache (offline)", where=repo.describe())
         return Snapshot(repo=repo, root=root, commit=commit)
+
+    def recorded_files(self, repo: RepoRef) -> RecordedFiles:
+        if self.offline:
+            raise HubNotCached("cannot list the Hub's files offline", where=repo.describe())
+        commit = self._commit(repo)
+        files = self.repos[(repo.kind, repo.repo_id)].commits[commit]
+        return RecordedFiles(
+            repo=repo,
+            commit=commit,
+            files={name: recorded_file(name, content) for name, content in files.items()},
+        )
 
     def _commit(self, repo: RepoRef) -> str:
         if self.offline:

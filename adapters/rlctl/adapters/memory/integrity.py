@@ -7,11 +7,12 @@ be tested on the in-memory Hub without a real dataset format.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlctl.application.ports.hub import DamagedFile
+from rlctl.application.ports.hub import DamagedFile, RecordedFile
 
 
 class DeclaredIntegrity:
@@ -33,6 +34,26 @@ class DeclaredIntegrity:
                 found.append(DamagedFile(path, "missing" if bad is None else "damaged"))
         meta = [d for d in found if d.path.startswith("meta/")]
         return meta or found
+
+    def differing_files(
+        self, root: Path, recorded: Sequence[RecordedFile], *, trust_cache: bool = True
+    ) -> list[DamagedFile]:
+        """Every byte compared, always: the memory Hub's files are small."""
+        found = []
+        for entry in recorded:
+            file = Path(root) / entry.path
+            if not file.is_file():
+                found.append(DamagedFile(entry.path, "missing"))
+                continue
+            content = file.read_bytes()
+            if entry.sha256 is not None:
+                same = hashlib.sha256(content).hexdigest() == entry.sha256
+            else:
+                blob = b"blob %d\0" % len(content) + content
+                same = hashlib.sha1(blob).hexdigest() == entry.git_sha1
+            if not same:
+                found.append(DamagedFile(entry.path, "not the Hub's bytes"))
+        return found
 
     def replace_files(self, root: Path, names: Sequence[str], source: Path) -> None:
         for name in names:

@@ -95,6 +95,28 @@ class Snapshot:
     commit: str | None
 
 
+@attrs.frozen
+class RecordedFile:
+    """A file as the Hub records it at one commit: its size and the hashes the Hub keeps (the
+    sha256 of an LFS file's content, the git blob id of any file's stored bytes)."""
+
+    path: str
+    size: int | None
+    sha256: str | None = None
+    # sha1 of b"blob <size>\0" + the bytes git stores: the content itself unless `sha256` is set
+    # (an LFS file's git blob is its pointer, so then only the sha256 speaks of the content).
+    git_sha1: str | None = None
+
+
+@attrs.frozen
+class RecordedFiles:
+    """Every file of a repo at `commit`, by repo path, as the Hub records it."""
+
+    repo: RepoRef
+    commit: str | None
+    files: dict[str, RecordedFile]
+
+
 class Hub(Protocol):
     @property
     def offline(self) -> bool:
@@ -124,6 +146,12 @@ class Hub(Protocol):
 
     def home_root(self, repo_id: str) -> Path:
         """Where a dataset recorded or copied locally under this repo id lives, pulled or not."""
+        ...
+
+    def recorded_files(self, repo: RepoRef) -> RecordedFiles:
+        """What the Hub records of each file of `repo` (size, hashes), at the commit the revision
+        names: what a local copy must equal, byte for byte. Raises `HubError`s (offline:
+        `HubNotCached`)."""
         ...
 
 
@@ -167,6 +195,16 @@ class DatasetIntegrity(Protocol):
     def replace_files(self, root: Path, names: Sequence[str], source: Path) -> None:
         """Copy the files `names` from `source` (a fetched snapshot) over those under `root`,
         each one atomically, leaving every other file of `root` as it is."""
+        ...
+
+    def differing_files(
+        self, root: Path, recorded: Sequence[RecordedFile], *, trust_cache: bool = True
+    ) -> list[DamagedFile]:
+        """The `recorded` files whose copy under `root` is missing or differs from what the Hub
+        records (size, then hash: what no quick check sees, such as bytes flipped inside a
+        file). Hashing reads every byte, so it is for pulls and for reads that failed;
+        `trust_cache` reuses a hash taken earlier of a file that has not been touched since
+        (same inode, size, modification and change times); without it every file is read."""
         ...
 
 

@@ -15,6 +15,12 @@ The policy of the work:
   with a warning naming them, and every other file is kept. Only when that cannot work —
   offline, the Hub unreachable or without the dataset, or the Hub's copy as damaged as ours —
   does it stop, with an error naming the files.
+- A pull (and a read that failed on a copy of a repo id) also compares every file the selection
+  needs with the Hub's record of it (size, sha256 or git hash): damage no quick check sees,
+  such as bytes flipped inside a parquet page, is a cache miss too. Files that differ are
+  fetched again and named (`PulledDataset.replaced`). A copy under HF_LEROBOT_HOME may hold the
+  user's own edits: its data files are replaced only while its meta/ is the Hub's byte for byte
+  (then a data file that differs can only be damaged); otherwise it is kept, with a warning.
 
 `ResolveDataset` turns what a user typed (a folder or a repo id) into a local root, the way
 LeRobot does: a folder is a folder; a repo id is first looked up under `HF_LEROBOT_HOME/<repo_id>`
@@ -24,8 +30,9 @@ pulled (from the cache when it holds it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import structlog
@@ -40,15 +47,17 @@ from rlctl.application.ports.hub import (
     HubError,
     HubNotCached,
     HubRevisionNotFound,
+    RecordedFiles,
     RepoRef,
     Snapshot,
     check_repo_id,
     is_repo_id,
 )
 from rlctl.domain.dataset_meta import CODEBASE_VERSION
-from rlctl.domain.errors import CorruptDataset
+from rlctl.domain.errors import CorruptDataset, RlctlError
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 FALLBACK_REVISION = "main"
 # LeRobot's sign that a folder was mirrored with `snapshot_download(local_dir=...)` by an older
@@ -68,6 +77,11 @@ class PullDatasetRequest:
     # None: the cache shared with LeRobot; a folder: the files are placed there instead.
     local_dir: str | None = None
     videos: bool = True
+    # Compare every needed file with the Hub's hashes (what `rlctl dataset pull` does); opening
+    # a repo id runs only the quick check, and compares when a read failed.
+    verify: bool = True
+    # Reuse hashes of files untouched since they were hashed; False reads every byte again.
+    trust_hashes: bool = True
 
 
 @attrs.frozen
@@ -80,6 +94,8 @@ class PulledDataset:
     episodes: tuple[int, ...] | None
     # The data and video files the selection needs, relative to `root`.
     files: tuple[str, ...]
+    # Files of the local copy found missing, damaged or not the Hub's bytes, and fetched again.
+    replaced: tuple[str, ...] = ()
 
 
 class PullDataset:
@@ -102,7 +118,14 @@ class PullDataset:
         home = self._hub.home_root(request.repo_id)
         if request.local_dir is None and request.revision is None and is_home_copy(home, self._hub):
             # The copy readers prefer is the one to fill and repair, not a cache nobody reads.
-            return self.repair_home(request.repo_id, home, request.episodes, videos=request.videos)
+            return self.repair_home(
+                request.repo_id,
+                home,
+                request.episodes,
+                videos=request.videos,
+                verify=request.verify,
+                trust_hashes=request.trust_hashes,
+            )
         if request.revision is not None:
             return self._pull(request, request.revision)
         try:
@@ -128,10 +151,13 @@ class PullDataset:
         repo = RepoRef(request.repo_id, "dataset", revision)
         local_dir = Path(request.local_dir).expanduser() if request.local_dir else None
         log.info("pulling dataset", repo=repo.describe(), episodes=request.episodes)
+        replaced: list[str] = []
         if request.episodes is None and request.videos:
             snapshot = self._hub.download(repo, local_dir=local_dir)
             pinned = RepoRef(repo.repo_id, "dataset", snapshot.commit or revision)
-            self._repair(snapshot.root, pinned, None, local_dir=local_dir, only_meta=True)
+            replaced += self._repair(
+                snapshot.root, pinned, None, local_dir=local_dir, only_meta=True
+            )
             meta = self._meta_reader.read_meta(str(snapshot.root))
             episodes = None
             needed = self._layout.episode_files(meta, range(meta.total_episodes))
@@ -139,7 +165,7 @@ class PullDataset:
             metadata = self._layout.metadata_patterns()
             first = self._hub.download(repo, allow=metadata, local_dir=local_dir)
             pinned = RepoRef(repo.repo_id, "dataset", first.commit or revision)
-            self._repair(first.root, pinned, None, local_dir=local_dir, only_meta=True)
+            replaced += self._repair(first.root, pinned, None, local_dir=local_dir, only_meta=True)
             meta = self._meta_reader.read_meta(str(first.root))
             episodes = (
                 None
@@ -158,7 +184,17 @@ class PullDataset:
                     error.message, where=repo.describe(), hint=_online_hint(repo, episodes)
                 ) from error
         self._check_complete(snapshot, repo, needed, episodes)
-        self._repair(snapshot.root, pinned, episodes, within=needed, local_dir=local_dir)
+        replaced += self._repair(
+            snapshot.root, pinned, episodes, within=needed, local_dir=local_dir
+        )
+        if request.verify:
+            replaced += self._verify(
+                snapshot.root,
+                pinned,
+                needed,
+                local_dir=local_dir,
+                trust_hashes=request.trust_hashes,
+            )
         log.info(
             "dataset pulled",
             repo=repo.describe(),
@@ -173,6 +209,7 @@ class PullDataset:
             root=snapshot.root,
             episodes=episodes,
             files=tuple(needed),
+            replaced=tuple(dict.fromkeys(replaced)),
         )
 
     def repair_home(
@@ -182,18 +219,23 @@ class PullDataset:
         episodes: str | tuple[int, ...] | None = None,
         *,
         videos: bool = True,
+        verify: bool = False,
+        trust_hashes: bool = True,
     ) -> PulledDataset:
         """Check the copy under HF_LEROBOT_HOME and fetch again, into it, the files of the
-        selection that are missing or damaged (the rest stay as they are)."""
+        selection that are missing or damaged (the rest stay as they are); with `verify`, also
+        those whose bytes are not the Hub's (see the module's doc for a copy edited locally)."""
         check_repo_id(repo_id, where="repo id")
         repo = RepoRef(repo_id, "dataset", CODEBASE_VERSION)
-        self._repair(home, repo, None, home=True, only_meta=True)
+        replaced = self._repair(home, repo, None, home=True, only_meta=True)
         meta = self._meta_reader.read_meta(str(home))
         chosen = None if episodes is None else parse_episode_spec(episodes, meta.total_episodes)
         needed = self._layout.episode_files(
             meta, range(meta.total_episodes) if chosen is None else chosen, videos=videos
         )
-        self._repair(home, repo, chosen, within=needed, home=True)
+        replaced += self._repair(home, repo, chosen, within=needed, home=True)
+        if verify:
+            replaced += self._verify(home, repo, needed, home=True, trust_hashes=trust_hashes)
         return PulledDataset(
             repo_id=repo_id,
             revision=CODEBASE_VERSION,
@@ -201,7 +243,96 @@ class PullDataset:
             root=home,
             episodes=chosen,
             files=tuple(needed),
+            replaced=tuple(dict.fromkeys(replaced)),
         )
+
+    def _recorded(self, repo: RepoRef, *, home: bool) -> RecordedFiles:
+        try:
+            return self._hub.recorded_files(repo)
+        except HubRevisionNotFound:
+            if not home:
+                raise
+            # A home copy is compared with what a pull would fetch: the tag, else main.
+            return self._hub.recorded_files(RepoRef(repo.repo_id, "dataset", FALLBACK_REVISION))
+
+    def _verify(
+        self,
+        root: Path,
+        repo: RepoRef,
+        needed: Sequence[str],
+        *,
+        local_dir: Path | None = None,
+        home: bool = False,
+        trust_hashes: bool = True,
+    ) -> list[str]:
+        """Compare meta/ and the `needed` files of `root` with the Hub's record of `repo`; fetch
+        again those that differ. The names of the files fetched again."""
+        if self._integrity is None or self._hub.offline:
+            return []
+        try:
+            listing = self._recorded(repo, home=home)
+        except HubError as error:
+            log.warning(
+                "could not compare the local copy with the Hub's hashes",
+                repo=repo.describe(),
+                root=str(root),
+                reason=error.message,
+            )
+            return []
+        wanted = set(needed)
+        recorded = [
+            entry
+            for name, entry in sorted(listing.files.items())
+            if name.startswith(META_DIR + "/") or name in wanted
+        ]
+        differing = self._integrity.differing_files(root, recorded, trust_cache=trust_hashes)
+        if not differing:
+            return []
+        if home:
+            edited = [d for d in differing if d.path.startswith(META_DIR + "/")]
+            if edited:
+                # Another version than the Hub's (recorded further, edited, ...): its data may
+                # differ on purpose, and nothing the user made is replaced.
+                log.warning(
+                    "the local copy's metadata is not the Hub's (a local edit or another "
+                    "version?): its files are kept as they are",
+                    repo=repo.describe(),
+                    root=str(root),
+                    files={d.path: d.problem for d in differing[:8]},
+                )
+                return []
+        pinned = RepoRef(repo.repo_id, "dataset", listing.commit or listing.repo.revision)
+        log.warning(
+            "local copy differs from the Hub's: fetching these files again",
+            repo=pinned.describe(),
+            root=str(root),
+            files={d.path: d.problem for d in differing},
+        )
+        names = [d.path for d in differing]
+        try:
+            if home:
+                self._replace_from_hub(root, pinned, names)
+            else:
+                self._hub.download(pinned, allow=names, local_dir=local_dir, force=True)
+        except HubError as error:
+            raise CorruptDataset(
+                f"{len(differing)} file(s) of the local copy are not the Hub's "
+                f"({_sample(differing)}), and fetching them again failed: {error.message}",
+                where=str(root),
+                hint=(error.hint + "; " if error.hint else "")
+                + f"`rlctl dataset check {root}` lists every problem",
+            ) from error
+        fetched = [listing.files[name] for name in names]
+        still = self._integrity.differing_files(root, fetched, trust_cache=False)
+        if still:
+            raise CorruptDataset(
+                f"{len(still)} file(s) fetched again from the Hub still differ from the Hub's "
+                f"own record of them: {_sample(still)}",
+                where=pinned.describe(),
+                hint="the Hub served other bytes than it records (a proxy or a broken mirror?); "
+                "run the pull again later, or ask the dataset's owner to push it again",
+            )
+        return names
 
     def _repair(
         self,
@@ -213,15 +344,16 @@ class PullDataset:
         local_dir: Path | None = None,
         home: bool = False,
         only_meta: bool = False,
-    ) -> None:
-        """Fetch again what `root` holds damaged, until nothing is (or nothing more can be).
+    ) -> list[str]:
+        """Fetch again what `root` holds damaged, until nothing is (or nothing more can be); the
+        names of the files fetched again.
 
         `only_meta`: only meta/ (the rest may not be there yet); `within`: meta/ and these files
         (those the selection needs: no videos when they were left out)."""
         if self._integrity is None:
-            return
+            return []
         wanted = None if within is None else set(within)
-        fetched: set[str] = set()
+        fetched: dict[str, None] = {}
         for _ in range(MAX_REPAIR_ROUNDS):
             damaged = [
                 d
@@ -230,7 +362,7 @@ class PullDataset:
                 or (not only_meta and (wanted is None or d.path in wanted))
             ]
             if not damaged:
-                return
+                return list(fetched)
             again = [d for d in damaged if d.path in fetched]
             if again:
                 raise CorruptDataset(
@@ -270,7 +402,7 @@ class PullDataset:
                     hint=(error.hint + "; " if error.hint else "")
                     + f"`rlctl dataset check {root}` lists every problem",
                 ) from error
-            fetched.update(names)
+            fetched.update(dict.fromkeys(names))
         raise CorruptDataset(
             f"the local copy is still damaged after {MAX_REPAIR_ROUNDS} rounds of fetching",
             where=str(root),
@@ -345,7 +477,12 @@ def _online_hint(repo: RepoRef, episodes: tuple[int, ...] | None) -> str:
 
 
 class ResolveDataset:
-    """A folder stays a folder; a repo id becomes the local root of its dataset."""
+    """A folder stays a folder; a repo id becomes the local root of its dataset.
+
+    Resolving runs the quick check only (opening a dataset must not read every byte); `read`
+    opens the copy and, when that fails as a damaged copy would, compares it with the Hub's
+    hashes, fetches again what differs and opens it once more.
+    """
 
     def __init__(self, hub: Hub, pull: PullDataset) -> None:
         self._hub = hub
@@ -362,8 +499,65 @@ class ResolveDataset:
         # An existing folder wins over a repo id of the same spelling: what is on disk is meant.
         if path.exists() or not is_repo_id(str(location)):
             return path
-        home = self._hub.home_root(str(location))
+        return self._resolve(str(location), revision, episodes, verify=False).root
+
+    def _resolve(
+        self,
+        repo_id: str,
+        revision: str | None,
+        episodes: str | tuple[int, ...] | None,
+        *,
+        verify: bool,
+    ) -> PulledDataset:
+        home = self._hub.home_root(repo_id)
         if revision is None and is_home_copy(home, self._hub):
-            return self._pull.repair_home(str(location), home, episodes).root
-        request = PullDatasetRequest(str(location), revision=revision, episodes=episodes)
-        return self._pull(request).root
+            return self._pull.repair_home(
+                repo_id, home, episodes, verify=verify, trust_hashes=not verify
+            )
+        request = PullDatasetRequest(
+            repo_id, revision=revision, episodes=episodes, verify=verify, trust_hashes=not verify
+        )
+        return self._pull(request)
+
+    def repair(
+        self,
+        location: str | Path,
+        *,
+        revision: str | None = None,
+        episodes: str | tuple[int, ...] | None = None,
+    ) -> tuple[str, ...]:
+        """After a read of what `location` resolved to failed: compare every byte of the copy
+        with the Hub's hashes and fetch again what differs. The files replaced; none when
+        `location` is a folder or the copy is the Hub's (the failure is then not damage a
+        download can fix)."""
+        if Path(location).expanduser().exists() or not is_repo_id(str(location)):
+            return ()
+        return self._resolve(str(location), revision, episodes, verify=True).replaced
+
+    def read(
+        self,
+        location: str | Path,
+        opener: Callable[[Path], T],
+        *,
+        revision: str | None = None,
+        episodes: str | tuple[int, ...] | None = None,
+    ) -> T:
+        """`opener(root)` of the resolved copy; a copy of a repo id that fails to open as damaged
+        (`CorruptDataset`) is repaired from the Hub's hashes and opened once more."""
+        root = self(location, revision=revision, episodes=episodes)
+        try:
+            return opener(root)
+        except CorruptDataset as failure:
+            try:
+                replaced = self.repair(location, revision=revision, episodes=episodes)
+            except RlctlError as error:
+                log.warning("repairing the copy failed", root=str(root), reason=error.message)
+                raise failure from error
+            if not replaced:
+                raise
+            log.warning(
+                "the copy failed to open: files that were not the Hub's were fetched again",
+                root=str(root),
+                files=list(replaced),
+            )
+            return opener(root)

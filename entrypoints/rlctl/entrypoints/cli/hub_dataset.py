@@ -117,7 +117,8 @@ def pull(
     """Download the dataset REPO_ID (only the files --episodes need), resuming a broken pull.
 
     Files land in LeRobot's cache (HF_LEROBOT_HOME, default ~/.cache/huggingface/lerobot), so
-    LeRobot reuses them and HF_HUB_OFFLINE=1 reads them later without a network.
+    LeRobot reuses them and HF_HUB_OFFLINE=1 reads them later without a network. Files already
+    there are compared with the Hub's hashes; those that differ are fetched again and listed.
     """
     from rlctl.application.episode_spec import format_episode_spec
     from rlctl.application.use_cases.pull_dataset import PullDatasetRequest
@@ -144,7 +145,20 @@ def pull(
             "root": str(result.root),
             "episodes": None if result.episodes is None else list(result.episodes),
             "files": list(result.files),
+            "replaced": list(result.replaced),
         },
         as_json,
-        f"{result.repo_id}@{result.revision} ({chosen}): {result.root}",
+        f"{result.repo_id}@{result.revision} ({chosen}): {result.root}"
+        + _replaced(result.replaced),
+    )
+
+
+def _replaced(names: tuple[str, ...]) -> str:
+    if not names:
+        return ""
+    shown = "".join(f"\n  {name}" for name in names[:20])
+    more = f"\n  … and {len(names) - 20} more" if len(names) > 20 else ""
+    return (
+        f"\nreplaced {len(names)} file(s) of the local copy that were missing, damaged or not "
+        f"the Hub's:{shown}{more}"
     )
