@@ -1,10 +1,12 @@
 """A fake Hugging Face Hub on 127.0.0.1, and an environment that points huggingface_hub at it.
 
 The server speaks the endpoints huggingface_hub 2.4 calls for what rlctl does: repo info at a
-revision, the tree and paths-info listings (LFS files with their sha256, as the Hub lists them), refs, file resolve (HEAD and GET, with ETag,
-X-Repo-Commit, Content-Length and byte ranges, `bytes=a-b` or `bytes=a-`), and the upload side
-(create repo, validate README YAML, preupload, NDJSON commit, branches, tags). Every file is
-uploaded inline ("regular" mode), so no LFS or Xet storage is involved.
+revision, the tree and paths-info listings (parquet and mp4 files listed as the Hub lists LFS
+files: the git hash of their pointer, and `lfs` with the content's sha256), refs, file resolve
+(HEAD and GET, with ETag, X-Repo-Commit, Content-Length and byte ranges, `bytes=a-b` or
+`bytes=a-`), and the upload side (create repo, validate README YAML, preupload, NDJSON commit,
+branches, tags). Every file is uploaded inline ("regular" mode), so no LFS or Xet storage is
+involved.
 
 Errors carry the headers the Hub sets (`X-Error-Code: RepoNotFound | RevisionNotFound |
 GatedRepo | EntryNotFound`, `X-Error-Message`), since that is how huggingface_hub tells them
