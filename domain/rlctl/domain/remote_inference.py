@@ -18,7 +18,8 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from rlctl.domain.errors import InvalidInput
+from rlctl.domain.errors import InvalidInput, RlctlError
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies.rtc import RTCConfig
 
 Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -30,6 +31,56 @@ AGGREGATIONS: dict[str, Aggregate] = {
     "weighted_average": lambda old, new: 0.3 * old + 0.7 * new,
     "conservative": lambda old, new: 0.7 * old + 0.3 * new,
 }
+
+# Bounds on the counts a request carries: past them a number is a mistake (or an attack), not a
+# chunk. No policy predicts ten thousand actions at once; ticks stay exact in a JSON double.
+MAX_CHUNK_STEPS = 10_000
+MAX_TICK = 2**53
+
+
+class NonFiniteChunk(RlctlError):
+    """A policy answered an observation with NaN or infinite actions: none of them may reach an
+    arm. The request failed, not the server: the next observation may be answered."""
+
+
+def check_count(value: Any, name: str, *, where: str, upper: int, hint: str | None = None) -> int:
+    """`value` as a whole number within [0, upper], or an `InvalidInput` naming it."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise InvalidInput(f"{name} must be a whole number, got {value!r}", where=where, hint=hint)
+    if not 0 <= value <= upper:
+        raise InvalidInput(
+            f"{name} must be between 0 and {upper}, got {value}", where=where, hint=hint
+        )
+    return int(value)
+
+
+def first_non_finite(arrays: Mapping[str, Any]) -> str | None:
+    """The key of the first float array holding NaN or infinity, or None."""
+    for key, value in arrays.items():
+        array = np.asarray(value)
+        # min and max carry any NaN or infinity through, in two passes without a temporary.
+        if (
+            array.dtype.kind in "fc"
+            and array.size
+            and not (np.isfinite(array.min()) and np.isfinite(array.max()))
+        ):
+            return key
+    return None
+
+
+def largest_magnitude(arrays: Mapping[str, Any]) -> tuple[str, float] | None:
+    """The float array reaching furthest from zero, and how far: what to name when a policy
+    answers garbage to values far outside anything it was trained on."""
+    found: tuple[str, float] | None = None
+    for key, value in arrays.items():
+        array = np.asarray(value)
+        if array.dtype.kind != "f" or not array.size:
+            continue
+        reach = float(max(abs(float(array.min())), abs(float(array.max()))))
+        if found is None or reach > found[1]:
+            found = (key, reach)
+    return found
+
 
 AggregateName = Literal["latest_only", "average", "weighted_average", "conservative"]
 OnStall = Literal["hold", "safe_action"]
@@ -103,13 +154,21 @@ class RemotePolicySettings:
                 f"chunk_size_threshold must be within [0, 1], got {self.chunk_size_threshold}",
                 where="policy.chunk_size_threshold",
             )
-        if self.actions_per_chunk < 0:
-            raise InvalidInput("actions_per_chunk must be 0 or positive", where="policy")
+        check_count(
+            self.actions_per_chunk,
+            "actions_per_chunk",
+            where="policy.actions_per_chunk",
+            upper=MAX_CHUNK_STEPS,
+            hint="0 keeps every action of each chunk",
+        )
         if self.chunk_deadline_s <= 0 or self.connect_timeout_s <= 0:
             raise InvalidInput("deadlines must be positive", where="policy.chunk_deadline_s")
-        if self.rtc_inference_delay is not None and self.rtc_inference_delay < 0:
-            raise InvalidInput(
-                "rtc_inference_delay must be 0 or more ticks", where="policy.rtc_inference_delay"
+        if self.rtc_inference_delay is not None:
+            check_count(
+                self.rtc_inference_delay,
+                "rtc_inference_delay",
+                where="policy.rtc_inference_delay",
+                upper=MAX_CHUNK_STEPS,
             )
         if self.on_stall == "safe_action" and self.safe_action is None:
             raise InvalidInput(
@@ -136,6 +195,22 @@ class ChunkRequest:
     inference_delay: int = 0
     rtc: RTCConfig | None = None
 
+    def __attrs_post_init__(self) -> None:
+        check_count(self.timestep, "timestep", where="request.timestep", upper=MAX_TICK)
+        check_count(
+            self.max_actions,
+            "max_actions",
+            where="request.max_actions",
+            upper=MAX_CHUNK_STEPS,
+            hint="0 asks for the whole chunk; N > 0 for its first N actions",
+        )
+        check_count(
+            self.inference_delay,
+            "inference_delay",
+            where="request.inference_delay",
+            upper=MAX_CHUNK_STEPS,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class ChunkReply:
@@ -153,7 +228,7 @@ class PolicyDescription:
     config: dict[str, Any]
     actions_per_chunk: int
     # The policy's view of the features the robot offered (its renames applied), if it offered.
-    observation_features: dict[str, Any] = attrs.field(factory=dict)
+    observation_features: dict[str, FeatureSpec] = attrs.field(factory=dict)
 
 
 class TimedActionQueue:

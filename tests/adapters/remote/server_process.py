@@ -17,23 +17,38 @@ from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import MLPConfig
 
 STATE_DIM, ACTION_DIM = 6, 6
-STATS = {
-    "observation.state": {"mean": np.zeros(STATE_DIM), "std": np.ones(STATE_DIM)},
-    "action": {"mean": np.zeros(ACTION_DIM), "std": np.ones(ACTION_DIM)},
-}
 
 
-def tiny_mlp(folder: Path, chunk: int = 10) -> Path:
+def tiny_mlp(
+    folder: Path,
+    chunk: int = 10,
+    *,
+    state_dim: int = STATE_DIM,
+    action_dim: int = ACTION_DIM,
+    state_std: float = 1.0,
+) -> Path:
+    """A small MLP policy; a tiny `state_std` makes extreme states overflow to NaN actions."""
     torch.manual_seed(0)
     config = MLPConfig(
-        input_features={"observation.state": typed_feature("STATE", (STATE_DIM,))},
-        output_features={"action": typed_feature("ACTION", (ACTION_DIM,))},
+        input_features={"observation.state": typed_feature("STATE", (state_dim,))},
+        output_features={"action": typed_feature("ACTION", (action_dim,))},
         chunk_size=chunk,
         n_action_steps=chunk,
         hidden_dims=(16,),
         device="cpu",
     )
-    return create_policy(config, STATS, device="cpu").save(folder)
+    stats = {
+        "observation.state": {"mean": np.zeros(state_dim), "std": np.full(state_dim, state_std)},
+        "action": {"mean": np.zeros(action_dim), "std": np.ones(action_dim)},
+    }
+    return create_policy(config, stats, device="cpu").save(folder)
+
+
+def write_token(path: Path, token: str) -> Path:
+    """A token file only its owner reads: the server and the robot refuse any other."""
+    path.write_text(token)
+    path.chmod(0o600)
+    return path
 
 
 def free_port() -> int:
@@ -73,7 +88,7 @@ class ServerProcess:
         raise AssertionError(f"the server did not start:\n{self.log.read_text()}")
 
     def _ready_lines(self) -> list[str]:
-        return re.findall(r"serving \S+ on (\S+:\d+)", self.log.read_text())
+        return re.findall(r"serving .+ on (\S+:\d+)", self.log.read_text())
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -6,9 +6,11 @@ import time
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
 from rlctl.adapters.memory.policy_server import InProcessPolicyConnector
 from rlctl.adapters.memory.policy_server import ScriptedChunkService as TickService
+from rlctl.adapters.remote.errors import ChunkUnusable
 from rlctl.adapters.remote.remote_policy import RemotePolicy
 from rlctl.domain.errors import HardwareError, InvalidInput
 from rlctl.domain.remote_inference import RemotePolicySettings
@@ -127,4 +129,55 @@ def test_no_server_before_the_first_chunk_is_an_error_not_a_guess() -> None:
     with pytest.raises(HardwareError, match="no action from the policy server"):
         policy.select_action(OBSERVATION)
     service.gate.set()
+    policy.close()
+
+
+def test_a_chunk_with_nan_is_never_acted_on_the_robot_holds_and_the_log_says_it_once() -> None:
+    service = TickService(steps=4)
+    # Chunks 2 to 4 come back with NaN (a server that did not refuse them): none may act.
+    service.offsets = [0.0, np.nan, np.nan, np.nan]
+    policy = connect(service)
+    actions: list[float] = []
+
+    def tick() -> float:
+        actions.append(float(policy.select_action(OBSERVATION)[0, 0]))
+        time.sleep(0.004)
+        return actions[-1]
+
+    with capture_logs() as logs:
+        while policy.chunks_unusable < 3 and len(actions) < 500:
+            tick()
+        held_at = len(actions)
+        # Acting resumes, fresh, with the next usable chunk.
+        while tick() != len(actions) - 1 and len(actions) < held_at + 500:
+            pass
+    policy.close()
+    assert np.isfinite(actions).all()
+    assert policy.chunks_unusable == 3 and policy.held_ticks > 0
+    said = [e for e in logs if "chunk unusable" in e["event"]]
+    assert len(said) == 1 and "NaN" in said[0]["reason"]
+    # Every action is its own tick's (fresh) or the last one held: never a NaN chunk's.
+    for at, action in enumerate(actions):
+        assert action == at or action == actions[at - 1]
+    assert actions[-1] == len(actions) - 1 and len(actions) < held_at + 500
+
+
+def test_a_chunk_with_nan_stops_a_simulation_with_the_reason() -> None:
+    service = TickService(steps=4)
+    service.offsets = [np.nan, np.nan]
+    policy = connect(service, realtime=False)
+    with pytest.raises(ChunkUnusable, match="NaN or infinite actions"):
+        policy.select_action(OBSERVATION)
+    with pytest.raises(ChunkUnusable):
+        policy.predict_chunk(OBSERVATION)
+    policy.close()
+
+
+def test_no_usable_first_chunk_is_an_error_saying_why() -> None:
+    service = TickService(steps=4)
+    service.offsets = [np.nan] * 10_000
+    policy = connect(service, connect_timeout_s=0.3)
+    with pytest.raises(HardwareError, match="no action from the policy server") as raised:
+        policy.select_action(OBSERVATION)
+    assert "the last request: the chunk holds NaN or infinite actions" in raised.value.message
     policy.close()

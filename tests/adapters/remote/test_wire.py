@@ -14,7 +14,8 @@ from hypothesis.extra import numpy as hnp
 
 from rlctl.adapters.remote import wire
 from rlctl.domain.errors import InvalidInput
-from rlctl.domain.remote_inference import ChunkReply, ChunkRequest
+from rlctl.domain.features import FeatureKind, FeatureSpec, typed_feature
+from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
 DTYPES = st.sampled_from(["float32", "float64", "float16", "uint8", "int32", "int64", "bool"])
 
@@ -83,10 +84,10 @@ STATE = {"name": "observation.state", "dtype": "float32", "shape": [1, 6], "nbyt
         (raw({"tensors": []}), "at least one observation"),
         (raw({"tensors": [STATE], "task": "not a list"}, bytes(24)), "list of strings"),
         (raw({"tensors": [STATE], "timestep": "soon"}, bytes(24)), "integer"),
-        (
-            raw({"tensors": [STATE]}, np.array([[0, 1, np.nan, 3, 4, 5]], np.float32).tobytes()),
-            "NaN",
-        ),
+        (raw({"tensors": [STATE], "max_actions": -1}, bytes(24)), "max_actions must be between"),
+        (raw({"tensors": [STATE], "max_actions": 1.5}, bytes(24)), "max_actions must be an"),
+        (raw({"tensors": [STATE], "inference_delay": -2}, bytes(24)), "inference_delay must be"),
+        (raw({"tensors": [STATE], "inference_delay": 10**9}, bytes(24)), "inference_delay must"),
     ],
 )
 def test_malformed_requests_are_refused_with_the_reason(message: bytes, complaint: str) -> None:
@@ -119,16 +120,6 @@ def test_decoded_arrays_are_writable_copies_of_the_message() -> None:
     assert again["x"][0, 0] == 0.0
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_observations_with_nan_or_infinity_are_refused(dtype: str, bad: float) -> None:
-    values = np.zeros((1, 3, 4, 5), dtype=dtype)
-    values[0, 2, 3, 1] = bad
-    request = ChunkRequest(observation={"observation.images.front": values})
-    with pytest.raises(InvalidInput, match="NaN or infinite"):
-        wire.decode_request(wire.encode_request(request))
-
-
 def test_large_finite_values_and_empty_arrays_are_accepted() -> None:
     # Close to float32's limit: a check that summed the values would overflow and refuse these.
     huge = np.full((1, 1000), 3e38, dtype=np.float32)
@@ -137,3 +128,43 @@ def test_large_finite_values_and_empty_arrays_are_accepted() -> None:
     )
     back = wire.decode_request(wire.encode_request(request))
     np.testing.assert_array_equal(back.observation["observation.state"], huge)
+
+
+def test_features_arrive_as_feature_specs_whole() -> None:
+    features = {
+        "observation.state": typed_feature("STATE", (6,), "observation.state"),
+        "observation.images.top": typed_feature(
+            "VISUAL", (96, 96, 3), "observation.images.top", channels_last=True
+        ),
+        "observation.environment_state": FeatureSpec.from_info(
+            "observation.environment_state",
+            {"dtype": "float32", "shape": [16], "names": ["x"] * 16, "info": {"unit": "m"}},
+        ),
+    }
+    policy, provided = wire.decode_describe(wire.encode_describe("act", features))
+    assert policy == "act" and provided == features
+    assert all(isinstance(spec, FeatureSpec) for spec in provided.values())
+    assert provided["observation.images.top"].hwc == (96, 96, 3)
+    assert provided["observation.state"].kind is FeatureKind.STATE
+    description = PolicyDescription(
+        name="act", config={"type": "act"}, actions_per_chunk=5, observation_features=features
+    )
+    back = wire.decode_description(wire.encode_description(description))
+    assert back == description
+    assert wire.decode_describe(wire.encode_describe("", None)) == ("", None)
+
+
+@pytest.mark.parametrize(
+    ("provided", "complaint"),
+    [
+        ("all of them", "object of key to feature"),
+        ({"observation.state": [6]}, "must be an object"),
+        ({"observation.state": {"dtype": "float32"}}, "a dtype name and a list of sizes"),
+        ({"observation.state": {"dtype": "float32", "shape": [-1]}}, "list of sizes"),
+        ({"observation.state": {"dtype": 3, "shape": [6]}}, "list of sizes"),
+        ({"observation.state": {"dtype": "float32", "shape": [6], "kind": "tool"}}, "kind"),
+    ],
+)
+def test_malformed_features_are_refused_with_the_reason(provided: object, complaint: str) -> None:
+    with pytest.raises(InvalidInput, match=complaint):
+        wire.decode_describe(wire.encode({"policy": "", "provided": provided}))

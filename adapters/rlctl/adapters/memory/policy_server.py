@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
 from rlctl.adapters.remote.remote_policy import RemotePolicy
 from rlctl.application.ports.policy_service import ChunkService
 from rlctl.domain.config import unstructure
-from rlctl.domain.features import typed_feature
+from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.policies import MLPConfig
 from rlctl.domain.remote_inference import (
     ChunkReply,
@@ -48,7 +47,11 @@ class InProcessChunkClient:
         self.requests: list[ChunkRequest] = []
 
     def describe(
-        self, policy: str = "", provided: Mapping[str, Any] | None = None, *, timeout: float = 10.0
+        self,
+        policy: str = "",
+        provided: Mapping[str, FeatureSpec] | None = None,
+        *,
+        timeout: float = 10.0,
     ) -> PolicyDescription:
         return self.service.describe(policy, provided)
 
@@ -87,7 +90,9 @@ class ScriptedChunkService:
         self.requests: list[ChunkRequest] = []
         self.offsets: list[float] = []  # added to the values of the n-th chunk
 
-    def describe(self, policy: str, provided: Mapping[str, Any] | None) -> PolicyDescription:
+    def describe(
+        self, policy: str, provided: Mapping[str, FeatureSpec] | None
+    ) -> PolicyDescription:
         config = MLPConfig(
             input_features={"observation.state": typed_feature("STATE", (TICK_DIM,))},
             output_features={"action": typed_feature("ACTION", (TICK_DIM,))},

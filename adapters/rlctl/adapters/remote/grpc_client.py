@@ -14,9 +14,19 @@ from typing import Any
 import grpc
 
 from rlctl.adapters.remote import wire
-from rlctl.adapters.remote.errors import ChunkLate, ServerRefused, ServerUnavailable
+from rlctl.adapters.remote.errors import (
+    BUSY,
+    NON_FINITE_CHUNK,
+    REFUSAL_KEY,
+    ChunkLate,
+    ChunkUnusable,
+    ServerBusy,
+    ServerRefused,
+    ServerUnavailable,
+)
 from rlctl.adapters.remote.grpc_server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
 
@@ -55,7 +65,11 @@ class GrpcPolicyClient:
         self._predict = self._channel.unary_unary(f"/{SERVICE}/Predict")
 
     def describe(
-        self, policy: str = "", provided: Mapping[str, Any] | None = None, *, timeout: float = 10.0
+        self,
+        policy: str = "",
+        provided: Mapping[str, FeatureSpec] | None = None,
+        *,
+        timeout: float = 10.0,
     ) -> PolicyDescription:
         body = self._call(self._describe, wire.encode_describe(policy, provided), timeout)
         return wire.decode_description(body)
@@ -83,8 +97,22 @@ class GrpcPolicyClient:
                 raise ChunkLate(
                     f"no answer within {timeout:.3f} s", where="policy.server"
                 ) from None
+            refusal = _refusal(err)
+            if refusal == NON_FINITE_CHUNK:
+                raise ChunkUnusable(details, where="policy.server") from None
+            if refusal == BUSY or (
+                # gRPC's own bound on the calls a server holds at once.
+                code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                and details.startswith("Concurrent RPC limit exceeded")
+            ):
+                raise ServerBusy(details, where="policy.server") from None
             raise ServerRefused(code.name, details, self.address) from None
         return reply
 
     def close(self) -> None:
         self._channel.close()
+
+
+def _refusal(err: grpc.RpcError) -> str | None:
+    trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    return dict(trailing or ()).get(REFUSAL_KEY)

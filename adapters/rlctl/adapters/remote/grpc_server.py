@@ -21,13 +21,16 @@ import grpc
 import structlog
 
 from rlctl.adapters.remote import wire
+from rlctl.adapters.remote.errors import NON_FINITE_CHUNK, REFUSAL_KEY
 from rlctl.application.ports.policy_service import ChunkService
 from rlctl.domain.errors import ConfigError, InvalidInput, RlctlError
+from rlctl.domain.remote_inference import NonFiniteChunk
 
 log = structlog.get_logger()
 
 SERVICE = "rlctl.policy.v1.PolicyService"
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+MAX_REASON_CHARS = 300
 
 
 def read_token(path: str | Path | None) -> str | None:
@@ -141,11 +144,19 @@ class GrpcPolicyServer:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, _text(err))
             except ConfigError as err:
                 context.abort(grpc.StatusCode.NOT_FOUND, _text(err))
+            except NonFiniteChunk as err:
+                log.warning("refused to send a chunk", peer=context.peer(), reason=_text(err))
+                context.set_trailing_metadata(((REFUSAL_KEY, NON_FINITE_CHUNK),))
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, _text(err))
             except RlctlError as err:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, _text(err))
-            except Exception:
-                log.exception("the policy failed on a request", peer=context.peer())
-                context.abort(grpc.StatusCode.INTERNAL, "the policy failed on this request")
+            except Exception as err:
+                reason = f"the policy failed on this request: {one_line(err)}"
+                log.error(
+                    "the policy failed on a request", peer=context.peer(), reason=one_line(err)
+                )
+                log.debug("the policy's traceback", exc_info=True)
+                context.abort(grpc.StatusCode.INTERNAL, reason)
             raise AssertionError("unreachable: abort raises")
 
         return grpc.unary_unary_rpc_method_handler(handle)
@@ -167,7 +178,14 @@ def _predict(service: ChunkService, body: bytes) -> bytes:
     return wire.encode_reply(service.predict(wire.decode_request(body)))
 
 
+def one_line(err: BaseException) -> str:
+    """`Type: message`, on one line and cut short: what a client is told of a failure."""
+    text = " ".join(str(err).split())
+    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 1] + "…"
+
+
 def _text(err: RlctlError) -> str:
     where = f" ({err.where})" if err.where else ""
     hint = f"; {err.hint}" if err.hint else ""
-    return f"{err.message}{where}{hint}"
+    return " ".join(f"{err.message}{where}{hint}".split())

@@ -8,7 +8,11 @@ the configured safe action), logged once per stall, and acting resumes with the 
 Actions for ticks already past are dropped, so a late chunk is never replayed. A server that
 goes away is retried with backoff; the loop goes on holding meanwhile.
 
-Without `realtime` (a simulation, which can wait), a tick with no action waits for its chunk.
+A chunk holding NaN or infinity (refused by the server, or found here) is a missed chunk too:
+none of its actions is used, the robot holds, the log says so once until a usable chunk arrives.
+
+Without `realtime` (a simulation, which can wait), a tick with no action waits for its chunk;
+a chunk that cannot be used is an error there (the same observation would get the same answer).
 
 With real-time chunking (`rtc_config`), each request carries the actions queued from its tick on
 (up to the execution horizon) and the inference delay, measured as the most ticks acted between
@@ -31,7 +35,7 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.policies.acting import ConfigDescribed, ObservationHistory
-from rlctl.adapters.remote.errors import ChunkLate, ServerUnavailable
+from rlctl.adapters.remote.errors import ChunkLate, ChunkUnusable, ServerBusy, ServerUnavailable
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.config import structure
 from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
@@ -45,6 +49,7 @@ from rlctl.domain.remote_inference import (
     RemotePolicySettings,
     TimedActionQueue,
     aggregation,
+    first_non_finite,
 )
 
 log = structlog.get_logger()
@@ -55,7 +60,11 @@ DELAY_WINDOW = 100
 
 class ChunkClient(Protocol):
     def describe(
-        self, policy: str = "", provided: Mapping[str, Any] | None = None, *, timeout: float = 10.0
+        self,
+        policy: str = "",
+        provided: Mapping[str, FeatureSpec] | None = None,
+        *,
+        timeout: float = 10.0,
     ) -> PolicyDescription: ...
 
     def predict(self, request: ChunkRequest, *, timeout: float) -> ChunkReply: ...
@@ -94,10 +103,15 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         self._stalled = False
         self._error: RlctlError | None = None
         self._closed = False
+        self._unusable_said = False
+        # Why the last request brought no chunk (a deadline, an unusable chunk), for the error
+        # a loop that cannot hold is given.
+        self._last_problem: str | None = None
         # What a benchmark or a test reads.
         self.held_ticks = 0
         self.stalls = 0
         self.chunks_received = 0
+        self.chunks_unusable = 0
         self.round_trips_s: list[float] = []
         self.inference_s: list[float] = []
         self._worker = threading.Thread(target=self._work, name="remote-policy", daemon=True)
@@ -110,18 +124,14 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         return self.description.actions_per_chunk
 
     def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
-        from rlctl.domain.config import unstructure
-
-        offered = {key: unstructure(spec) for key, spec in provided.items()}
-        description = self._with_retries(
+        description: PolicyDescription = self._with_retries(
             lambda: self._client.describe(
-                self._settings.server_policy, offered, timeout=self._settings.connect_timeout_s
+                self._settings.server_policy,
+                dict(provided),
+                timeout=self._settings.connect_timeout_s,
             )
         )
-        return {
-            key: structure(value, FeatureSpec)
-            for key, value in description.observation_features.items()
-        }
+        return dict(description.observation_features)
 
     def predict_chunk(
         self,
@@ -142,6 +152,7 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         reply = self._with_retries(
             lambda: self._client.predict(request, timeout=self._settings.connect_timeout_s)
         )
+        _check_usable(reply)
         return ActionChunk(actions=reply.actions)
 
     def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
@@ -235,7 +246,8 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         if self._settings.safe_action is not None and self._realtime:
             return None  # the stall path sends the safe action
         raise HardwareError(
-            f"no action from the policy server within {self._settings.connect_timeout_s} s",
+            f"no action from the policy server within {self._settings.connect_timeout_s} s"
+            + (f" (the last request: {self._last_problem})" if self._last_problem else ""),
             where="policy.server",
             hint="check `rlctl policy serve` is running and reachable; "
             "--policy.connect_timeout_s waits longer",
@@ -277,13 +289,36 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
             sent = time.perf_counter()
             try:
                 reply = self._client.predict(request, timeout=deadline)
-            except ChunkLate:
+                _check_usable(reply)
+            except ChunkUnusable as err:
+                self.chunks_unusable += 1
+                self._last_problem = err.message
+                if not self._realtime:
+                    self._done(None, generation, error=err)
+                    continue
+                if not self._unusable_said:
+                    self._unusable_said = True
+                    log.warning(
+                        "policy server: chunk unusable, holding; asking again with the next "
+                        "observation",
+                        reason=err.message,
+                    )
+                self._done(None, generation)
+                continue
+            except ChunkLate as err:
+                self._last_problem = err.message
                 log.warning("policy server: chunk past its deadline", deadline_s=deadline)
                 self._done(None, generation)
                 continue
-            except ServerUnavailable as err:
+            except (ServerUnavailable, ServerBusy) as err:
+                self._last_problem = err.message
                 if not down:
-                    log.warning("policy server unreachable, reconnecting", error=err.message)
+                    log.warning(
+                        "policy server busy, asking again"
+                        if isinstance(err, ServerBusy)
+                        else "policy server unreachable, reconnecting",
+                        error=err.message,
+                    )
                 down = True
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._settings.reconnect_max_s)
@@ -293,8 +328,12 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
                 self._done(None, generation, error=err)
                 continue
             if down:
-                log.info("policy server reachable again")
+                log.info("policy server answering again")
                 down, backoff = False, FIRST_BACKOFF_S
+            if self._unusable_said:
+                log.info("policy server: usable chunks again")
+                self._unusable_said = False
+            self._last_problem = None
             self.round_trips_s.append(time.perf_counter() - sent)
             self.inference_s.append(reply.inference_s)
             self._done(reply, generation)
@@ -320,11 +359,19 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         while True:
             try:
                 return call()
-            except ServerUnavailable:
+            except (ServerUnavailable, ServerBusy):
                 if time.monotonic() + backoff > give_up:
                     raise
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._settings.reconnect_max_s)
+
+
+def _check_usable(reply: ChunkReply) -> None:
+    """Whatever a server sent, no NaN or infinity reaches the queue (or an arm)."""
+    if first_non_finite({"actions": reply.actions}) is not None:
+        raise ChunkUnusable(
+            "the chunk holds NaN or infinite actions; none is used", where="policy.server"
+        )
 
 
 def _host(value: Any) -> np.ndarray:
@@ -354,13 +401,22 @@ class GrpcPolicyConnector:
 
     def connect(self, settings: RemotePolicySettings, *, realtime: bool = True) -> RemotePolicy:
         from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
-        from rlctl.adapters.remote.grpc_server import read_token
+        from rlctl.adapters.remote.grpc_server import is_loopback, read_token
+        from rlctl.domain.remote_inference import parse_address
 
         if settings.server is None:
             raise InvalidInput("no policy server given", where="policy.server")
+        token = read_token(settings.token_file)
+        host, _ = parse_address(settings.server)
+        if token is not None and settings.tls_cert is None and not is_loopback(host):
+            log.warning(
+                "the token goes to the policy server in clear (no TLS)",
+                server=settings.server,
+                hint="--policy.tls_cert=CERT when the server has --tls-cert, or an SSH tunnel",
+            )
         client = GrpcPolicyClient(
             settings.server,
-            token=read_token(settings.token_file),
+            token=token,
             tls_cert=Path(settings.tls_cert) if settings.tls_cert else None,
         )
         try:

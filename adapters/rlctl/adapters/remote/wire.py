@@ -7,8 +7,10 @@ tensor, its dtype (from a short allow-list), its shape and its byte count; the t
 follow in that order, C-contiguous, little-endian. Decoding checks every one of these before a
 single array is built: a wrong magic (a pickle, anything else), a header that is not a JSON
 object, an unknown dtype, a shape whose size does not match its bytes, bytes left over or
-missing — each is an `InvalidInput` naming what is wrong. Observations with NaN or infinity are
-refused too (`finite=True`): a policy fed them answers garbage that would move an arm.
+missing — each is an `InvalidInput` naming what is wrong. (What the values mean — NaN or
+infinity in an observation, features a policy cannot read — is the service's to judge.)
+
+Features travel whole (LeRobot's info.json entry plus their kind), and arrive as `FeatureSpec`s.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import numpy as np
 
 from rlctl.domain.config import structure, unstructure
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.features import FeatureKind, FeatureSpec
 from rlctl.domain.policies.rtc import RTCConfig
 from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
@@ -70,7 +74,7 @@ def encode(fields: Mapping[str, Any], tensors: Mapping[str, Any] | None = None) 
     return b"".join([_HEAD.pack(MAGIC, len(header)), header, *blobs])
 
 
-def decode(message: bytes, *, finite: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def decode(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The header's fields and the tensors, or an `InvalidInput` saying what is malformed."""
     if len(message) < _HEAD.size:
         raise InvalidInput("message too short to be an rlctl message", where="message")
@@ -100,19 +104,11 @@ def decode(message: bytes, *, finite: bool = False) -> tuple[dict[str, Any], dic
         if offset + nbytes > len(payload):
             raise InvalidInput(f"{name}: {nbytes} bytes announced, fewer sent", where=name)
         array = np.frombuffer(payload, dtype=dtype, count=math.prod(shape), offset=offset)
-        array = array.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
-        if finite and array.dtype.kind == "f" and not _finite(array):
-            raise InvalidInput(f"{name} holds NaN or infinite values", where=name)
-        tensors[name] = array
+        tensors[name] = array.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
         offset += nbytes
     if offset != len(payload):
         raise InvalidInput(f"{len(payload) - offset} bytes after the last tensor", where="message")
     return fields, tensors
-
-
-def _finite(array: np.ndarray) -> bool:
-    # min and max carry any NaN or infinity through, in two passes without a temporary array.
-    return array.size == 0 or bool(np.isfinite(array.min()) and np.isfinite(array.max()))
 
 
 def _entry(entry: Any) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
@@ -163,7 +159,7 @@ def encode_request(request: ChunkRequest) -> bytes:
 
 
 def decode_request(message: bytes) -> ChunkRequest:
-    fields, tensors = decode(message, finite=True)
+    fields, tensors = decode(message)
     task = fields.get("task", [])
     if not isinstance(task, list) or not all(isinstance(t, str) for t in task):
         raise InvalidInput("task must be a list of strings", where="request.task")
@@ -175,9 +171,7 @@ def decode_request(message: bytes) -> ChunkRequest:
         raise InvalidInput(
             "committed actions are floats (batch, steps, action_dim)", where="request.rtc"
         )
-    delay = _int(fields, "inference_delay")
-    if delay < 0:
-        raise InvalidInput("inference_delay must be 0 or more", where="request.inference_delay")
+    # ChunkRequest bounds its counts (max_actions, timestep, inference_delay) itself.
     return ChunkRequest(
         observation=tensors,
         task=tuple(task),
@@ -185,7 +179,7 @@ def decode_request(message: bytes) -> ChunkRequest:
         policy=_str(fields, "policy"),
         max_actions=_int(fields, "max_actions"),
         committed=committed,
-        inference_delay=delay,
+        inference_delay=_int(fields, "inference_delay"),
         rtc=rtc,
     )
 
@@ -218,16 +212,16 @@ def decode_reply(message: bytes) -> ChunkReply:
     )
 
 
-def encode_describe(policy: str, provided: Mapping[str, Any] | None) -> bytes:
-    return encode({"policy": policy, "provided": dict(provided) if provided else None})
+def encode_describe(policy: str, provided: Mapping[str, FeatureSpec] | None) -> bytes:
+    features = encode_features(provided) if provided is not None else None
+    return encode({"policy": policy, "provided": features})
 
 
-def decode_describe(message: bytes) -> tuple[str, dict[str, Any] | None]:
+def decode_describe(message: bytes) -> tuple[str, dict[str, FeatureSpec] | None]:
     fields, _ = decode(message)
     provided = fields.get("provided")
-    if provided is not None and not isinstance(provided, dict):
-        raise InvalidInput("provided must be an object of features", where="request.provided")
-    return _str(fields, "policy"), provided
+    features = decode_features(provided, "request.provided") if provided is not None else None
+    return _str(fields, "policy"), features
 
 
 def encode_description(description: PolicyDescription) -> bytes:
@@ -236,7 +230,7 @@ def encode_description(description: PolicyDescription) -> bytes:
             "name": description.name,
             "config": description.config,
             "actions_per_chunk": description.actions_per_chunk,
-            "observation_features": description.observation_features,
+            "observation_features": encode_features(description.observation_features),
         }
     )
 
@@ -246,13 +240,66 @@ def decode_description(message: bytes) -> PolicyDescription:
     config = fields.get("config")
     if not isinstance(config, dict):
         raise InvalidInput("a description carries the policy's config", where="reply.config")
-    features = fields.get("observation_features") or {}
     return PolicyDescription(
         name=_str(fields, "name"),
         config=config,
         actions_per_chunk=_int(fields, "actions_per_chunk"),
-        observation_features=features if isinstance(features, dict) else {},
+        observation_features=decode_features(
+            fields.get("observation_features") or {}, "reply.observation_features"
+        ),
     )
+
+
+# --- features ----------------------------------------------------------------------------------
+
+_KIND = "kind"
+
+
+def encode_features(features: Mapping[str, FeatureSpec]) -> dict[str, dict[str, Any]]:
+    """Each feature as its info.json entry (dtype, shape, names, info…) plus its kind."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, spec in features.items():
+        if not isinstance(spec, FeatureSpec):
+            raise InvalidInput(
+                f"{key}: a feature to send must be a FeatureSpec, got {type(spec).__name__}",
+                where=key,
+            )
+        out[key] = {**spec.to_info(), _KIND: spec.kind.value}
+    return out
+
+
+def decode_features(data: Any, where: str) -> dict[str, FeatureSpec]:
+    """`encode_features`'s mapping back as specs keyed by their keys; an `InvalidInput` naming
+    the feature for anything else."""
+    if not isinstance(data, dict):
+        raise InvalidInput("features must be an object of key to feature", where=where)
+    out: dict[str, FeatureSpec] = {}
+    for key, entry in data.items():
+        if not isinstance(entry, dict):
+            raise InvalidInput(f"{key}: a feature must be an object", where=f"{where}.{key}")
+        fields = dict(entry)
+        kind_name = fields.pop(_KIND, None)
+        try:
+            kind = FeatureKind(kind_name) if kind_name is not None else None
+        except ValueError:
+            raise InvalidInput(
+                f"{key}: unknown feature kind {kind_name!r}",
+                where=f"{where}.{key}",
+                hint=f"one of {', '.join(k.value for k in FeatureKind)}",
+            ) from None
+        shape = fields.get("shape")
+        if (
+            not isinstance(fields.get("dtype"), str)
+            or not isinstance(shape, list)
+            or len(shape) > MAX_DIMS
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
+            raise InvalidInput(
+                f"{key}: a feature has a dtype name and a list of sizes, got {entry!r:.200}",
+                where=f"{where}.{key}",
+            )
+        out[key] = attrs.evolve(FeatureSpec.from_info(key, fields), declared_kind=kind)
+    return out
 
 
 def _int(fields: Mapping[str, Any], key: str) -> int:

@@ -8,9 +8,10 @@ what to answer is the service's. A `PolicyConnector` gives a robot a `Policy` th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from rlctl.application.ports.policy import Policy
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.remote_inference import (
     ChunkReply,
     ChunkRequest,
@@ -22,7 +23,12 @@ from rlctl.domain.remote_inference import (
 class ChunkService(Protocol):
     """What a server answers; raises `RlctlError`s (`InvalidInput`, `ConfigError`) to refuse."""
 
-    def describe(self, policy: str, provided: Mapping[str, Any] | None) -> PolicyDescription: ...
+    def describe(
+        self, policy: str, provided: Mapping[str, FeatureSpec] | None
+    ) -> PolicyDescription:
+        """The policy named `policy` (empty: the only one); with `provided`, the features a
+        robot offers, its `observation_features` are the policy's view of them (renamed)."""
+        ...
 
     def predict(self, request: ChunkRequest) -> ChunkReply: ...
 
