@@ -70,3 +70,14 @@ def test_eval_with_a_served_policy(tmp_path: Path) -> None:
         assert code == 1 and "UNAUTHENTICATED" in output and "Traceback" not in output
     finally:
         server.stop()
+
+
+def test_a_token_file_others_can_read_is_refused_before_connecting(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o644)
+    code, output = evaluate(
+        "127.0.0.1:9", "pusht", tmp_path / "out", f"--policy.token_file={token}"
+    )
+    assert code == 1, output
+    assert "open to others" in output and f"chmod 600 {token}" in output

@@ -18,7 +18,13 @@ from rlctl.adapters.remote.errors import ServerRefused
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
 from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolicy
 from rlctl.domain.remote_inference import ChunkRequest, RemotePolicySettings
-from tests.adapters.remote.server_process import STATE_DIM, ServerProcess, free_port, tiny_mlp
+from tests.adapters.remote.server_process import (
+    STATE_DIM,
+    ServerProcess,
+    free_port,
+    tiny_mlp,
+    write_token,
+)
 
 TOKEN = "a-token-for-the-loopback-tests-0123456789"
 OBSERVATION = {"observation.state": np.zeros((1, STATE_DIM), np.float32), "task": ["reach"]}
@@ -81,8 +87,7 @@ def checkpoint(tmp_path: Path) -> Path:
 def test_refusals_get_their_status_while_another_client_is_served(
     tmp_path: Path, checkpoint: Path
 ) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
+    token_file = write_token(tmp_path / "token", TOKEN)
     server = ServerProcess(
         tmp_path / "server.log",
         f"--policy.path={checkpoint}",
@@ -177,4 +182,77 @@ def test_a_paused_server_holds_the_arm_and_a_killed_one_is_reconnected_to(
     finally:
         loop.stop()
         policy.close()
+        server.stop()
+
+
+ATTACKER = """
+import sys, threading, time
+import grpc
+address, seconds = sys.argv[1], float(sys.argv[2])
+body = bytes(48 << 20)
+end = time.monotonic() + seconds
+calls = []
+def attack():
+    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
+    predict = channel.unary_unary("/rlctl.policy.v1.PolicyService/Predict")
+    while time.monotonic() < end:
+        try:
+            predict(body, timeout=10)
+        except grpc.RpcError as err:
+            calls.append(err.code().name)
+threads = [threading.Thread(target=attack) for _ in range(6)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(len(calls), sorted(set(calls)))
+"""
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_flood_of_unauthenticated_messages_is_refused_unread(
+    tmp_path: Path, checkpoint: Path
+) -> None:
+    import subprocess
+    import sys
+
+    token_file = write_token(tmp_path / "token", TOKEN)
+    server = ServerProcess(
+        tmp_path / "server.log",
+        f"--policy.path={checkpoint}",
+        "--port=0",
+        f"--token-file={token_file}",
+    )
+    honest = GrpcPolicyClient(server.address, token=TOKEN)
+    good = ChunkRequest(observation={"observation.state": OBSERVATION["observation.state"]})
+    try:
+        honest.predict(good, timeout=10)
+        before = peak_rss_mb(server.process.pid)
+        attacker = subprocess.Popen(
+            [sys.executable, "-c", ATTACKER, server.address, "4"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # The honest robot is answered all along.
+            while attacker.poll() is None:
+                assert honest.predict(good, timeout=5).actions.shape == (1, 20, STATE_DIM)
+                time.sleep(0.02)
+            out, _ = attacker.communicate(timeout=30)
+        finally:
+            if attacker.poll() is None:
+                attacker.kill()
+                attacker.wait(10)
+        refused, codes = out.split(" ", 1)
+        assert int(refused) > 6 and codes.strip() == "['UNAUTHENTICATED']", out
+        # Six 48 MiB messages at a time, read, would have cost the server 288 MiB at least.
+        assert peak_rss_mb(server.process.pid) - before < 100
+    finally:
+        honest.close()
         server.stop()

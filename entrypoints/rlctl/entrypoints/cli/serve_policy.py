@@ -2,12 +2,13 @@
 
     rlctl policy serve --policy.path=outputs/train/act/checkpoints/last/pretrained_model \\
         --port 8080 --token-file ~/.rlctl/token
-    rlctl policy serve --policy.paths='{act: runs/act/pretrained_model, mlp: runs/mlp/model}'
+    rlctl policy serve --policy.paths='{"act": "runs/act/pretrained_model", "mlp": "runs/mlp"}'
 
 Then, on the robot's computer: `rlctl record ... --policy.server=GPU_BOX:8080
 --policy.token_file=~/.rlctl/token`. Messages carry data only (tensor bytes with dtype and shape,
 task text, ticks): nothing a client sends is unpickled. Serves on 127.0.0.1 unless `--host` says
-otherwise; another host needs a token, and TLS (`--tls-cert`, `--tls-key`) is advised.
+otherwise; another host needs a token (in a file only its owner reads: `chmod 600`) and TLS
+(`--tls-cert`, `--tls-key`), or `--insecure` to send them in clear on a network you trust.
 """
 
 from __future__ import annotations
@@ -34,24 +35,38 @@ class ServedPolicies:
 @attrs.frozen(kw_only=True)
 class ServeCommandSettings(AppSettings):
     policy: ServedPolicies = attrs.field(factory=ServedPolicies)
-    # The address to listen on: loopback unless told otherwise (another host needs a token).
+    # The address to listen on: loopback unless told otherwise (beyond it: a token, and TLS or
+    # --insecure).
     host: str = "127.0.0.1"
     # 0: any free port (printed when serving).
     port: int = 8080
-    # A file holding the token clients must send (at least 16 characters).
+    # A file holding the token clients must send (at least 16 characters; chmod 600).
     token_file: str | None = None
     # PEM certificate and private key: serve over TLS.
     tls_cert: str | None = None
     tls_key: str | None = None
     # Messages over this size are refused (RESOURCE_EXHAUSTED).
     max_message_mb: float = 64.0
-    # Requests handled at once (each policy still answers one at a time).
+    # Requests handled at once (each policy still answers one at a time); more are refused
+    # (RESOURCE_EXHAUSTED) instead of queueing.
     workers: int = 8
+    # Requests in flight from one host at once; unset: half of workers.
+    max_per_peer: int | None = None
+    # Connections open at once; the next ones are closed on arrival.
+    max_connections: int = 64
+    # A connection without calls this long is closed (its client reconnects when it calls).
+    idle_timeout_s: float = 300.0
 
 
 @settings_command("serve")
 @config_options(ServeCommandSettings)
-def serve(config: ServeCommandSettings) -> None:
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Serve beyond this machine without TLS: the token and the observations cross the "
+    "network in clear. Only on a network you trust.",
+)
+def serve(config: ServeCommandSettings, insecure: bool) -> None:
     """Serve trained policies to robots over gRPC (remote inference)."""
     from rlctl.adapters.remote.grpc_server import GrpcPolicyServer, read_token
     from rlctl.application.use_cases.serve_policy import ServedPolicy, ServePolicy
@@ -65,7 +80,12 @@ def serve(config: ServeCommandSettings) -> None:
         raise ConfigError(
             "no policy to serve",
             where="--policy.path",
-            hint="--policy.path=FOLDER, or --policy.paths='{name: FOLDER, ...}'",
+            hint="""--policy.path=FOLDER, or --policy.paths='{"NAME": "FOLDER", ...}'""",
+        )
+    if not 0 < config.max_message_mb <= 2047:
+        raise ConfigError(
+            f"max_message_mb must be within (0, 2047], got {config.max_message_mb}",
+            where="--max-message-mb",
         )
     container = build_container(config)
     server = GrpcPolicyServer(
@@ -74,8 +94,12 @@ def serve(config: ServeCommandSettings) -> None:
         token=read_token(config.token_file),
         tls_cert=config.tls_cert,
         tls_key=config.tls_key,
+        insecure=insecure,
         max_message_bytes=int(config.max_message_mb * (1 << 20)),
         workers=config.workers,
+        max_per_peer=config.max_per_peer,
+        max_connections=config.max_connections,
+        idle_timeout_s=config.idle_timeout_s,
         handle_signals=True,
     )
     use_case = ServePolicy(container.policy_loader(), server)
