@@ -50,3 +50,28 @@ def test_resolved_config_is_written_beside_outputs(tmp_path):
     path = write_resolved_config(settings, tmp_path / "run")
     assert path.name == RESOLVED_CONFIG_NAME
     assert resolve_config(AppSettings, config_file=path, environ={}) == settings
+
+
+def test_a_bad_value_is_named_as_the_user_gave_it(tmp_path):
+    from rlctl.entrypoints.settings import given_as
+
+    overrides = [("dataset.video_backend", "vlc")]
+    with pytest.raises(ConfigError) as info:
+        resolve_config(AppSettings, overrides=overrides, environ={})
+    assert info.value.where == "--dataset.video_backend"
+    env = {"RLCTL_DATASET__VIDEO_BACKEND": "vlc"}
+    with pytest.raises(ConfigError) as info:
+        resolve_config(AppSettings, environ=env)
+    assert info.value.where == "RLCTL_DATASET__VIDEO_BACKEND"
+    path = tmp_path / "c.yaml"
+    path.write_text("dataset:\n  video_backend: vlc\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_config(AppSettings, config_file=path, environ={})
+    assert info.value.where == f"dataset.video_backend in {path}"
+    # The highest layer that gives the value is the one named.
+    with pytest.raises(ConfigError) as info:
+        resolve_config(AppSettings, config_file=path, environ=env, overrides=overrides)
+    assert info.value.where == "--dataset.video_backend"
+    assert given_as("a.b.c", overrides=[("a.b", {})]) == "a.b.c (in --a.b)"
+    assert given_as("a.b[2]", env={"a": {"b": [1]}}) == "a.b[2] (in RLCTL_A__B)"
+    assert given_as("a.b", overrides=[("x", 1)]) == "a.b"

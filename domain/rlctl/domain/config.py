@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import attrs
 import cattrs
-from cattrs.errors import BaseValidationError, ClassValidationError, ForbiddenExtraKeysError
+from cattrs.errors import (
+    AttributeValidationNote,
+    BaseValidationError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
 
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec, typed_feature_data
@@ -79,6 +88,165 @@ def _union_base(cls: Any) -> type | None:
     return cls if isinstance(cls, type) and cls in _REGISTRIES else None
 
 
+def _optional_union_base(tp: Any) -> type | None:
+    """The tagged-union base of a field typed `Base` or `Base | None`."""
+    return _union_base(_without_none(tp))
+
+
+# --- values as a person writes them ----------------------------------------------------------
+# A value from the command line or the environment is text unless it reads as JSON; a config
+# file's values are YAML's or JSON's. Each scalar type reads what a person would mean by it and
+# refuses the rest by name: no word turns into its opposite (`bool("no")` is True).
+
+TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
+FALSE_WORDS = frozenset({"false", "no", "off", "0"})
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def parse_bool(value: Any) -> bool:
+    """True or False from a real boolean, 1/0, or true/false, yes/no, on/off in any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    raise ConfigError(f"{_shown(value)} is not a yes/no value; write true or false")
+
+
+def _structure_bool(value: Any, _: type) -> bool:
+    return parse_bool(value)
+
+
+def _structure_int(value: Any, _: type) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number: Any = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 10)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+    if isinstance(number, float) and math.isfinite(number) and number.is_integer():
+        return int(number)
+    raise ConfigError(f"{_shown(value)} is not a whole number")
+
+
+def _structure_float(value: Any, _: type) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{_shown(value)} is not a number")
+
+
+def _structure_str(value: Any, _: type) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    what = "a yes/no value" if isinstance(value, bool) else _shown(value)
+    raise ConfigError(
+        f"expected text, got {what}",
+        hint="quote the text (--key='\"true\"' on a command line, 'true' in a YAML file)"
+        if isinstance(value, bool)
+        else "write the text itself",
+    )
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+def _structure_literal(value: Any, tp: Any) -> Any:
+    choices = typing.get_args(tp)
+    for choice in choices:
+        if value == choice and type(value) is type(choice):
+            return choice
+    if isinstance(value, str):  # another case, or a number written as text (a YAML key)
+        matches = [c for c in choices if str(c).lower() == value.strip().lower()]
+        if len(matches) == 1 and not isinstance(matches[0], bool):
+            return matches[0]
+    if {"yes", "no"} <= set(choices):  # a yes/no choice (`--reuse=true`) takes yes/no words
+        try:
+            return "yes" if parse_bool(value) else "no"
+        except ConfigError:
+            pass
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for choice in choices:
+            if isinstance(choice, int | float) and not isinstance(choice, bool) and value == choice:
+                return choice
+    raise ConfigError(f"{_shown(value)} is not one of: " + ", ".join(str(c) for c in choices))
+
+
+def split_list(text: str) -> list[str]:
+    """`0,1`, `[0, 1]`, `[gripper]` or `a, 'b'` → the items as text (JSON already read its own)."""
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    items = [item.strip() for item in body.split(",")]
+    return [
+        item[1:-1] if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"" else item
+        for item in items
+        if item
+    ]
+
+
+def _is_sequence(tp: Any) -> bool:
+    return typing.get_origin(tp) in (list, tuple, set, frozenset) or tp in (list, tuple)
+
+
+def _without_none(tp: Any) -> Any:
+    """`X | None` → X; anything else as it is."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
+def _default_of(field: attrs.Attribute[Any]) -> Any:
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return None if default.takes_self else default.factory()
+    return default
+
+
+def _with_union_defaults(
+    data: Mapping[str, Any], fields: Iterable[attrs.Attribute[Any]]
+) -> Mapping[str, Any]:
+    out: dict[str, Any] | None = None
+    for field in fields:
+        given = data.get(field.name)
+        if not isinstance(given, Mapping):
+            continue
+        default = _default_of(field)
+        name = type_name_of(default) if default is not None else None
+        if name is None or given.get(TYPE_FIELD, name) != name:
+            continue
+        out = dict(data) if out is None else out
+        out[field.name] = merge_data(converter.unstructure(default), given)
+    return data if out is None else out
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
 
@@ -112,7 +280,42 @@ def _make_converter() -> cattrs.Converter:
         name = type_name_of(obj)
         return {TYPE_FIELD: name, **data} if name else data
 
+    def class_hook(cls: type) -> Callable[[Any, type], Any]:
+        """Structure an attrs class after reading its fields' data as a person means it:
+
+        - a field holding a tagged union with a default member: data naming no type, or the
+          default's own type, is laid over the default (`--robot.env.task=x` keeps `robot.env`'s
+          default type and its other settings);
+        - a list or tuple given as text (`--dataset.episodes=0,1`) is split at its commas.
+        """
+        inner: Callable[[Any, type], Any] = conv.gen_structure_attrs_fromdict(cls)
+        fields = attrs.fields(cls)
+        unions = [
+            f
+            for f in fields
+            if f.default is not attrs.NOTHING and _optional_union_base(f.type) is not None
+        ]
+        sequences = {f.name for f in fields if _is_sequence(_without_none(f.type))}
+        if not unions and not sequences:
+            return inner
+
+        def structure_read(data: Any, _: type) -> Any:
+            if isinstance(data, Mapping):
+                data = _with_union_defaults(data, unions)
+                texts = [k for k in sequences if isinstance(data.get(k), str)]
+                if texts:
+                    data = {**data, **{k: split_list(data[k]) for k in texts}}
+            return inner(data, cls)
+
+        return structure_read
+
+    conv.register_structure_hook_factory(attrs.has, class_hook)
     conv.register_structure_hook_func(lambda t: _union_base(t) is not None, structure_union)
+    conv.register_structure_hook_func(_is_literal, _structure_literal)
+    conv.register_structure_hook(bool, _structure_bool)
+    conv.register_structure_hook(int, _structure_int)
+    conv.register_structure_hook(float, _structure_float)
+    conv.register_structure_hook(str, _structure_str)
     conv.register_unstructure_hook_func(
         lambda t: isinstance(t, type) and any(issubclass(t, b) for b in _REGISTRIES),
         unstructure_union,
@@ -128,29 +331,42 @@ def _make_converter() -> cattrs.Converter:
 converter = _make_converter()
 
 
-def _describe(err: BaseException, path: str = "") -> list[str]:
-    """Flatten cattrs' nested validation errors into 'where: what' lines."""
+@attrs.frozen
+class Problem:
+    """One thing wrong in a config: the setting (dotted), what, and what to do."""
+
+    where: str
+    message: str
+    hint: str | None = None
+
+    def line(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        return prefix + self.message + (f" ({self.hint})" if self.hint else "")
+
+
+def _child_path(path: str, sub: BaseException) -> str:
+    for note in getattr(sub, "__notes__", None) or []:
+        if isinstance(note, AttributeValidationNote):
+            return f"{path}.{note.name}" if path else note.name
+        if isinstance(note, IterableValidationNote):
+            index = note.index
+            return f"{path}.{index}" if isinstance(index, str) else f"{path}[{index}]"
+    return path
+
+
+def _describe(err: BaseException, path: str = "") -> list[Problem]:
+    """Flatten cattrs' nested validation errors into one problem per wrong setting."""
     if isinstance(err, ForbiddenExtraKeysError):
-        return [f"{path or '<root>'}: unknown key(s) {sorted(err.extra_fields)}"]
+        return [Problem(path or "<root>", f"unknown key(s) {sorted(err.extra_fields)}")]
     if isinstance(err, BaseValidationError):
-        lines: list[str] = []
-        for sub in err.exceptions:
-            note = next(iter(getattr(sub, "__notes__", []) or []), "")
-            name = note.split("@ attribute ")[-1].split(" ")[0] if "attribute" in note else ""
-            if not name and hasattr(sub, "__notes__"):
-                name = ""
-            child = f"{path}.{name}" if path and name else (name or path)
-            lines.extend(_describe(sub, child))
-        return lines
+        return [p for sub in err.exceptions for p in _describe(sub, _child_path(path, sub))]
     if isinstance(err, ConfigError):
         # A config's own check knows the setting it is about; cattrs only knows the section.
-        where = err.where or path
-        prefix = f"{where}: " if where else ""
-        return [prefix + err.message + (f" ({err.hint})" if err.hint else "")]
+        return [Problem(err.where or path, err.message, err.hint)]
     if isinstance(err, KeyError):
         key = f"{path}.{err.args[0]}" if path else str(err.args[0])
-        return [f"{key}: required but missing"]
-    return [f"{path or '<root>'}: {err}"]
+        return [Problem(key, "required but missing")]
+    return [Problem(path or "<root>", str(err))]
 
 
 def _leaves(err: BaseException) -> list[BaseException]:
@@ -159,24 +375,54 @@ def _leaves(err: BaseException) -> list[BaseException]:
     return [err]
 
 
+GENERIC_HINT = "check the key names and value types; --print-config shows the defaults"
+
+
 def structure[T](data: Mapping[str, Any], cls: type[T]) -> T:
-    """Build a config object from plain data; every problem becomes one ConfigError."""
+    """Build a config object from plain data; every problem becomes one ConfigError.
+
+    One wrong setting gives an error whose `where` is the setting's dotted key (a caller that
+    knows where the value came from may rename it, see `ConfigError.where`); several give one
+    error listing them all."""
     try:
         return converter.structure(data, cls)
     except ConfigError:
         raise
     except (BaseValidationError, ClassValidationError) as err:
-        lines = _describe(err)
-        # The configs' own checks carry their hints in their lines.
+        problems = _describe(err)
+        # The configs' own checks and the value readers carry their own hints.
         checks_only = all(isinstance(leaf, ConfigError) for leaf in _leaves(err))
+        if len(problems) == 1:
+            (only,) = problems
+            raise ConfigError(
+                only.message + (f" ({only.hint})" if only.hint else ""),
+                where=only.where or None,
+                hint=None if checks_only else GENERIC_HINT,
+            ) from err
         raise ConfigError(
-            "; ".join(lines) if lines else str(err),
-            hint=None
-            if checks_only
-            else "check the key names and value types; --print-config shows the defaults",
+            "; ".join(p.line() for p in problems) if problems else str(err),
+            hint=None if checks_only else GENERIC_HINT,
         ) from err
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
+
+
+def structure_values[T](data: Mapping[Any, Any], value_type: type[T]) -> dict[str, T]:
+    """`{name: value_type}` for a custom hook of a mapping field: each value structured, and
+    an error names its key (`robot.cameras.front.fps`) as cattrs' own mappings do."""
+    out: dict[str, T] = {}
+    errors: list[Exception] = []
+    for key, value in data.items():
+        try:
+            out[str(key)] = converter.structure(value, value_type)
+        except Exception as error:
+            error.add_note(
+                IterableValidationNote(f"Structuring @ key {key!r}", str(key), value_type)
+            )
+            errors.append(error)
+    if errors:
+        raise IterableValidationError(f"While structuring {value_type.__name__}s", errors, dict)
+    return out
 
 
 def unstructure(obj: Any) -> dict[str, Any]:
@@ -200,11 +446,14 @@ def parse_value(text: str) -> Any:
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    """Return a copy of `data` with `a.b.c` set to value, creating sections on the way."""
-    out = copy.deepcopy(data)
+    """Return a copy of `data` with `a.b.c` set to value, creating sections on the way.
+
+    Only the sections on the way are copied; the rest is shared with `data` (neither is changed
+    in place)."""
     parts = [p for p in dotted.split(".") if p]
     if not parts:
         raise ConfigError(f"empty override key {dotted!r}", hint="write --section.key=value")
+    out = dict(data)
     node = out
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -215,6 +464,7 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
             raise ConfigError(
                 f"cannot set {dotted}: {where} is a value, not a section", where=where
             )
+        child = dict(child)
         node[part] = child
         node = child
     node[parts[-1]] = value

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,15 +95,84 @@ def resolve_config[T](
     With `section`, only the environment variables under that section apply (so a command's
     config does not trip over another command's variables).
     """
+    overrides = list(overrides)
     layers: list[Mapping[str, Any]] = [unstructure(cls())]
+    file = read_config_file(config_file) if config_file is not None else {}
     if config_file is not None:
-        layers.append(read_config_file(config_file))
+        layers.append(file)
     env = environment_layer(environ)
     if section is not None:
         env = {k: v for k, v in env.items() if k == section}
+    env = _only_known(env, cls)
     if env:
-        layers.append(_only_known(env, cls))
-    return resolve(cls, merge_data({}, layers[0]), *layers[1:], overrides=overrides)
+        layers.append(env)
+    with naming_sources(overrides=overrides, env=env, file=file, config_file=config_file):
+        return resolve(cls, merge_data({}, layers[0]), *layers[1:], overrides=overrides)
+
+
+def _path_parts(dotted: str) -> list[str]:
+    return [part for part in re.split(r"[.\[\]]", dotted) if part]
+
+
+def _given_at(layer: Mapping[str, Any], parts: list[str]) -> int:
+    """How many of `parts` lead to a value the layer gives (0: it gives none on this path)."""
+    node: Any = layer
+    for depth, part in enumerate(parts):
+        if not isinstance(node, Mapping) or part not in node:
+            return 0
+        node = node[part]
+        if not isinstance(node, Mapping):
+            return depth + 1
+    return len(parts)
+
+
+def given_as(
+    where: str,
+    *,
+    overrides: Iterable[tuple[str, Any]] = (),
+    env: Mapping[str, Any] | None = None,
+    file: Mapping[str, Any] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> str:
+    """A setting's dotted key as the user wrote it: `--dataset.push_to_hub` on the command
+    line, `RLCTL_DATASET__PUSH_TO_HUB` in the environment, the key in its config file; the
+    highest layer that gives the value wins, as when the layers are merged."""
+    parts = _path_parts(where)
+    if not parts:
+        return where
+    for key, _ in reversed(list(overrides)):
+        given = _path_parts(key)
+        if parts[: len(given)] == given:
+            return f"--{key}" if len(given) == len(parts) else f"{where} (in --{key})"
+    depth = _given_at(env or {}, parts)
+    if depth:
+        name = ENV_PREFIX + "__".join(parts[:depth]).upper()
+        return name if depth == len(parts) else f"{where} (in {name})"
+    if config_file is not None and _given_at(file or {}, parts):
+        return f"{where} in {config_file}"
+    return where
+
+
+@contextmanager
+def naming_sources(
+    *,
+    overrides: Iterable[tuple[str, Any]] = (),
+    env: Mapping[str, Any] | None = None,
+    file: Mapping[str, Any] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Iterator[None]:
+    """Re-raise a config error about one setting under the name the user gave it (`given_as`)."""
+    try:
+        yield
+    except ConfigError as error:
+        if not error.where or error.where.startswith(("--", ENV_PREFIX)):
+            raise
+        renamed = given_as(
+            error.where, overrides=overrides, env=env, file=file, config_file=config_file
+        )
+        if renamed == error.where:
+            raise
+        raise type(error)(error.message, where=renamed, hint=error.hint) from error
 
 
 def _only_known(layer: Mapping[str, Any], cls: type) -> dict[str, Any]:

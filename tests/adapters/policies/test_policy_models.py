@@ -230,7 +230,7 @@ def test_diffusion_runs_a_chunk_the_horizon_cuts_short_as_lerobot_does() -> None
 def test_a_config_check_names_its_setting() -> None:
     with pytest.raises(ConfigError) as caught:
         structure({"type": "diffusion", "horizon": 10}, PolicyConfig)
-    assert caught.value.message.startswith("policy.horizon: horizon (10) must be a multiple")
+    assert str(caught.value).startswith("policy.horizon: horizon (10) must be a multiple")
     assert caught.value.hint is None  # not the generic one about key names and types
 
 

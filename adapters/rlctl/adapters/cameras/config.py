@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.domain.config import Register, converter, tagged_union
+from rlctl.domain.config import Register, converter, structure_values, tagged_union
 from rlctl.domain.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def _structure_cameras(data: Any, _: type) -> dict[str, CameraConfig]:
             f"cameras must map names to camera settings, got {type(data).__name__}",
             where="cameras",
         )
-    return {str(name): converter.structure(value, CameraConfig) for name, value in data.items()}
+    return structure_values(data, CameraConfig)
 
 
 def _structure_index_or_path(data: Any, _: type) -> int | str:

@@ -8,7 +8,9 @@ The layers, lowest first: the settings classes' defaults ← `--config FILE` ←
   the checkpoint's policy type (SmolVLA's `train_expert_only`, π0's `freeze_vision_encoder` …),
   as with `lerobot-train --policy.path`. Only config.json is read here (of a Hub repo, that one
   file is pulled); the weights are read when training starts.
-- `--resume=DIR`: the run's saved `rlctl_config.json` lies over the defaults instead.
+- `--resume=DIR`: the run's saved `rlctl_config.json` lies over the defaults instead. LeRobot's
+  spelling, `--resume=true --config_path=RUN/checkpoints/last/pretrained_model/train_config.json`,
+  names the same checkpoint; `--resume=true --output_dir=RUN` names the run.
 
 The layers stay plain data until the end, so the policy section is checked once, against the
 type it finally names, and an unknown key is one error listing that type's settings.
@@ -23,9 +25,16 @@ from typing import Any
 
 import attrs
 
-from rlctl.domain.config import TYPE_FIELD, fields_of, merge_layers, parse_overrides, structure
+from rlctl.domain.config import (
+    TYPE_FIELD,
+    fields_of,
+    merge_layers,
+    parse_bool,
+    parse_overrides,
+    structure,
+)
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
+from rlctl.domain.run_layout import CHECKPOINTS_DIR, PRETRAINED_DIR, TRAINING_STATE_DIR
 
 POLICY = "policy"
 # LeRobot's `--policy.path`; rlctl's config field is `pretrained_path`.
@@ -33,6 +42,14 @@ PATH_ALIAS = "path"
 PRETRAINED_PATH = "pretrained_path"
 # A pretrained config's settings that describe where it ran, not what it is.
 NOT_INHERITED = ("device", "pretrained_path", "pretrained_revision")
+# LeRobot's `--config_path`: with `--resume=true`, the checkpoint's train_config.json.
+CONFIG_PATH = "config_path"
+RESUME = "resume"
+RESUME_HINT = (
+    "give the run's folder: --resume=outputs/train/NAME (or one checkpoint, "
+    "NAME/checkpoints/005000); LeRobot's --resume=true "
+    "--config_path=NAME/checkpoints/last/pretrained_model/train_config.json works too"
+)
 
 
 @attrs.frozen
@@ -79,16 +96,70 @@ def resolve_train_settings[T](
 ) -> T:
     """`cls` (the train command's settings) from its sources; `container` pulls a Hub repo's
     config.json (the CLI's own when None)."""
+    from rlctl.entrypoints.settings import naming_sources
+
     sources = read_sources(cls, args, config_file, environ)
-    defaults = _defaults(cls)
-    data = sources.merged(defaults)
-    if data.get("resume"):
-        return resumed_settings(cls, str(data["resume"]), sources, defaults)
-    location = sources.policy_setting(PRETRAINED_PATH)
-    if location:
-        revision = sources.policy_setting("pretrained_revision")
-        return pretrained_settings(cls, str(location), revision, sources, defaults, container)
-    return settle(cls, data)
+    with naming_sources(
+        overrides=sources.overrides, env=sources.env, file=sources.file, config_file=config_file
+    ):
+        defaults = _defaults(cls)
+        data = sources.merged(defaults)
+        resume = resume_location(data.get(RESUME), data.get(CONFIG_PATH), data.get("output_dir"))
+        if resume is not None:
+            return resumed_settings(cls, resume, sources, defaults)
+        data.pop(RESUME, None)
+        if data.get(CONFIG_PATH) is not None:
+            raise ConfigError(
+                "LeRobot's way to resume a run (with --resume=true); alone, rlctl does not read it",
+                where=CONFIG_PATH,
+                hint="to resume: --resume=RUN_DIR (or add --resume=true); to read settings from "
+                "a file of rlctl's settings: --config FILE",
+            )
+        location = sources.policy_setting(PRETRAINED_PATH)
+        if location:
+            revision = sources.policy_setting("pretrained_revision")
+            return pretrained_settings(cls, str(location), revision, sources, defaults, container)
+        return settle(cls, data)
+
+
+def _yes_no(value: Any) -> bool | None:
+    try:
+        return parse_bool(value)
+    except ConfigError:
+        return None
+
+
+def resume_location(resume: Any, config_path: Any = None, output_dir: Any = None) -> str | None:
+    """The run or checkpoint `--resume` names: a folder (rlctl's spelling), or — when it says
+    yes, as LeRobot's does — the checkpoint of `--config_path` or the run of `--output_dir`.
+    None: no resuming (`--resume=false` included)."""
+    if resume is None or resume == "":
+        return None
+    answer = _yes_no(resume)
+    if answer is None:
+        if not isinstance(resume, str):
+            raise ConfigError(
+                f"{resume!r} is neither a run folder nor yes/no", where=RESUME, hint=RESUME_HINT
+            )
+        return resume
+    if not answer:
+        return None
+    if config_path is not None:
+        path = Path(str(config_path)).expanduser()
+        checkpoint = path.parent if path.suffix == ".json" else path
+        if (
+            not (run_folder(str(checkpoint)) / CHECKPOINTS_DIR).is_dir()
+            and not (checkpoint.parent / TRAINING_STATE_DIR).is_dir()
+        ):
+            raise ConfigError(
+                "this is not a training run's checkpoint: nothing to resume",
+                where=f"{CONFIG_PATH}={config_path}",
+                hint=RESUME_HINT,
+            )
+        return str(checkpoint)
+    if output_dir:
+        return str(output_dir)
+    raise ConfigError("true does not say which run to continue", where=RESUME, hint=RESUME_HINT)
 
 
 def read_sources(
@@ -141,7 +212,8 @@ def resumed_settings[T](
     saved = run / RESOLVED_CONFIG_NAME
     below = [defaults, read_config_file(saved)] if saved.is_file() else [defaults]
     data = sources.merged(*below)
-    data["resume"] = resume
+    data.pop(CONFIG_PATH, None)
+    data[RESUME] = resume
     if not any(key == "output_dir" for key, _ in sources.overrides) and (
         saved.is_file() or not data.get("output_dir")
     ):
