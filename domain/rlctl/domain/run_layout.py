@@ -38,3 +38,9 @@ def step_name(step: int, total_steps: int) -> str:
 def last_pretrained_model[P: PurePath](run: P) -> P:
     """The policy folder of a run's last checkpoint."""
     return run / CHECKPOINTS_DIR / LAST_CHECKPOINT / PRETRAINED_DIR
+
+
+def policy_folder_candidates[P: PurePath](location: P) -> tuple[P, P, P]:
+    """Where the policy a user names by a folder is, first match wins: the folder itself, its
+    `pretrained_model/` (a checkpoint), or its last checkpoint's (a training run)."""
+    return location, location / PRETRAINED_DIR, last_pretrained_model(location)

@@ -166,7 +166,8 @@ def _not_cached(
     return HubNotCached(
         f"cannot reach the Hub at {base} and the local cache lacks it{missing}",
         where=where,
-        hint="check the network (and HF_ENDPOINT if set), then run the command again",
+        hint="check the network (and HF_ENDPOINT if set), then run the command again; "
+        f"`{_pull_command(repo)}` fetches it ahead of time",
     )
 
 

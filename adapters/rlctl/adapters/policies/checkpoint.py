@@ -40,7 +40,7 @@ from rlctl.adapters.policies.processors import (
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
-from rlctl.domain.run_layout import MODEL_FILE, POLICY_CONFIG_FILE, PRETRAINED_DIR
+from rlctl.domain.run_layout import MODEL_FILE, POLICY_CONFIG_FILE, policy_folder_candidates
 
 CONFIG_FILE = POLICY_CONFIG_FILE
 # Bookkeeping of BatchNorm in training; harmless to lack in a checkpoint.
@@ -51,7 +51,8 @@ log = structlog.get_logger(__name__)
 
 
 def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
-    """The folder holding `config.json`; a training checkpoint's `pretrained_model/` is found."""
+    """The folder holding `config.json`; a training checkpoint's `pretrained_model/` and a
+    run's last checkpoint are found."""
     folder = Path(location).expanduser()
     if not folder.is_dir():
         raise CheckpointNotFound(
@@ -60,8 +61,9 @@ def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
             hint="give the folder that holds config.json and model.safetensors "
             "(for a training run: <output_dir>/checkpoints/last/pretrained_model)",
         )
-    if not (folder / CONFIG_FILE).is_file() and (folder / PRETRAINED_DIR / CONFIG_FILE).is_file():
-        return folder / PRETRAINED_DIR
+    for candidate in policy_folder_candidates(folder):
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
     return folder
 
 

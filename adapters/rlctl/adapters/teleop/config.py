@@ -9,7 +9,7 @@ hardware: `metaworld_expert` acts as Meta-World's expert policy for the sim robo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
@@ -29,6 +29,11 @@ class TeleoperatorConfig(DeviceConfig):
 
     def build(self, calibration_store: CalibrationStore) -> Teleoperator:
         return self._make(calibration_store)
+
+    def paired_with(self, robot: Any) -> TeleoperatorConfig:
+        """These settings completed from the robot's config, for what they leave open (a
+        scripted teleoperator that follows the robot's task); as they are by default."""
+        return self
 
 
 @attrs.frozen(kw_only=True)
@@ -68,9 +73,17 @@ class MetaWorldExpertConfig(TeleoperatorConfig):
     """Meta-World's scripted expert for the sim robot's task (with `--robot.env.obs_type=state`)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.teleop.metaworld_expert:metaworld_expert"
-    # The Meta-World task name (e.g. push-v3). Needed when several tasks share a description;
-    # otherwise the expert is found from the task text the sim robot reports.
+    # The Meta-World task name(s) (push-v3, or push-v3,reach-v3). None: the sim robot's
+    # `robot.env.task`. The expert acting is found from the task text the sim robot reports,
+    # among these tasks (push-v3 and push-back-v3 share a text).
     task: str | None = None
+
+    def paired_with(self, robot: Any) -> TeleoperatorConfig:
+        env = getattr(robot, "env", None)
+        if self.task is not None or env is None or getattr(env, "type", None) != "metaworld":
+            return self
+        names = dict.fromkeys(task.name for task in env.tasks())
+        return attrs.evolve(self, task=",".join(names)) if names else self
 
 
 @TeleoperatorConfig.register("replay")

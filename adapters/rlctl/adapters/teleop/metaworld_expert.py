@@ -63,7 +63,17 @@ class MetaWorldExpertTeleop:
             ENV_STATE_KEY: np.asarray(observation[ENV_STATE_KEY])[None],
             "task": [str(observation.get("task", ""))],
         }
-        return self._expert.select_action(batch)[0]
+        try:
+            return self._expert.select_action(batch)[0]
+        except InvalidInput as error:
+            if error.where != "metaworld expert":
+                raise
+            raise InvalidInput(
+                error.message,
+                where="teleop.type=metaworld_expert",
+                hint="name the robot's Meta-World task: --teleop.task=NAME "
+                "(e.g. --teleop.task=push-v3 with --robot.env.task=push-v3)",
+            ) from error
 
     def disconnect(self) -> None:
         self._connected = False
@@ -72,5 +82,5 @@ class MetaWorldExpertTeleop:
 def metaworld_expert(
     config: MetaWorldExpertConfig, *, calibration_store: CalibrationStore | None = None
 ) -> MetaWorldExpertTeleop:
-    tasks = [config.task] if config.task else None
+    tasks = [name.strip() for name in (config.task or "").split(",") if name.strip()] or None
     return MetaWorldExpertTeleop(MetaWorldExpertPolicy(tasks) if tasks else None)

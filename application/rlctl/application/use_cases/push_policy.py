@@ -27,8 +27,8 @@ from rlctl.domain.errors import InvalidInput
 from rlctl.domain.run_layout import (
     EVAL_INFO_FILE,
     POLICY_CONFIG_FILE,
-    PRETRAINED_DIR,
     TRAIN_CONFIG_FILE,
+    policy_folder_candidates,
 )
 
 log = structlog.get_logger(__name__)
@@ -58,9 +58,10 @@ class PushPolicyRequest:
 
 
 def checkpoint_dir(directory: str | Path) -> Path:
-    """The folder holding config.json: `directory` itself or its `pretrained_model/`."""
+    """The folder holding config.json: `directory` itself, its `pretrained_model/`, or a run's
+    last checkpoint's."""
     path = Path(directory).expanduser()
-    for candidate in (path, path / PRETRAINED_DIR):
+    for candidate in policy_folder_candidates(path):
         if (candidate / CONFIG_NAME).is_file():
             return candidate
     raise InvalidInput(

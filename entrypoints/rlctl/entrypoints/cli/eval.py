@@ -84,6 +84,10 @@ def eval_command(config: EvalCommandSettings) -> None:
         config = attrs.evolve(config, display=display)
     write_resolved_config(config, out)
     container = build_container(config)
+    if config.policy.path:
+        # A Hub repo id is pulled (or read from the cache); a run folder gives its last checkpoint.
+        local = container.resolve_policy()(config.policy.path)
+        config = attrs.evolve(config, policy=attrs.evolve(config.policy, path=str(local)))
     simulation = container.simulation(config.env)
     policy = container.eval_policy(config.policy, simulation, seed=settings.seed)
     # With --env.max_parallel_tasks=N, each task run beside the first gets a policy of its own.

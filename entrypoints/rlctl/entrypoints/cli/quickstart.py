@@ -4,6 +4,9 @@ It records scripted-expert demonstrations in a Meta-World task (state only, no r
 trains a small policy on the CPU and evaluates it in the same task — by running the real
 `rlctl record`, `rlctl train` and `rlctl eval` commands with these arguments, so nothing here is
 a special path. Each step's arguments are printed, so a user can rerun or vary any one of them.
+
+Running it again never touches an earlier run: when the output folder already holds something,
+the run goes to the first free `<output_dir>-2`, `-3` … and says so.
 """
 
 from __future__ import annotations
@@ -18,6 +21,17 @@ import click
 from rlctl.domain.run_layout import EVAL_INFO_FILE, last_pretrained_model
 
 DEFAULT_TASK = "drawer-open-v3"
+
+
+def fresh_output_dir(requested: Path) -> Path:
+    """`requested` when it is new or empty, else the first `<requested>-N` (N = 2, 3 …) that is
+    free: each run gets a folder of its own, and no earlier run is touched."""
+    if not requested.exists() or (requested.is_dir() and not any(requested.iterdir())):
+        return requested
+    n = 2
+    while (candidate := requested.with_name(f"{requested.name}-{n}")).exists():
+        n += 1
+    return candidate
 
 
 def record_args(task: str, root: Path, episodes: int) -> list[str]:
@@ -105,7 +119,14 @@ def quickstart_command(
     from rlctl.entrypoints.cli.record import record_command
     from rlctl.entrypoints.cli.train import train_command
 
-    out = Path(output_dir)
+    requested = Path(output_dir)
+    out = fresh_output_dir(requested)
+    if out != requested:
+        click.secho(
+            f"{requested} already holds an earlier run (kept as it is); this run goes to {out}",
+            fg="yellow",
+            err=True,
+        )
     slug = task.replace("/", "_")
     root = out / "data" / slug
     run = out / "train" / f"{slug}_{policy_type}"

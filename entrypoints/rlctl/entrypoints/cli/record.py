@@ -88,10 +88,14 @@ def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
     root = recording_root(ds.root, ds.repo_id)
     container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     robot = container.robot(require_robot(config.robot))
-    teleop = container.teleoperator(config.teleop) if config.teleop is not None else None
+    teleop = (
+        container.teleoperator(config.teleop.paired_with(config.robot))
+        if config.teleop is not None
+        else None
+    )
     policy = (
         container.policy_loader().load(
-            config.policy.path,
+            container.resolve_policy()(config.policy.path),
             device=config.policy.device,
             rtc=config.policy.rtc_config,
             rtc_delay=config.policy.rtc_inference_delay,

@@ -52,7 +52,7 @@ def teleoperate_command(ctx: click.Context, config: TeleoperateCommandSettings) 
     container = build_container(config, owns_process=True)  # the loop may tune the interpreter
     use_case = container.teleoperate_robot(
         robot=container.robot(require_robot(config.robot)),
-        teleop=container.teleoperator(config.teleop),
+        teleop=container.teleoperator(config.teleop.paired_with(config.robot)),
         controls=record_controls(container, config.controls),
         calibrate=container.calibrate_robot() if config.calibrate else None,
     )
