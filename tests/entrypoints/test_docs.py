@@ -91,6 +91,41 @@ def test_cli_reference_covers_every_command(generator, page):
                 assert f"`{param.opts[0]}`" in page, f"{ctx.command_path} {param.opts[0]}"
 
 
+# A page's python examples run in order, in one namespace, in a fresh interpreter; an example
+# that cannot run here says why just above its fence.
+SKIP_EXAMPLE = "<!-- docs-test: skip ("
+RUNNABLE_PAGES = ("docs/guides/embedding.md",)
+
+
+def python_examples(page: Path) -> list[tuple[int, str, str | None]]:
+    """(line, code, why it is skipped or None) of each ```python block of a markdown page."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    examples, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            before = next((ln.strip() for ln in reversed(lines[:i]) if ln.strip()), "")
+            skipped = before.startswith(SKIP_EXAMPLE)
+            why = before[len(SKIP_EXAMPLE) :].rstrip(") ->") if skipped else None
+            end = lines.index("```", i + 1)
+            examples.append((i + 1, "\n".join(lines[i + 1 : end]), why))
+            i = end
+        i += 1
+    return examples
+
+
+@pytest.mark.parametrize("name", RUNNABLE_PAGES)
+def test_the_python_examples_of_a_page_run(name, tmp_path):
+    examples = python_examples(REPO / name)
+    runnable = [(line, code) for line, code, why in examples if why is None]
+    assert runnable, f"{name} has no example that runs"
+    assert all(why for _, _, why in examples if why is not None), "a skip must say why"
+    script = "\n\n".join(f"# {name}:{line}\n{code}" for line, code in runnable)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_settings_tables_list_dotted_overrides_with_defaults(page):
     assert "| `--eval.n_episodes` | `50` |" in page
     assert "| `--policy.type` | `act` |" in page
