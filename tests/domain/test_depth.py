@@ -16,7 +16,7 @@ from rlctl.domain.depth import (
     is_depth_map,
     unit_factor,
 )
-from rlctl.domain.errors import FeatureMismatch, InvalidInput
+from rlctl.domain.errors import FeatureMismatch, InvalidInput, RlctlError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.video import (
     VideoEncoding,
@@ -138,3 +138,13 @@ def test_units_and_frames():
         depth_frame("d", np.zeros((4, 6)), 4, 6)
     with pytest.raises(FeatureMismatch, match="of shape \\(6, 4\\)"):
         depth_frame("d", np.zeros((6, 4), np.uint16), 4, 6)
+
+
+@pytest.mark.parametrize(("word", "value"), [("false", False), ("No", False), ("true", True)])
+def test_use_log_from_a_datasets_info_reads_words_as_they_mean(word, value):
+    assert DepthQuantization.from_info({"video.use_log": word}).use_log is value
+
+
+def test_use_log_refuses_a_word_that_is_not_yes_or_no():
+    with pytest.raises(RlctlError, match="'ture' is not a yes/no value"):
+        DepthQuantization.from_info({"video.use_log": "ture"})

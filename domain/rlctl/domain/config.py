@@ -30,6 +30,8 @@ from cattrs.errors import (
 
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec, typed_feature_data
+from rlctl.domain.yes_no import parse_bool as parse_bool  # re-exported: the one reading
+from rlctl.domain.yes_no import shown as _shown
 
 TYPE_FIELD = "type"
 
@@ -97,32 +99,6 @@ def _optional_union_base(tp: Any) -> type | None:
 # A value from the command line or the environment is text unless it reads as JSON; a config
 # file's values are YAML's or JSON's. Each scalar type reads what a person would mean by it and
 # refuses the rest by name: no word turns into its opposite (`bool("no")` is True).
-
-TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
-FALSE_WORDS = frozenset({"false", "no", "off", "0"})
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
-
-
-def parse_bool(value: Any) -> bool:
-    """True or False from a real boolean, 1/0, or true/false, yes/no, on/off in any case."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-    raise ConfigError(f"{_shown(value)} is not a yes/no value; write true or false")
 
 
 def _structure_bool(value: Any, _: type) -> bool:

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 
 from rlctl.domain.errors import FeatureMismatch, InvalidInput
+from rlctl.domain.yes_no import parse_bool
 
 DEPTH_QUANT_BITS = 12
 DEPTH_QMAX = (1 << DEPTH_QUANT_BITS) - 1
@@ -91,7 +92,7 @@ class DepthQuantization:
     depth_min: float = attrs.field(default=0.01, converter=float)
     depth_max: float = attrs.field(default=10.0, converter=float)
     shift: float = attrs.field(default=3.5, converter=float)
-    use_log: bool = attrs.field(default=True, converter=bool, validator=_positive_log_range)
+    use_log: bool = attrs.field(default=True, converter=parse_bool, validator=_positive_log_range)
 
     def to_info(self) -> dict[str, Any]:
         """The `video.*` keys LeRobot records after the encoder's other settings."""
