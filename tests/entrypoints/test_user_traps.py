@@ -259,3 +259,12 @@ def test_a_run_folder_stands_for_its_last_checkpoint(tmp_path, fixtures_dir):
     from_run = rlctl.api.load_policy(run, device="cpu")
     from_folder = rlctl.api.load_policy(step / "pretrained_model", device="cpu")
     assert attrs.asdict(from_run.config) == attrs.asdict(from_folder.config)
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("no", False), ("OFF", False), ("", False), ("yes", True)]
+)
+def test_rlctl_debug_no_means_no(value, on):
+    from rlctl.entrypoints.cli.main import _switched_on
+
+    assert _switched_on(value) is on

@@ -74,7 +74,21 @@ def _debug_on(ctx: click.Context) -> bool:
     obj = ctx.find_root().obj
     if isinstance(obj, dict) and obj.get("debug"):
         return True
-    return os.environ.get("RLCTL_DEBUG", "") not in ("", "0", "false")
+    return _switched_on(os.environ.get("RLCTL_DEBUG", ""))
+
+
+def _switched_on(value: str) -> bool:
+    """An on/off environment variable: unset or empty is off, a yes/no word means what it says,
+    anything else set is on (RLCTL_DEBUG=no is off; it was on)."""
+    from rlctl.domain.errors import ConfigError
+    from rlctl.domain.yes_no import parse_bool
+
+    if not value.strip():
+        return False
+    try:
+        return parse_bool(value)
+    except ConfigError:
+        return True
 
 
 @click.group(
