@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.training import ScriptedTrainingBackend, scripted_loss
-from rlctl.application.use_cases.train_policy import TrainPolicy
+from rlctl.application.ports.training import NonFinite, TrainingDiverged
+from rlctl.application.use_cases.train_policy import MAX_SKIPPED_IN_A_ROW, TrainPolicy
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_metrics import EpisodeResult, EvalReport, TaskResult
 from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.policies import MLPConfig
-from rlctl.domain.train_settings import TrainSettings
+from rlctl.domain.train_settings import DatasetSource, TrainSettings
 
 OUT = "runs/a"
 
@@ -169,3 +170,99 @@ def test_a_checkpoint_folder_can_be_resumed_directly():
 def test_no_output_dir_is_refused():
     with pytest.raises(ConfigError, match="output dir"):
         run(ScriptedTrainingBackend(), train_settings(output_dir=None))
+
+
+# --- non-finite steps -----------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.integers(2, 30), save_freq=st.integers(0, 8), data=st.data())
+def test_a_nonfinite_step_stops_the_run_there_and_keeps_the_last_good_checkpoint(
+    steps, save_freq, data
+):
+    bad = data.draw(st.integers(1, steps), label="nonfinite_at")
+    backend = ScriptedTrainingBackend(nonfinite_at=bad, nonfinite=NonFinite(data=("action",)))
+    with pytest.raises(TrainingDiverged, match=f"stopped at step {bad}:") as err:
+        run(backend, train_settings(steps=steps, save_freq=save_freq, log_freq=1))
+
+    assert backend.record.steps == list(range(1, bad))
+    # Nothing is saved at or after the bad step; the periodic checkpoints before it stay.
+    assert backend.record.saves == expected_saves(1, bad - 1, save_freq, steps)
+    assert backend.record.closed == 1
+    saved = backend.find_checkpoint(OUT)
+    if saved is None:
+        assert "no checkpoint was saved" in (err.value.hint or "")
+    else:
+        assert f"(step {saved.step}) is kept" in (err.value.hint or "")
+        assert f"--resume={OUT}" in (err.value.hint or "")
+
+
+def test_a_nonfinite_step_logs_the_good_steps_before_it_and_no_nan():
+    backend = ScriptedTrainingBackend(nonfinite_at=5)
+    sink, progress = RecordingMetricsSink(), RecordingProgress()
+    with pytest.raises(TrainingDiverged):
+        TrainPolicy(backend, progress, sink)(train_settings(steps=10, log_freq=3))
+    assert sink.steps("train") == [3, 4]
+    assert all(r.metrics["loss"] == r.metrics["loss"] for r in sink.records)  # no NaN
+    assert sink.closed and progress.tasks[0].closed
+
+
+def test_nonfinite_data_points_at_the_dataset():
+    seen = NonFinite(data=("action (the samples drawn at dataset row 12 of episode 1)",))
+    backend = ScriptedTrainingBackend(nonfinite_at=3, nonfinite=seen)
+    cfg = train_settings(steps=6, dataset=DatasetSource(root="data/points"))
+    with pytest.raises(TrainingDiverged) as err:
+        run(backend, cfg)
+    assert "the data holds NaN or inf in action" in err.value.message
+    assert "dataset row 12 of episode 1" in err.value.message
+    assert "rlctl dataset check data/points" in (err.value.hint or "")
+
+
+def test_nonfinite_after_normalisation_points_at_the_statistics():
+    backend = ScriptedTrainingBackend(
+        nonfinite_at=2, nonfinite=NonFinite(processed=("observation.state",))
+    )
+    with pytest.raises(TrainingDiverged) as err:
+        run(backend, train_settings(steps=6, dataset=DatasetSource(root="data/points")))
+    assert "observation.state" in err.value.message and "normalisation" in err.value.message
+    assert "recompute-stats data/points" in (err.value.hint or "")
+
+
+def test_a_finite_batch_that_diverges_points_at_the_learning_rate():
+    backend = ScriptedTrainingBackend(
+        nonfinite_at=4, nonfinite=NonFinite(gradients=("model.0.weight",))
+    )
+    with pytest.raises(TrainingDiverged) as err:
+        run(backend, train_settings(steps=6))
+    assert "model.0.weight" in err.value.message
+    assert "--optimizer.lr, now 0.001" in (err.value.hint or "")
+
+
+def test_occasional_amp_skips_are_fine_but_an_endless_run_of_them_is_divergence():
+    fine = ScriptedTrainingBackend(skipped=(2, 3, 7))
+    report, _, _ = run(fine, train_settings(steps=10))
+    assert report.steps_done == 10
+
+    endless = ScriptedTrainingBackend(skipped=tuple(range(3, 100)))
+    with pytest.raises(TrainingDiverged, match="overflowed in") as err:
+        run(endless, train_settings(steps=90, save_freq=2))
+    assert "without --use_amp" in (err.value.hint or "")
+    assert endless.record.saves[-1] < 2 + MAX_SKIPPED_IN_A_ROW
+
+
+def test_an_abandoned_save_on_ctrl_c_reports_the_previous_checkpoint():
+    backend = ScriptedTrainingBackend(interrupt_at=6, abandon_save_at=5)
+    report, _, _ = run(backend, train_settings(steps=10, save_freq=3))
+    assert report.interrupted and report.steps_done == 5
+    assert backend.record.saves == [3]
+    assert report.last_checkpoint is not None and report.last_checkpoint.step == 3
+    assert backend.find_checkpoint(OUT).step == 3
+    assert backend.record.closed == 1
+
+
+def test_an_abandoned_periodic_save_is_not_tried_again():
+    backend = ScriptedTrainingBackend(abandon_save_at=6)
+    report, _, _ = run(backend, train_settings(steps=10, save_freq=3))
+    assert report.interrupted and report.steps_done == 6
+    assert backend.record.saves == [3]
+    assert report.last_checkpoint.step == 3

@@ -279,3 +279,27 @@ def test_help_lists_the_registered_trainable_policy_types(runner):
     assert listed == [name for name, cls in known.items() if cls.trainable]
     assert {"act", "diffusion", "mlp", "smolvla"} <= set(listed)
     assert "random" in known and "random" not in listed  # acts without learning
+
+
+def test_a_nan_in_the_data_stops_training_with_one_message_and_keeps_the_checkpoints(
+    runner, tmp_path
+):
+    from tests.adapters.training.points import points_dataset, set_action
+
+    dataset = points_dataset(tmp_path / "points", episodes=1, length=6)
+    set_action(dataset, 2, 1, float("nan"))  # drawn by the first batch (all six frames)
+    out = tmp_path / "run"
+    result = runner.invoke(
+        cli,
+        [
+            "train", f"--dataset.root={dataset}", "--policy.type=mlp", "--policy.chunk_size=2",
+            "--policy.n_action_steps=2", "--policy.hidden_dims=[8]", "--steps=5",
+            "--batch_size=6", "--num_workers=0", "--save_freq=1", f"--output_dir={out}",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "error: " in result.output and "training stopped at step 1:" in result.output
+    assert "the data holds NaN or inf in action" in result.output
+    assert f"hint: find the damaged rows with `rlctl dataset check {dataset}`" in result.output
+    assert "Traceback" not in result.output
+    assert not (out / "checkpoints").exists()

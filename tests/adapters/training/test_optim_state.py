@@ -13,7 +13,6 @@ from safetensors.torch import load_file
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.ema import EmaModel, ema_decay
 from rlctl.adapters.training.optim import build_optimizer, build_scheduler, lr_lambda
-from rlctl.adapters.training.signals import sigint_deferred
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import EmaSettings
 
@@ -119,17 +118,6 @@ def test_ema_starts_as_a_copy_then_lags():
         net[0].weight.add_(1.0)
     ema.update(net, 50)
     assert (ema.model[0].weight > before).all() and (ema.model[0].weight < net[0].weight).all()
-
-
-def test_ctrl_c_waits_for_the_end_of_the_update():
-    import os
-    import signal
-
-    applied = []
-    with pytest.raises(KeyboardInterrupt), sigint_deferred():
-        os.kill(os.getpid(), signal.SIGINT)
-        applied.append("after the signal")
-    assert applied == ["after the signal"]
 
 
 def test_implementation_flags_stay_out_of_the_files(tmp_path):

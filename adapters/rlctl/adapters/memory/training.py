@@ -3,7 +3,10 @@
 It serves the `TrainingBackend` port for tests and dry runs of `TrainPolicy`: every step,
 save, restore and evaluation is recorded, checkpoints outlive the session (so a second run can
 resume), and `interrupt_at` raises KeyboardInterrupt in the middle of that step, before it
-counts, as a Ctrl-C in the data loader would.
+counts, as a Ctrl-C in the data loader would. `nonfinite_at` makes that step's loss NaN (the
+update refused, as the port says; `nonfinite` says where it was seen), `skipped` lists steps an
+fp16 loss scaler skips, and a save at step `abandon_save_at` ends in KeyboardInterrupt without
+a checkpoint, as when a user insists on Ctrl-C while it is written.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from rlctl.application.ports.training import CheckpointRef, StepResult
+from rlctl.application.ports.training import CheckpointRef, NonFinite, StepResult
 from rlctl.domain.run_layout import CHECKPOINTS_DIR
 from rlctl.domain.train_settings import TrainSettings
 
@@ -57,9 +60,20 @@ class ScriptedSession:
 
     def train_step(self) -> StepResult:
         upcoming = self._steps + 1
-        if self._backend.interrupt_at == upcoming:
-            self._backend.interrupt_at = None
+        backend = self._backend
+        if backend.interrupt_at == upcoming:
+            backend.interrupt_at = None
             raise KeyboardInterrupt
+        if backend.nonfinite_at == upcoming:
+            return StepResult(
+                loss=float("nan"),
+                grad_norm=float("nan"),
+                lr=1e-3,
+                samples=0,
+                data_s=0.01,
+                compute_s=0.09,
+                nonfinite=backend.nonfinite,
+            )
         self._steps = upcoming
         self._backend.record.steps.append(upcoming)
         return StepResult(
@@ -70,10 +84,13 @@ class ScriptedSession:
             data_s=0.01,
             compute_s=0.09,
             parts={"l1_loss": scripted_loss(upcoming)},
+            skipped=upcoming in backend.skipped,
         )
 
     def save_checkpoint(self) -> CheckpointRef:
         assert self._settings.output_dir is not None
+        if self._backend.abandon_save_at == self._steps:
+            raise KeyboardInterrupt
         location = f"{self._settings.output_dir}/{CHECKPOINTS}/{self._steps:06d}"
         ref = CheckpointRef(location, self._steps)
         self._backend.checkpoints[location] = ref
@@ -93,8 +110,20 @@ class ScriptedSession:
 
 
 class ScriptedTrainingBackend:
-    def __init__(self, *, interrupt_at: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        interrupt_at: int | None = None,
+        nonfinite_at: int | None = None,
+        nonfinite: NonFinite | None = None,
+        skipped: tuple[int, ...] = (),
+        abandon_save_at: int | None = None,
+    ) -> None:
         self.interrupt_at = interrupt_at
+        self.nonfinite_at = nonfinite_at
+        self.nonfinite = nonfinite if nonfinite is not None else NonFinite()
+        self.skipped = set(skipped)
+        self.abandon_save_at = abandon_save_at
         self.checkpoints: dict[str, CheckpointRef] = {}
         self.record = TrainingRecord()
 

@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rlctl.adapters.policies.base import PolicyModel
 from rlctl.adapters.policies.checkpoint import load_weights
 from rlctl.adapters.policies.cpu_kernels import use_cpu_kernels
+from rlctl.adapters.policies.processors import PREPROCESSOR_NAME
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
@@ -31,6 +32,7 @@ from rlctl.adapters.training.checkpoints import find_checkpoint
 from rlctl.adapters.training.data import make_loader, sample_positions
 from rlctl.adapters.training.distributed import World, start_world
 from rlctl.adapters.training.ema import EmaModel
+from rlctl.adapters.training.finite import check_statistics
 from rlctl.adapters.training.layout import match_optimizer_layout, to_channels_last
 from rlctl.adapters.training.lerobot_config import lerobot_train_config
 from rlctl.adapters.training.optim import build_optimizer, build_scheduler, fused_supported
@@ -42,7 +44,7 @@ from rlctl.application.ports.training import CheckpointRef
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.domain.config import unstructure
 from rlctl.domain.policies import lerobot_config_data
-from rlctl.domain.run_layout import TRAINING_STATE_DIR
+from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
 from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
@@ -105,6 +107,7 @@ class TorchTrainingBackend:
             # Each rank its own stream (dropout, noise); DDP copies rank 0's initial weights.
             seed_everything(settings.seed + world.rank)
         run = prepare_run(settings, checkpoint, world, video_backend=self.video_backend)
+        _check_statistics(run, checkpoint)
         settings = run.settings
         model = run.policy.model.train()
         ema = EmaModel(model, settings.ema) if settings.ema.enable else None
@@ -206,6 +209,25 @@ def _batches(
         seed=data_seed,
     )
     return iter(loader)
+
+
+def _check_statistics(run: PreparedRun, checkpoint: Path | None) -> None:
+    """Refuse, before the first step, statistics that would make every normalised value NaN."""
+    pipelines = (run.policy.preprocessor, run.policy.postprocessor)
+    if checkpoint is not None:
+        where = str(checkpoint / PRETRAINED_DIR / f"{PREPROCESSOR_NAME}.json")
+        hint = (
+            "the checkpoint's normalisation statistics are damaged: resume from another "
+            "checkpoints/<step> folder, or start a new run"
+        )
+    else:
+        where = str(run.data.root / "meta" / "stats.json")
+        hint = (
+            f"recompute them with `rlctl dataset recompute-stats {run.data.root}`; "
+            f"`rlctl dataset check {run.data.root}` finds rows holding NaN or inf"
+        )
+    names = {key: spec.names for key, spec in run.data.meta.features.items()}
+    check_statistics(pipelines, where=where, hint=hint, names=names)
 
 
 def _restore(checkpoint: Path, optimisation: Optimisation, world: World) -> int:

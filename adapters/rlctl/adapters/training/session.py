@@ -5,6 +5,7 @@ Built by `rlctl.adapters.training.backend`; serves the application's `TrainingSe
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -27,11 +28,12 @@ from rlctl.adapters.training import state_files
 from rlctl.adapters.training.checkpoints import write_checkpoint
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.ema import EmaModel
+from rlctl.adapters.training.finite import diagnose, nonfinite_weights
 from rlctl.adapters.training.layout import images_channels_last
 from rlctl.adapters.training.lerobot_config import TRAIN_CONFIG_NAME
 from rlctl.adapters.training.precision import Precision
-from rlctl.adapters.training.signals import sigint_deferred
-from rlctl.application.ports.training import CheckpointRef, StepResult
+from rlctl.adapters.training.signals import StopSignals
+from rlctl.application.ports.training import CheckpointRef, StepResult, TrainingDiverged
 from rlctl.domain.processors import ProcessorPipeline
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR, step_name
 
@@ -71,6 +73,7 @@ class TorchTrainingSession:
         self._p = parts
         self._steps = start_step
         self._clock = time.perf_counter
+        self._signals = StopSignals().install()
 
     @property
     def is_main(self) -> bool:
@@ -85,9 +88,11 @@ class TorchTrainingSession:
         return self._p.model
 
     def train_step(self) -> StepResult:
+        self._signals.raise_pending()
         p = self._p
         started = self._clock()
-        batch = p.preprocessor.process_batch(next(p.batches))
+        raw = next(p.batches)
+        batch = p.preprocessor.process_batch(raw)
         if p.channels_last_keys:
             batch = images_channels_last(batch, p.channels_last_keys)
         fetched = self._clock()
@@ -103,7 +108,28 @@ class TorchTrainingSession:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             p.model.parameters(), limit, error_if_nonfinite=False
         )
-        with sigint_deferred():
+        # One device sync for both figures (reporting them needs it anyway), before the update
+        # is queued: a NaN or inf step is never applied.
+        figures = torch.stack([loss.detach().float(), grad_norm.detach().float().to(loss.device)])
+        figures = figures.tolist()
+        loss_value, norm_value = float(figures[0]), float(figures[1])
+        # Under an fp16 loss scaler, overflowing gradients with a finite loss are routine: the
+        # scaler skips that update and lowers its scale.
+        skipped = p.precision.scaled and math.isfinite(loss_value) and not math.isfinite(norm_value)
+        if not math.isfinite(loss_value) or not (math.isfinite(norm_value) or skipped):
+            nonfinite = diagnose(raw, batch, p.model)
+            p.optimizer.zero_grad(set_to_none=True)
+            return StepResult(
+                loss=loss_value,
+                grad_norm=norm_value,
+                lr=float(p.optimizer.param_groups[0]["lr"]),
+                samples=0,
+                data_s=fetched - started,
+                compute_s=self._clock() - fetched,
+                parts=dict(parts),
+                nonfinite=nonfinite,
+            )
+        with self._signals.update():
             p.scaler.step(p.optimizer)
             p.scaler.update()
             if p.scheduler is not None:
@@ -111,29 +137,42 @@ class TorchTrainingSession:
             self._steps += 1
             if p.ema is not None:
                 p.ema.update(p.model, self._steps)
-        loss_value = float(loss.item())
         return StepResult(
             loss=loss_value,
-            grad_norm=float(grad_norm.item()),
+            grad_norm=norm_value,
             lr=float(p.optimizer.param_groups[0]["lr"]),
             samples=p.batch_size * p.world.size,
             data_s=fetched - started,
             compute_s=self._clock() - fetched,
             parts=dict(parts),
+            skipped=skipped,
         )
 
     # --- checkpoints ------------------------------------------------------------------------
 
     def save_checkpoint(self) -> CheckpointRef | None:
         p = self._p
-        rng = self._rng_of_every_rank()
-        ref = None
-        if p.world.is_main:
-            name = step_name(self._steps, p.total_steps)
-            path = write_checkpoint(p.output_dir, name, lambda staging: self._fill(staging, rng))
-            ref = CheckpointRef(str(path), self._steps)
-            log.info("checkpoint saved", step=self._steps, path=str(path))
-        p.world.barrier()
+        models = [p.model] if p.ema is None else [p.model, p.ema.model]
+        bad = nonfinite_weights(models)
+        if bad:
+            raise TrainingDiverged(
+                f"the weights are NaN or inf after step {self._steps} ({', '.join(bad[:3])}"
+                f"{' …' if len(bad) > 3 else ''}): no checkpoint is written",
+                where=str(p.output_dir),
+                hint="lower the learning rate (--optimizer.lr) or set --grad_clip_norm; the "
+                "last checkpoint written is kept",
+            )
+        with self._signals.saving():
+            rng = self._rng_of_every_rank()
+            ref = None
+            if p.world.is_main:
+                name = step_name(self._steps, p.total_steps)
+                path = write_checkpoint(
+                    p.output_dir, name, lambda staging: self._fill(staging, rng)
+                )
+                ref = CheckpointRef(str(path), self._steps)
+                log.info("checkpoint saved", step=self._steps, path=str(path))
+            p.world.barrier()
         return ref
 
     def _rng_of_every_rank(self) -> dict[str, torch.Tensor]:
@@ -181,6 +220,7 @@ class TorchTrainingSession:
 
     @contextmanager
     def evaluation_policy(self) -> Iterator[LoadedPolicy]:
+        self._signals.raise_pending()
         p = self._p
         model = p.ema.model if p.ema is not None else p.model
         devices = [p.world.device.index or 0] if p.world.device.type == "cuda" else []
@@ -199,6 +239,7 @@ class TorchTrainingSession:
         self._p.world.barrier()
 
     def close(self) -> None:
+        self._signals.uninstall()
         # Dropping the loader's iterator stops its worker processes.
         self._p.batches = iter(())
         if self._p.draw_threads is not None:

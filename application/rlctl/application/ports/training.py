@@ -16,7 +16,25 @@ from typing import Protocol
 import attrs
 
 from rlctl.application.ports.policy import Policy
+from rlctl.domain.errors import RlctlError
 from rlctl.domain.train_settings import TrainSettings
+
+
+class TrainingDiverged(RlctlError):
+    """The loss, a gradient or the weights stopped being finite; nothing non-finite is saved."""
+
+
+@attrs.frozen
+class NonFinite:
+    """Where a step that went non-finite first saw NaN or inf; each entry names a feature or a
+    parameter and, for data, the dataset rows of the samples holding it."""
+
+    # Features of the batch as the dataset gave it: the data itself holds NaN or inf.
+    data: tuple[str, ...] = ()
+    # Features finite in the data but not once pre-processed (normalisation statistics).
+    processed: tuple[str, ...] = ()
+    # Parameters whose gradient is NaN or inf (the first few).
+    gradients: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -33,6 +51,13 @@ class StepResult:
     compute_s: float
     # The policy's own loss parts (l1_loss, kld_loss …).
     parts: Mapping[str, float] = attrs.field(factory=dict)
+    # Set when the loss or the gradients were NaN or inf: the update was *not* applied (weights,
+    # optimiser, scheduler and step count are as they were) and this says where it was seen.
+    nonfinite: NonFinite | None = None
+    # An fp16 loss scaler skipped the update because the gradients overflowed while the loss was
+    # finite: it lowers its scale and the step counts, as in LeRobot. Not a failure unless it
+    # keeps happening.
+    skipped: bool = False
 
 
 @attrs.frozen
@@ -60,14 +85,20 @@ class TrainingSession(Protocol):
         ...
 
     def train_step(self) -> StepResult:
-        """Fetch one batch and apply one update."""
+        """Fetch one batch and apply one update — unless its loss or gradients are not finite
+        (then `nonfinite` is set and nothing changed). Raises KeyboardInterrupt on Ctrl-C (or
+        SIGTERM), also one that came while a checkpoint was being saved."""
         ...
 
     def save_checkpoint(self) -> CheckpointRef | None:
         """Save model, processors, optimiser, scheduler, RNG states and step; point `last` at it.
 
         Called by every process (it may synchronise them); returns the checkpoint in the main
-        process, None elsewhere.
+        process, None elsewhere. The checkpoint appears whole or not at all; an interrupt while
+        it is written is held until it is complete (and raised by the next `train_step` or
+        `evaluation_policy`), unless the user insists, which raises KeyboardInterrupt here and
+        leaves the previous checkpoint and `last` as they were. Raises `TrainingDiverged`, and
+        writes nothing, when the weights are not finite.
         """
         ...
 

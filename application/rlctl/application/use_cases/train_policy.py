@@ -7,14 +7,21 @@ The policy of the work:
 - after step s: log when `s % log_freq == 0`, checkpoint when `s % save_freq == 0` or s is the
   last step, evaluate in the simulator when an evaluator is given and `s % eval_freq == 0` —
   in that order, so a checkpoint never includes what an evaluation did;
-- Ctrl-C stops at once and checkpoints the steps completed since the last checkpoint, then the
-  report says `interrupted`;
+- Ctrl-C (or SIGTERM) stops at once and checkpoints the steps completed since the last
+  checkpoint, then the report says `interrupted`; more Ctrl-C while that checkpoint is written
+  do not lose it (the session holds them), and only a user who insists abandons it — the
+  previous checkpoint is then the one reported;
+- a step whose loss or gradients are NaN or inf stops the run at that step with
+  `TrainingDiverged`, naming the likely cause (the data, its statistics, or the learning rate);
+  no checkpoint is written then, so `last` stays the last good one. An fp16 loss scaler may skip
+  an overflowing step now and then; `MAX_SKIPPED_IN_A_ROW` in a row is divergence too;
 - only the main process logs metrics, draws progress and evaluates; all of them checkpoint
   together (the backend lets only the main one write).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +35,10 @@ from rlctl.application.ports.simulation import Simulation
 from rlctl.application.ports.training import (
     CheckpointRef,
     MetricsSink,
+    NonFinite,
     StepResult,
     TrainingBackend,
+    TrainingDiverged,
     TrainingSession,
 )
 from rlctl.application.use_cases.train_metrics import MetricsWindow
@@ -42,6 +51,10 @@ log = structlog.get_logger(__name__)
 
 # Runs an evaluation of a policy; the composition root binds it to a simulation.
 Evaluator = Callable[[Policy, EvalSettings], EvalReport]
+
+# Consecutive steps an fp16 loss scaler may skip before the run counts as diverged: each skip
+# halves the scale, so by then it is ~2**-32 of where it started and no longer the cause.
+MAX_SKIPPED_IN_A_ROW = 32
 
 
 class SimulationEvaluator:
@@ -159,9 +172,16 @@ class TrainPolicy:
             if session.is_main
             else _NoTask()
         )
+        skipped_in_a_row = 0
+        saving = False  # an interrupt inside a save means the user abandoned that checkpoint
         try:
             while session.steps_done < settings.steps:
                 result = session.train_step()
+                skipped_in_a_row = skipped_in_a_row + 1 if result.skipped else 0
+                if _diverged(result) or skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                    if window.steps and session.is_main:
+                        self._log(session, session.steps_done, window.flush())
+                    raise _divergence(result, session, settings, last_saved, skipped_in_a_row)
                 step = session.steps_done
                 window.add(result)
                 if session.is_main:
@@ -170,16 +190,26 @@ class TrainPolicy:
                 if is_due(step, settings.log_freq):
                     logged = self._log(session, step, window.flush())
                 if is_save_step(step, settings):
+                    saving = True
                     last_saved = session.save_checkpoint() or last_saved
+                    saving = False
                 if self._evaluator is not None and is_due(step, settings.eval_freq):
                     figures = self._evaluate(session, step, settings)
                     if figures is not None:
                         evaluations.append((step, figures))
         except KeyboardInterrupt:
             step = session.steps_done
-            log.warning("interrupted", step=step)
-            if settings.save_checkpoint and step > (last_saved.step if last_saved else 0):
-                last_saved = session.save_checkpoint() or last_saved
+            unsaved = step > (last_saved.step if last_saved else 0)
+            if saving:
+                _abandoned(step, last_saved)
+            elif settings.save_checkpoint and unsaved:
+                log.warning("interrupted: saving a checkpoint, please wait", step=step)
+                try:
+                    last_saved = session.save_checkpoint() or last_saved
+                except KeyboardInterrupt:
+                    _abandoned(step, last_saved)
+            else:
+                log.warning("interrupted", step=step)
             return TrainReport(start, step, True, last_saved, logged, evaluations)
         finally:
             bar.close()
@@ -215,6 +245,91 @@ class TrainPolicy:
             log.info("eval", step=step, **figures)
         session.barrier()
         return figures
+
+
+def _abandoned(step: int, kept: CheckpointRef | None) -> None:
+    log.warning(
+        "checkpoint abandoned; the previous one is kept",
+        step=step,
+        kept=kept.location if kept is not None else None,
+    )
+
+
+def _diverged(result: StepResult) -> bool:
+    if result.nonfinite is not None:
+        return True
+    finite = math.isfinite(result.loss) and math.isfinite(result.grad_norm)
+    return not result.skipped and not finite
+
+
+def _divergence(
+    result: StepResult,
+    session: TrainingSession,
+    settings: TrainSettings,
+    last_saved: CheckpointRef | None,
+    skipped_in_a_row: int,
+) -> TrainingDiverged:
+    """The error that stops a run whose step went non-finite: what, at which step, the likely
+    cause, and what to do (the last good checkpoint stays `last`)."""
+    # A refused update leaves the step count as it was; a backend that applied it counted it.
+    step = session.steps_done + 1 if result.nonfinite is not None else session.steps_done
+    seen = result.nonfinite or NonFinite()
+    dataset = settings.dataset.root or settings.dataset.repo_id or "DATASET"
+    kept = (
+        f"the last good checkpoint (step {last_saved.step}) is kept; "
+        f"rlctl train --resume={settings.output_dir} continues from it"
+        if last_saved is not None
+        else "no checkpoint was saved before it"
+    )
+    if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+        what = (
+            f"the gradients overflowed in {skipped_in_a_row} steps in a row under mixed "
+            "precision (the loss scaler skipped them all)"
+        )
+        hint = "train without --use_amp, or lower --optimizer.lr"
+    elif seen.data:
+        what = f"the loss is {_figure(result.loss)}: the data holds NaN or inf in " + "; ".join(
+            seen.data
+        )
+        hint = (
+            f"find the damaged rows with `rlctl dataset check {dataset}`, fix the episodes or "
+            "drop them (`rlctl dataset delete-episodes`)"
+        )
+    elif seen.processed:
+        what = (
+            f"the loss is {_figure(result.loss)}: pre-processing (normalisation) made "
+            + ", ".join(seen.processed)
+            + " non-finite although the data is finite"
+        )
+        hint = (
+            f"check the statistics in meta/stats.json (`rlctl dataset check {dataset}`) and "
+            f"recompute them with `rlctl dataset recompute-stats {dataset}`"
+        )
+    else:
+        grads = f"; non-finite gradients in {', '.join(seen.gradients)}" if seen.gradients else ""
+        what = (
+            f"the loss is {_figure(result.loss)} and the gradient norm "
+            f"{_figure(result.grad_norm)} although the batch was finite: the update "
+            f"overflowed{grads}"
+        )
+        hint = (
+            f"lower the learning rate (--optimizer.lr, now {result.lr:.3g}), set "
+            "--grad_clip_norm, or train without --use_amp (mixed-precision overflow)"
+        )
+        if last_saved is not None:
+            kept = (
+                f"the last checkpoint (step {last_saved.step}) is kept, but its weights may "
+                "already be drifting: start again with a lower rate rather than resume it"
+            )
+    return TrainingDiverged(
+        f"training stopped at step {step}: {what}",
+        where=f"{settings.output_dir}",
+        hint=f"{hint}; {kept}",
+    )
+
+
+def _figure(value: float) -> str:
+    return f"{value:.4g}"
 
 
 def _bar_fields(result: StepResult, window: MetricsWindow) -> dict[str, Any]:

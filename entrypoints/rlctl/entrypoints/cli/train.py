@@ -159,5 +159,8 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     else:
         click.echo(f"report (curves, config): rlctl report {out}")
     if report.interrupted:
-        click.echo(f"interrupted; continue with: rlctl train --resume={out}", err=True)
+        if report.last_checkpoint is not None:
+            click.echo(f"interrupted; continue with: rlctl train --resume={out}", err=True)
+        else:
+            click.echo("interrupted before any checkpoint was saved; nothing to resume", err=True)
         ctx.exit(EXIT_INTERRUPTED)
