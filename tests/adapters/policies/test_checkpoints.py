@@ -204,3 +204,83 @@ def test_a_lerobot_config_json_is_written_back_key_for_key(
     folder = fixtures_dir / name
     written = write_config(read_config(folder), tmp_path)
     assert json.loads(written.read_text()) == json.loads((folder / "config.json").read_text())
+
+
+# --- a checkpoint reads nothing outside its folder --------------------------------------------
+
+
+def _normalizer_entry(saved: Path) -> tuple[dict, int]:
+    data = json.loads((saved / "policy_preprocessor.json").read_text())
+    index = next(i for i, step in enumerate(data["steps"]) if step.get("state_file"))
+    return data, index
+
+
+@pytest.mark.parametrize(
+    "state_file",
+    [
+        "/etc/passwd",
+        "../outside.safetensors",
+        "sub/../../outside.safetensors",
+        "~/outside.safetensors",
+        "C:\\outside.safetensors",
+        "..\\outside.safetensors",
+        "",
+        7,
+    ],
+)
+def test_a_state_file_outside_the_checkpoint_is_refused(saved: Path, state_file) -> None:
+    # A real safetensors file sits where the path points: only the location is wrong.
+    (saved.parent / "outside.safetensors").write_bytes(
+        (saved / "policy_postprocessor_step_0_unnormalizer_processor.safetensors").read_bytes()
+    )
+    data, index = _normalizer_entry(saved)
+    data["steps"][index]["state_file"] = state_file
+    (saved / "policy_preprocessor.json").write_text(json.dumps(data))
+    with pytest.raises(CheckpointError) as caught:
+        load_policy_folder(saved)
+    assert caught.value.where == f"{saved / 'policy_preprocessor.json'}: steps[{index}].state_file"
+    assert "relative to its own folder" in (caught.value.hint or "")
+
+
+def test_a_state_file_linked_out_of_the_checkpoint_is_refused(saved: Path) -> None:
+    data, index = _normalizer_entry(saved)
+    name = data["steps"][index]["state_file"]
+    outside = saved.parent / "elsewhere.safetensors"
+    (saved / name).rename(outside)
+    (saved / name).symlink_to(outside)
+    with pytest.raises(CheckpointError, match="outside the checkpoint folder") as caught:
+        load_policy_folder(saved)
+    assert caught.value.where == f"{saved / 'policy_preprocessor.json'}: steps[{index}].state_file"
+
+
+def test_a_state_file_in_a_subfolder_of_the_checkpoint_is_fine(saved: Path) -> None:
+    data, index = _normalizer_entry(saved)
+    name = data["steps"][index]["state_file"]
+    (saved / "state").mkdir()
+    (saved / name).rename(saved / "state" / name)
+    data["steps"][index]["state_file"] = f"state/{name}"
+    (saved / "policy_preprocessor.json").write_text(json.dumps(data))
+    assert load_policy_folder(saved).config.type_name == "mlp"
+
+
+@pytest.mark.parametrize("file", ["config.json", "model.safetensors", "policy_postprocessor.json"])
+def test_a_checkpoint_file_linked_out_of_the_folder_is_refused(saved: Path, file: str) -> None:
+    outside = saved.parent / f"elsewhere-{file}"
+    (saved / file).rename(outside)
+    (saved / file).symlink_to(outside)
+    with pytest.raises(CheckpointError, match="outside the checkpoint folder") as caught:
+        load_policy_folder(saved)
+    assert str(saved / file) in str(caught.value)
+
+
+def test_a_hub_cache_snapshot_linking_into_its_blobs_loads(tmp_path: Path) -> None:
+    """huggingface_hub's cache: snapshots/<commit>/<file> -> ../../blobs/<hash>."""
+    source = mlp_policy().save(tmp_path / "policy")
+    repo = tmp_path / "models--someone--mlp"
+    snapshot, blobs = repo / "snapshots" / "0123abcd", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for number, file in enumerate(sorted(source.iterdir())):
+        file.rename(blobs / f"blob{number}")
+        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", f"blob{number}"))
+    assert load_policy_folder(snapshot).config.type_name == "mlp"

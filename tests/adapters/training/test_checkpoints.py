@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.adapters.training.checkpoints import LAST, find_checkpoint, write_checkpoint
+from rlctl.adapters.policies.errors import CheckpointError
+from rlctl.adapters.training.checkpoints import (
+    LAST,
+    confined,
+    find_checkpoint,
+    write_checkpoint,
+)
 from rlctl.domain.run_layout import CHECKPOINTS_DIR, step_name
 
 
@@ -79,3 +85,34 @@ def test_saving_a_step_again_replaces_it(tmp_path):
 def test_nothing_to_find(tmp_path):
     assert find_checkpoint(tmp_path) is None
     assert find_checkpoint(tmp_path / "absent") is None
+
+
+def test_a_last_link_out_of_the_run_is_refused(tmp_path):
+    other = tmp_path / "other"
+    write_checkpoint(other, "000008", fill_with_step(8))
+    run = tmp_path / "run"
+    write_checkpoint(run, "000002", fill_with_step(2))
+    link = run / CHECKPOINTS_DIR / LAST
+    link.unlink()
+    link.symlink_to(other / CHECKPOINTS_DIR / "000008")
+    with pytest.raises(CheckpointError, match="not at a checkpoint of this run") as caught:
+        find_checkpoint(run)
+    assert caught.value.where == str(link)
+
+
+def test_a_checkpoint_with_a_file_linked_out_of_it_is_refused(tmp_path):
+    written = write_checkpoint(tmp_path, "000002", fill_with_step(2))
+    confined(written)  # as written: fine
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"step": 2}))
+    state = written / "training_state" / "training_step.json"
+    state.unlink()
+    state.symlink_to(secret)
+    with pytest.raises(CheckpointError, match="outside the checkpoint folder") as caught:
+        confined(written)
+    assert caught.value.where == str(state)
+    inner = written / "training_state" / "linked.json"
+    inner.symlink_to("training_step.json")  # a link inside the checkpoint stays fine
+    state.unlink()
+    state.write_text(json.dumps({"step": 2}))
+    confined(written)

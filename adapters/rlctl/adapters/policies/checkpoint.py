@@ -6,7 +6,8 @@
     policy_postprocessor.json
 
 Weights are read with safetensors only: a checkpoint never runs code (no pickle, no
-`torch.load`). Every failure is a `CheckpointError` whose `where` is the file at fault.
+`torch.load`), and reads nothing outside its folder (`files.named_file`). Every failure is a
+`CheckpointError` whose `where` is the file at fault.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rlctl.adapters.policies.errors import (
     CheckpointNotFound,
     UnknownPolicyType,
 )
+from rlctl.adapters.policies.files import inside_checkpoint
 from rlctl.adapters.policies.processors import (
     POSTPROCESSOR_NAME,
     PREPROCESSOR_NAME,
@@ -68,6 +70,7 @@ def checkpoint_folder(location: str | os.PathLike[str]) -> Path:
 
 
 def read_config(folder: Path) -> PolicyConfig:
+    inside_checkpoint(folder, folder / CONFIG_FILE, where=str(folder / CONFIG_FILE))
     return structure_config(read_config_data(folder), folder / CONFIG_FILE)
 
 
@@ -93,7 +96,8 @@ def read_model(
         raise CheckpointError(
             err.message, where=f"{folder / CONFIG_FILE}: {err.where or ''}", hint=err.hint
         ) from err
-    load_weights(model, folder / MODEL_FILE)
+    weights = inside_checkpoint(folder, folder / MODEL_FILE, where=str(folder / MODEL_FILE))
+    load_weights(model, weights)
     return model.to(device).eval()
 
 

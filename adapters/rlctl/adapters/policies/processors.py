@@ -25,7 +25,12 @@ from safetensors.numpy import save_file
 from rlctl.adapters.policies import tokenizer as _tokenizer  # noqa: F401 (registers the step)
 from rlctl.adapters.policies.base import implementation_of
 from rlctl.adapters.policies.errors import CheckpointError
-from rlctl.adapters.policies.files import read_arrays, read_checkpoint_json
+from rlctl.adapters.policies.files import (
+    inside_checkpoint,
+    named_file,
+    read_arrays,
+    read_checkpoint_json,
+)
 from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition
@@ -212,7 +217,7 @@ def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> Proc
     `device`, when given, replaces the device of the pipeline's device steps, so a checkpoint
     trained on a GPU can run on a CPU.
     """
-    path = folder / f"{name}.json"
+    path = inside_checkpoint(folder, folder / f"{name}.json", where=str(folder / f"{name}.json"))
     data = read_checkpoint_json(path)
     state: dict[str, dict[str, np.ndarray]] = {}
     steps = data.get("steps") if isinstance(data, dict) else None
@@ -221,10 +226,12 @@ def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> Proc
             continue
         if device is not None and entry.get("registry_name") == DEVICE_STEP:
             entry["config"] = {**(entry.get("config") or {}), "device": device}
-        state_file = entry.get("state_file")
-        if state_file:
+        if entry.get("state_file") is not None:
+            state_file = named_file(
+                folder, entry["state_file"], referenced_by=path, key=f"steps[{index}].state_file"
+            )
             key = state_key(index, str(entry.get("registry_name")))
-            state[key] = read_arrays(folder / state_file, referenced_by=path)
+            state[key] = read_arrays(state_file, referenced_by=path)
     try:
         return ProcessorPipeline.from_data(data, state)
     except RlctlError as err:

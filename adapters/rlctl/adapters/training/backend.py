@@ -28,7 +28,7 @@ from rlctl.adapters.policies.processors import PREPROCESSOR_NAME
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
-from rlctl.adapters.training.checkpoints import find_checkpoint
+from rlctl.adapters.training.checkpoints import confined, find_checkpoint
 from rlctl.adapters.training.data import make_loader, sample_positions
 from rlctl.adapters.training.distributed import World, start_world
 from rlctl.adapters.training.ema import EmaModel
@@ -97,6 +97,8 @@ class TorchTrainingBackend:
     def _start(
         self, settings: TrainSettings, checkpoint: Path | None, world: World
     ) -> TorchTrainingSession:
+        if checkpoint is not None:
+            confined(checkpoint)
         step_info = (
             state_files.read_state_json(checkpoint / TRAINING_STATE_DIR / state_files.TRAINING_STEP)
             if checkpoint is not None

@@ -4,6 +4,9 @@ finding what to resume.
 A checkpoint is written under a hidden staging name and renamed into place, then `last` is
 re-pointed with an atomic replace: a run killed while saving leaves the previous checkpoint and
 `last` intact, and the half-written folder is ignored (and removed by the next save).
+
+A resumed checkpoint reads nothing outside itself: `last` must point at a folder beside it, and
+no file of the checkpoint may be a link out of it (`confined`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from rlctl.adapters.policies.errors import CheckpointError
+from rlctl.adapters.policies.files import inside_checkpoint
 from rlctl.adapters.training.state_files import TRAINING_STEP, read_state_json
 from rlctl.application.ports.training import CheckpointRef
 from rlctl.domain.run_layout import (
@@ -49,10 +54,23 @@ def find_checkpoint(location: str | os.PathLike[str]) -> CheckpointRef | None:
     if not folder.is_dir():
         return None
     last = folder / LAST
+    if last.is_symlink() and not last.resolve().parent == folder.resolve():
+        raise CheckpointError(
+            f"{LAST} points at {last.resolve()}, not at a checkpoint of this run",
+            where=str(last),
+            hint=f"{LAST} must link to a checkpoints/<step> folder beside it: re-point it "
+            f"(ln -sfn <step> {last}) or resume from a checkpoints/<step> folder",
+        )
     if _is_checkpoint(last):
         return _ref(last.resolve())
     complete = [p for p in folder.iterdir() if p.name.isdigit() and _is_checkpoint(p)]
     return max((_ref(p) for p in complete), key=lambda ref: ref.step, default=None)
+
+
+def confined(checkpoint: Path) -> None:
+    """Refuse a checkpoint holding a link to outside itself (the files resuming reads)."""
+    for path in sorted(checkpoint.rglob("*")):
+        inside_checkpoint(checkpoint, path, where=str(path))
 
 
 def write_checkpoint(output_dir: Path, name: str, fill: Callable[[Path], None]) -> Path:
