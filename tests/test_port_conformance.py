@@ -22,6 +22,7 @@ import typing
 
 from rlctl.adapters.cameras.opencv import OpenCVCamera
 from rlctl.adapters.clock.system import SystemClock
+from rlctl.adapters.control.stop_signals import StopSignals
 from rlctl.adapters.control.terminal import KeyboardControls, NoControls, TerminalConsole
 from rlctl.adapters.display.rerun_display import RerunDisplay
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
@@ -30,7 +31,7 @@ from rlctl.adapters.hub.layout import LeRobotLayout
 from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
 from rlctl.adapters.memory.camera import SyntheticCamera
 from rlctl.adapters.memory.clock import ManualClock
-from rlctl.adapters.memory.control import ScriptedConsole, ScriptedControls
+from rlctl.adapters.memory.control import NoInterrupts, ScriptedConsole, ScriptedControls
 from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.adapters.memory.dataset_tools import (
     InMemoryDatasetFolders,
@@ -112,7 +113,7 @@ from rlctl.adapters.video.torchcodec_decoder import TorchCodecVideoDecoder
 from rlctl.application import ports
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.clock import Clock
-from rlctl.application.ports.control import Console, RecordControls
+from rlctl.application.ports.control import Console, Interrupts, RecordControls
 from rlctl.application.ports.dataset import DatasetMetaReader, LanguageAnnotations
 from rlctl.application.ports.dataset_tools import (
     DatasetCheck,
@@ -158,6 +159,10 @@ def record_controls(
 
 def console(terminal: TerminalConsole, fake: ScriptedConsole) -> list[Console]:
     return [terminal, fake]
+
+
+def interrupts(signals: StopSignals, fake: NoInterrupts) -> list[Interrupts]:
+    return [signals, fake]
 
 
 def motor_bus(

@@ -143,6 +143,18 @@ def test_ctrl_c_keeps_finished_episodes_and_drops_the_one_under_way():
     assert report.saved_episodes == (0,) and writer.datasets[ROOT].total_frames == 10
 
 
+def test_saves_and_the_closing_are_shielded_from_repeated_interrupts():
+    from rlctl.adapters.memory.control import NoInterrupts
+
+    interrupts = NoInterrupts()
+    robot = ScriptedRobot(fail_at={15: KeyboardInterrupt()})  # in the reset after episode 0
+    use_case, _, _, _ = recorder(robot=robot, interrupts=interrupts)
+    report = record(use_case, num_episodes=3)
+    assert report.interrupted and report.saved_episodes == (0,)
+    # Episode 0's save, then the interrupted run's closing of the dataset.
+    assert interrupts.saves == 2 and not interrupts.installed
+
+
 def test_a_device_failing_during_the_reset_keeps_the_finished_episode():
     robot = ScriptedRobot(fail_at={13: HardwareError("motor 3 is gone")})
     use_case, writer, robot, _ = recorder(robot=robot)

@@ -319,3 +319,55 @@ def test_sigkill_mid_episode_keeps_earlier_episodes_and_resume_continues(tmp_pat
     assert reader.meta.total_episodes == kept + 2 and len(reader) == 10 * (kept + 2)
     assert LeRobotMetaReader().read_meta(root).tasks == ("swing",)
     assert "ok, 0 warnings" in invoke("dataset", "check", str(root)).output
+
+
+def _stop_during_an_episode(root: Path, send) -> tuple[int, str]:
+    """Start a recording, let one episode be saved and the next one begin, then `send` the
+    stop; return the exit status and the output."""
+    process = record_process(root, "--dataset.num_episodes=5", "--dataset.episode_time_s=30")
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    for line in process.stdout:
+        lines.append(line)
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "recording episode" and event.get("episode") == 1:
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    time.sleep(0.5)  # some frames of the second episode
+    send(process)
+    try:
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            kill_tree(process)
+    return process.returncode, "".join(lines) + output
+
+
+def _ctrl_c_under_uv(process: subprocess.Popen) -> None:
+    # The terminal's SIGINT, then uv's copy of it (`uv run` forwards it to its child), then the
+    # person pressing again while the episode is being saved.
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "send",
+    [_ctrl_c_under_uv, lambda p: p.send_signal(signal.SIGTERM)],
+    ids=["ctrl-c-under-uv", "sigterm"],
+)
+def test_a_repeated_ctrl_c_or_sigterm_closes_the_dataset_whole(tmp_path, send):
+    """As LeRobot, the episode under way is dropped and the finished ones kept; a second
+    signal (uv forwards each Ctrl-C again) or SIGTERM must not cut the closing of the dataset."""
+    root = tmp_path / "ds"
+    code, output = _stop_during_an_episode(root, send)
+    assert code == 130, output
+    assert "interrupted: keeping the finished episodes" in output
+    assert "recorded 1 episode(s), 600 frames" in output
+    meta = LeRobotMetaReader().read_meta(root)
+    assert meta.total_episodes == 1 and meta.episodes[0].length == 600, output
+    checked = invoke("dataset", "check", str(root))
+    assert checked.exit_code == 0 and "ok, 0 warnings" in checked.output, checked.output

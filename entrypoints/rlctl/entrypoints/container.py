@@ -229,6 +229,13 @@ class Container(containers.DeclarativeContainer):
     setup_motors = providers.Factory(
         lazy("rlctl.application.use_cases.setup_motors:SetupMotors"), console=console
     )
+    # Ctrl-C and SIGTERM during a recording: the episode under way and the dataset's closing
+    # are saved however often the signal comes (uv forwards each Ctrl-C twice).
+    recording_interrupts = providers.Factory(
+        lazy("rlctl.adapters.control.stop_signals:StopSignals"),
+        what="the recording",
+        kept="every episode saved before is kept",
+    )
     record_episodes = providers.Factory(
         lazy("rlctl.application.use_cases.record_episodes:RecordEpisodes"),
         writer=dataset_writer,
@@ -236,6 +243,7 @@ class Container(containers.DeclarativeContainer):
         progress=progress,
         owns_process=owns_process,
         display=live_display,
+        interrupts=recording_interrupts,
     )
     teleoperate_robot = providers.Factory(
         lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),

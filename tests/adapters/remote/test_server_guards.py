@@ -4,6 +4,7 @@ what fails, and no NaN chunk sent."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from rlctl.adapters.memory.policy import ScriptedPolicy
@@ -347,7 +349,20 @@ def test_non_finite_observations_are_refused_with_the_key() -> None:
         client.close()
 
 
-def test_a_policy_failure_reaches_the_robot_as_its_reason_and_the_log_as_one_line() -> None:
+@pytest.fixture
+def debug_logging() -> Iterator[None]:
+    """Debug events kept, whatever an earlier test (a CLI run) set the level to."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+def test_a_policy_failure_reaches_the_robot_as_its_reason_and_the_log_as_one_line(
+    debug_logging: None,
+) -> None:
     def broken(batch: Mapping[str, Any]) -> np.ndarray:
         raise RuntimeError(
             "The size of tensor a (5) must match the size of tensor b (6) at \n"

@@ -176,7 +176,7 @@ def test_insisting_on_ctrl_c_abandons_the_save_and_keeps_the_previous_checkpoint
     assert code == 130, run.stderr()
     stderr = run.stderr()
     assert "saving the checkpoint, please wait (press Ctrl-C 3 more times" in stderr
-    assert "abandoning this checkpoint: the previous one is kept" in stderr
+    assert "abandoning the checkpoint: the previous checkpoint is kept" in stderr
     assert "continue with: rlctl train --resume=" in stderr
     assert previous is not None
     complete(run.out, previous.step)

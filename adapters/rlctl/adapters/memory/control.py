@@ -7,8 +7,9 @@ prompts from a list, reports Enter after a number of polls, and keeps everything
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from rlctl.application.ports.control import Control
 from rlctl.domain.errors import InvalidInput
@@ -74,3 +75,26 @@ class ScriptedConsole:
             self._polls = 0
             return True
         return False
+
+
+class NoInterrupts:
+    """Interrupts as an embedding program has them: Python's own, untouched. Counts saves."""
+
+    def __init__(self) -> None:
+        self.installed = False
+        self.saves = 0
+
+    def install(self) -> NoInterrupts:
+        self.installed = True
+        return self
+
+    def uninstall(self) -> None:
+        self.installed = False
+
+    @contextlib.contextmanager
+    def saving(self) -> Iterator[None]:
+        self.saves += 1
+        yield
+
+    def raise_pending(self) -> None:
+        pass

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
+from rlctl.adapters.control.stop_signals import StopSignals
 from rlctl.adapters.policies.base import PolicyModel
 from rlctl.adapters.policies.checkpoint import save_pretrained
 from rlctl.adapters.policies.dropout import DrawThreads
@@ -32,7 +33,6 @@ from rlctl.adapters.training.finite import diagnose, nonfinite_weights
 from rlctl.adapters.training.layout import images_channels_last
 from rlctl.adapters.training.lerobot_config import TRAIN_CONFIG_NAME
 from rlctl.adapters.training.precision import Precision
-from rlctl.adapters.training.signals import StopSignals
 from rlctl.application.ports.training import CheckpointRef, StepResult, TrainingDiverged
 from rlctl.domain.processors import ProcessorPipeline
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR, step_name

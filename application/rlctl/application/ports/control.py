@@ -4,12 +4,16 @@
   so a key pressed between two ticks is never missed.
 - `Console`: questions and answers for interactive procedures (calibration, motor setup): a
   prompt that waits for a line, messages, and a non-blocking "was Enter pressed?".
+- `Interrupts`: Ctrl-C and SIGTERM while a command runs. The first stops the work
+  (`KeyboardInterrupt` where it is); later ones, which `uv run` sends a second time on its own,
+  must not cut what is being saved.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 
@@ -47,6 +51,26 @@ class Console(Protocol):
 
     def enter_pressed(self) -> bool:
         """Whether Enter was pressed since the last call; never waits."""
+        ...
+
+
+class Interrupts(Protocol):
+    def install(self) -> object:
+        """Take over Ctrl-C and SIGTERM (only where nobody else has: an embedding program keeps
+        its own handlers)."""
+        ...
+
+    def uninstall(self) -> None:
+        """Give the signals back as they were."""
+        ...
+
+    def saving(self) -> AbstractContextManager[None]:
+        """A save that interrupts do not cut: a first one waits for its end (`raise_pending`),
+        later ones are answered "please wait" until the person insists."""
+        ...
+
+    def raise_pending(self) -> None:
+        """Raise the `KeyboardInterrupt` that arrived during a save, if one did."""
         ...
 
 

@@ -23,8 +23,9 @@ policy in control the policy acts during episodes and the teleoperator (if any) 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from rlctl.application.control_loop import (
 )
 from rlctl.application.devices import Calibrate, connect_devices, disconnect_devices
 from rlctl.application.ports.clock import Clock
-from rlctl.application.ports.control import Control, RecordControls
+from rlctl.application.ports.control import Control, Interrupts, RecordControls
 from rlctl.application.ports.dataset_writer import DatasetWriter, DatasetWriteSession
 from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.policy import Policy
@@ -123,7 +124,10 @@ class RecordEpisodes:
         calibrate: Calibrate | None = None,
         owns_process: bool = False,
         display: LiveDisplay | None = None,
+        interrupts: Interrupts | None = None,
     ) -> None:
+        """`interrupts`: Ctrl-C and SIGTERM handled so that a second one (uv sends each twice)
+        never cuts the saving of the episode under way or the closing of the dataset."""
         if teleop is None and policy is None:
             raise InvalidInput(
                 "nothing would drive the robot",
@@ -141,6 +145,7 @@ class RecordEpisodes:
         self._display = display
         # A command that owns its process (`rlctl record`) may tune the interpreter for the loop.
         self._owns_process = owns_process
+        self._interrupts = interrupts
         self._features = {**robot.observation_features, **robot.action_features}
         # Looked up once: a robot may build its feature specs on every access.
         self._observation_keys = list(robot.observation_features)
@@ -158,8 +163,23 @@ class RecordEpisodes:
     def __call__(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         _check(settings)
         # The writer's and the cameras' threads share the interpreter lock with the loop.
-        with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
-            return self._record(target, settings)
+        if self._interrupts is not None:
+            self._interrupts.install()
+        try:
+            with loop_interpreter(self._robot.realtime, owns_process=self._owns_process):
+                return self._record(target, settings)
+        finally:
+            if self._interrupts is not None:
+                self._interrupts.uninstall()
+
+    @contextlib.contextmanager
+    def _shielded(self) -> Iterator[None]:
+        """A save that a repeated Ctrl-C does not cut (see `Interrupts`)."""
+        if self._interrupts is None:
+            yield
+            return
+        with self._interrupts.saving():
+            yield
 
     def _record(self, target: DatasetTarget, settings: RecordSettings) -> RecordReport:
         session = self._open(target, settings)
@@ -200,13 +220,17 @@ class RecordEpisodes:
                     counts["rerecorded"] += 1
                     continue
                 if finished_unsaved:
-                    saved.append(self._save(session, counts))
-                    finished_unsaved = False
+                    with self._shielded():
+                        saved.append(self._save(session, counts))
+                        finished_unsaved = False
+                    if self._interrupts is not None:
+                        self._interrupts.raise_pending()  # a Ctrl-C that came while saving
         except KeyboardInterrupt:
             interrupted = True
             log.warning("interrupted: keeping the finished episodes")
             if finished_unsaved:
-                saved.append(self._save(session, counts))
+                with self._shielded():
+                    saved.append(self._save(session, counts))
         except Exception:
             failed = True
             # A device failing during a reset must not take the finished episode with it.
@@ -216,7 +240,8 @@ class RecordEpisodes:
         finally:
             started = time.perf_counter()
             try:
-                meta = self._close(session, target, failed=failed)
+                with self._shielded():
+                    meta = self._close(session, target, failed=failed)
             finally:
                 finalize_s = time.perf_counter() - started
                 disconnect_devices(self._robot, self._teleop)

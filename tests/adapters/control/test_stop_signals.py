@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from rlctl.adapters.training import signals as signals_module
-from rlctl.adapters.training.signals import ABANDON_AFTER, StopSignals
+from rlctl.adapters.control import stop_signals as signals_module
+from rlctl.adapters.control.stop_signals import ABANDON_AFTER, StopSignals
 
 
 class Clock:
@@ -104,7 +104,7 @@ def test_insisting_abandons_the_save(stops, clock):
             press(clock, later=0.001)  # each press arrives twice under uv
         written.append("checkpoint")
     assert written == []
-    assert "abandoning this checkpoint: the previous one is kept" in stops.said
+    assert "abandoning the checkpoint: the previous checkpoint is kept" in stops.said
 
 
 def test_a_first_ctrl_c_during_a_periodic_save_is_raised_after_it(stops, clock):

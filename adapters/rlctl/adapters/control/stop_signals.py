@@ -1,6 +1,7 @@
-"""Ctrl-C and SIGTERM during training: stop at once, but never lose the checkpoint being saved.
+"""Ctrl-C and SIGTERM while work runs: stop at once, but never lose what is being saved.
 
-`StopSignals` is installed for a training session (main thread only; signals reach no other):
+`StopSignals` is installed for a training session or a recording (main thread only; signals
+reach no other); `what` names what its saves write ("the checkpoint", "the recording"):
 
 - the first SIGINT or SIGTERM raises KeyboardInterrupt where the program is, as Python's own
   handler would — except while an update is applied (`update()`), where it waits for the block
@@ -46,7 +47,16 @@ def _say(text: str) -> None:
 
 
 class StopSignals:
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        what: str = "the checkpoint",
+        kept: str = "the previous checkpoint is kept",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`what` its saves write; `kept`: what survives a save abandoned halfway."""
+        self._what = what
+        self._kept = kept
         self._clock = clock
         self._previous: dict[int, Any] = {}
         self.stop_requested = False
@@ -85,7 +95,7 @@ class StopSignals:
             if self._holding or self._saving:
                 self._pending = True
                 if self._saving:
-                    _say(_waiting_message(ABANDON_AFTER, saving=True))
+                    _say(self._waiting(ABANDON_AFTER))
                 return
             raise KeyboardInterrupt
         if same_press:
@@ -93,11 +103,11 @@ class StopSignals:
         self._presses += 1
         left = ABANDON_AFTER - self._presses
         if left > 0:
-            _say(_waiting_message(left, saving=self._saving))
+            _say(self._waiting(left))
             return
         self._presses = 0
         if self._saving:
-            _say("abandoning this checkpoint: the previous one is kept")
+            _say(f"abandoning {self._what}: {self._kept}")
         elif self._holding:  # never half an update, however often one presses
             self._pending = True
             return
@@ -132,12 +142,11 @@ class StopSignals:
             self._pending = False
             raise KeyboardInterrupt
 
-
-def _waiting_message(left: int, *, saving: bool) -> str:
-    times = "once more" if left == 1 else f"{left} more times"
-    if saving:
-        return (
-            f"saving the checkpoint, please wait (press Ctrl-C {times} to abandon it; the "
-            "previous checkpoint is kept)"
-        )
-    return f"stopping, please wait (press Ctrl-C {times} to force it)"
+    def _waiting(self, left: int) -> str:
+        times = "once more" if left == 1 else f"{left} more times"
+        if self._saving:
+            return (
+                f"saving {self._what}, please wait (press Ctrl-C {times} to abandon it; "
+                f"{self._kept})"
+            )
+        return f"stopping, please wait (press Ctrl-C {times} to force it)"
