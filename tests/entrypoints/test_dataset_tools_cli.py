@@ -180,6 +180,11 @@ def test_check_fix_removes_what_killed_writers_left(runner, dataset):
     (beside / "meta").mkdir(parents=True)
     (dataset / "notes.txt").write_text("mine")
 
+    plain = run(runner, "check", dataset).output  # a warning naming each, and the fix
+    for path in (staging.parent, temp, beside):
+        assert path.name in plain and path.exists()
+    assert "left over by an interrupted write or edit" in plain and "check --fix" in plain
+    assert "notes.txt" not in plain
     out = run(runner, "check", dataset, "--fix").output
     assert "removed 3 leftover(s) of interrupted writers" in out
     for path in (staging.parent, temp, beside):

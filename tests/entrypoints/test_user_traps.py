@@ -200,9 +200,23 @@ def test_a_bad_episode_list_names_the_item():
     assert "dataset.episodes[1] (in --dataset.episodes): 'one' is not a whole number" in output
 
 
+HUB_POLICY_COMMANDS = {
+    "eval": ["eval", "--policy.path=lerobot/diffusion_pusht", "--output_dir={tmp}/eval"],
+    "record": [
+        "record",
+        "--robot.type=scripted",
+        "--policy.path=lerobot/diffusion_pusht",
+        "--dataset.root={tmp}/ds",
+        "--controls=off",
+    ],
+    "serve": ["policy", "serve", "--policy.path=lerobot/diffusion_pusht", "--port=0"],
+}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(HUB_POLICY_COMMANDS))
 @pytest.mark.parametrize("offline", ["0", "1"])
-def test_a_hub_policy_not_pulled_yet_says_how_to_pull_it(tmp_path, offline):
+def test_a_hub_policy_not_pulled_yet_says_how_to_pull_it(tmp_path, offline, command):
     env = {
         **os.environ,
         "HF_ENDPOINT": "http://127.0.0.1:9",  # nothing listens: the Hub is out of reach
@@ -217,9 +231,7 @@ def test_a_hub_policy_not_pulled_yet_says_how_to_pull_it(tmp_path, offline):
             sys.executable,
             "-c",
             "from rlctl.entrypoints.cli.main import main; main()",
-            "eval",
-            "--policy.path=lerobot/diffusion_pusht",
-            f"--output_dir={tmp_path / 'eval'}",
+            *(arg.format(tmp=tmp_path) for arg in HUB_POLICY_COMMANDS[command]),
         ],
         capture_output=True,
         text=True,

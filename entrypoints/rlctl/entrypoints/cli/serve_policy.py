@@ -24,9 +24,10 @@ from rlctl.entrypoints.settings import AppSettings
 
 @attrs.frozen
 class ServedPolicies:
-    # One policy: a `pretrained_model` folder (or a run's checkpoint); served under its folder name.
+    # One policy: a `pretrained_model` folder, a run (its last checkpoint) or a Hub repo id;
+    # served under its folder's (or repo's) name.
     path: str | None = None
-    # Several policies, by the name robots ask for: {name: folder}.
+    # Several policies, by the name robots ask for: {name: folder or repo id}.
     paths: dict[str, str] = attrs.field(factory=dict)
     # cpu, cuda, cuda:1, mps; default: the device it was trained on, if present here.
     device: str | None = None
@@ -88,6 +89,9 @@ def serve(config: ServeCommandSettings, insecure: bool) -> None:
             where="--max-message-mb",
         )
     container = build_container(config)
+    # A Hub repo id is pulled (or read from the cache); a run folder gives its last checkpoint.
+    resolve = container.resolve_policy()
+    served = [ServedPolicy(p.name, str(resolve(p.location))) for p in served]
     server = GrpcPolicyServer(
         host=config.host,
         port=config.port,

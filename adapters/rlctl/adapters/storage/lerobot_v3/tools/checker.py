@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 
+from rlctl.adapters.storage.lerobot_v3.leftovers import leftovers_beside, leftovers_inside
 from rlctl.adapters.storage.lerobot_v3.paths import (
     DATA_DIR,
     VIDEOS_DIR,
@@ -83,6 +84,13 @@ class LeRobotDatasetCheck:
         self._report_strays()
 
     def _report_strays(self) -> None:
+        for path in [*leftovers_inside(self._root), *leftovers_beside(self._root)]:
+            self._findings.warning(
+                "left over by an interrupted write or edit (or one still running)",
+                file=path,
+                kind="leftovers",
+                hint="`rlctl dataset check --fix` removes what no running writer holds",
+            )
         known = {unit.path for unit in self._units.values()}
         for folder, pattern in ((DATA_DIR, "*.parquet"), (VIDEOS_DIR, "*.mp4")):
             for path in sorted((self._root / folder).rglob(pattern)):
