@@ -364,7 +364,9 @@ def test_a_repeated_ctrl_c_or_sigterm_closes_the_dataset_whole(tmp_path, send):
     signal (uv forwards each Ctrl-C again) or SIGTERM must not cut the closing of the dataset."""
     root = tmp_path / "ds"
     code, output = _stop_during_an_episode(root, send)
-    assert code == 130, output
+    # 130 from the command; a press that lands after the dataset is closed, while the process
+    # exits, ends it by SIGINT's own status (-2): the data is whole either way.
+    assert code in (130, -signal.SIGINT), output
     assert "interrupted: keeping the finished episodes" in output
     assert "recorded 1 episode(s), 600 frames" in output
     meta = LeRobotMetaReader().read_meta(root)

@@ -106,6 +106,8 @@ def test_eval_and_record_give_smolvla_the_task_text(heard, tmp_path):
             "--robot.type=sim",
             *(arg.replace("--env.", "--robot.env.") for arg in env),
             "--robot.env.task=reach-v3",
+            # The sim robot's default env records states only; SmolVLA needs the camera.
+            "--robot.env.obs_type=pixels_agent_pos",
             f"--policy.path={checkpoint}",
             "--dataset.single_task=wave at the camera",
             f"--dataset.root={tmp_path / 'recorded'}",
