@@ -89,8 +89,8 @@ def make_checkpoint(out: Path, size: str, steps: int, tokenizer: Path) -> None:
     import numpy as np
     import torch
 
-    from rlctl.adapters.policies import tokenizer as tokenizer_module
     from rlctl.adapters.policies.loaded_policy import create_policy
+    from rlctl.adapters.policies.vla import tokenizer as tokenizer_module
     from rlctl.domain.features import typed_feature
     from rlctl.domain.policies.pi05 import PI05Config
 
@@ -139,8 +139,8 @@ def run_rlctl(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> di
     start = time.perf_counter()
     import torch
 
-    from rlctl.adapters.policies import tokenizer as tokenizer_module
     from rlctl.adapters.policies.loaded_policy import load_policy_folder
+    from rlctl.adapters.policies.vla import tokenizer as tokenizer_module
 
     use_local_tokenizer(tokenizer_module, tokenizer)
     imported = time.perf_counter()

@@ -217,8 +217,9 @@ def warm_bytecode(env: dict[str, str]) -> None:
         [
             sys.executable,
             "-c",
-            "import transformers.models.smolvlm.modeling_smolvlm, rlctl.adapters.policies.smolvla,"
-            " rlctl.adapters.policies.loaded_policy, rlctl.adapters.training.optim",
+            "import transformers.models.smolvlm.modeling_smolvlm,"
+            " rlctl.adapters.policies.vla.smolvla, rlctl.adapters.policies.loaded_policy,"
+            " rlctl.adapters.training.optim",
         ],
         env=env,
     )

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 pytest.importorskip("transformers", reason="SmolVLA needs the smolvla extra")
 pytest.importorskip("metaworld", reason="the test envs are Meta-World's")
 
-from rlctl.adapters.policies import tokenizer
 from rlctl.adapters.policies.loaded_policy import create_policy
+from rlctl.adapters.policies.vla import tokenizer
 from rlctl.adapters.sim.envs.metaworld_env import task_table
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies.smolvla import SmolVLAConfig

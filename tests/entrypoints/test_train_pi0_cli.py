@@ -32,7 +32,7 @@ EXPERT = "custom:width=16,depth=1,mlp_dim=32,num_heads=8,num_kv_heads=1,head_dim
 @pytest.fixture
 def tiny_paligemma_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PaliGemma's tokenizer name read from a tiny local folder, as if from the Hub cache."""
-    from rlctl.adapters.policies import tokenizer
+    from rlctl.adapters.policies.vla import tokenizer
 
     folder: Path = runpy.run_path(str(TINY_TOKENIZER))["write_tiny_paligemma_tokenizer"](
         tmp_path / "tokenizer"

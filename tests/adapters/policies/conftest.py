@@ -35,7 +35,7 @@ def tiny_paligemma_tokenizer(
 ) -> Path:
     """PaliGemma's tokenizer name (what π0's processors write) read from the tiny local folder,
     as if it were in the Hub cache."""
-    from rlctl.adapters.policies import tokenizer
+    from rlctl.adapters.policies.vla import tokenizer
 
     load = tokenizer.load_tokenizer
 

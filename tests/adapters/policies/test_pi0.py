@@ -16,8 +16,8 @@ pytest.importorskip("transformers", reason="π0 needs the smolvla extra")
 
 from rlctl.adapters.policies.checkpoint import read_config, read_model
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.adapters.policies.paligemma import PaliGemmaWithExpertModel
-from rlctl.adapters.policies.pi0 import PI0Policy
+from rlctl.adapters.policies.vla.backbones.paligemma import PaliGemmaWithExpertModel
+from rlctl.adapters.policies.vla.pi0 import PI0Policy
 from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import typed_feature

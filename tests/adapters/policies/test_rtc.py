@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from rlctl.adapters.policies.rtc import PrefixGuidance, guidance_weight, guided
+from rlctl.adapters.policies.vla.rtc import PrefixGuidance, guidance_weight, guided
 from rlctl.domain.policies.rtc import RTCConfig, prefix_weights
 
 STEPS, DIMS = 12, 4

@@ -16,7 +16,7 @@ pytest.importorskip("transformers", reason="SmolVLA needs the smolvla extra")
 
 from rlctl.adapters.policies.checkpoint import read_config, read_model
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.adapters.policies.smolvla import SmolVLAPolicy
+from rlctl.adapters.policies.vla.smolvla import SmolVLAPolicy
 from rlctl.domain.config import structure
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import PolicyConfig
@@ -255,7 +255,7 @@ def test_the_experts_projections_of_the_prefix_are_made_once_per_chunk(
     """In cross-attention layers the expert projects the cached VLM keys and values: the same
     at every Euler step, so made once per chunk (on both inference paths) — with the very same
     actions as projecting them again at every step."""
-    from rlctl.adapters.policies import smolvla
+    from rlctl.adapters.policies.vla import smolvla
 
     torch.manual_seed(0)
     policy = create_policy(tiny_config(tiny_smolvlm, num_steps=4), stats())
@@ -310,7 +310,7 @@ def test_the_speed_paths_predict_the_chunks_of_the_plain_ones(
     the prompt's padding out of the prefix, stop the VLM's last layer at its keys and values
     and run the expert alone over the cached prefix: less work, the chunks of LeRobot's plain
     arithmetic (the slow path, `speed_paths = False`)."""
-    from rlctl.adapters.policies.smolvla import SmolVLMWithExpertModel
+    from rlctl.adapters.policies.vla.backbones.smolvlm import SmolVLMWithExpertModel
 
     torch.manual_seed(0)
     config = tiny_config(

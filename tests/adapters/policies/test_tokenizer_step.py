@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("transformers", reason="the tokenizer step needs the smolvla extra")
 
-from rlctl.adapters.policies.tokenizer import TokenizerStep
+from rlctl.adapters.policies.vla.tokenizer import TokenizerStep
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.frames import Transition
 from rlctl.domain.processors import ProcessorPipeline

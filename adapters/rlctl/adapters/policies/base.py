@@ -24,7 +24,7 @@ from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import PolicyConfig, known_policy_types
 
 if TYPE_CHECKING:
-    from rlctl.adapters.policies.rtc import PrefixGuidance
+    from rlctl.adapters.policies.vla.rtc import PrefixGuidance
     from rlctl.application.ports.simulation import Simulation
 
 Batch = Mapping[str, Any]

@@ -26,7 +26,7 @@ from rlctl.adapters.policies.checkpoint import (
     save_pretrained,
 )
 from rlctl.adapters.policies.processors import make_pre_post_processors
-from rlctl.adapters.policies.rtc import PrefixGuidance
+from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.action_chunk import ActionChunk

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
-from rlctl.adapters.policies import tokenizer as _tokenizer  # noqa: F401 (registers the step)
 from rlctl.adapters.policies.base import implementation_of
 from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.files import (
@@ -31,6 +30,7 @@ from rlctl.adapters.policies.files import (
     read_arrays,
     read_checkpoint_json,
 )
+from rlctl.adapters.policies.vla import tokenizer as _tokenizer  # noqa: F401 (registers the step)
 from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.frames import Transition

@@ -204,7 +204,7 @@ class PiConfig(PolicyConfig):
 class PI0Config(PiConfig):
     """π0 with LeRobot's defaults (PaliGemma 2B + a 300M action expert)."""
 
-    implementation = "rlctl.adapters.policies.pi0:PI0Policy"
+    implementation = "rlctl.adapters.policies.vla.pi0:PI0Policy"
 
 
 attrs.resolve_types(PiConfig)

@@ -36,7 +36,7 @@ def _float_pair(value: Iterable[float]) -> tuple[float, float]:
 class SmolVLAConfig(PolicyConfig):
     """SmolVLA with LeRobot's defaults (the SmolVLM2-500M backbone, 16 of its layers)."""
 
-    implementation = "rlctl.adapters.policies.smolvla:SmolVLAPolicy"
+    implementation = "rlctl.adapters.policies.vla.smolvla:SmolVLAPolicy"
     supports_rtc: ClassVar[bool] = True
 
     chunk_size: int = 50

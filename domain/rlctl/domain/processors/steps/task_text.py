@@ -2,7 +2,7 @@
 newline (SmolVLA's prompt format), and the settings of the step that tokenises it.
 
 The tokenising step itself needs a tokenizer library, so it lives in the adapters
-(`rlctl.adapters.policies.tokenizer`, registered as LeRobot's `tokenizer_processor`); its
+(`rlctl.adapters.policies.vla.tokenizer`, registered as LeRobot's `tokenizer_processor`); its
 settings are here, with LeRobot's `TokenizerProcessorStep` field names, so the JSON both tools
 write structures into them.
 """

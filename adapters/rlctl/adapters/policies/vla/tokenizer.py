@@ -17,6 +17,7 @@ import numpy as np
 import structlog
 import torch
 
+from rlctl.adapters.policies.vla.loading import require_transformers
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.frames import Transition
 from rlctl.domain.processors import Step, register_step
@@ -34,20 +35,8 @@ TOKENIZER_STEP = "tokenizer_processor"
 PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
 PI05_STATE_STEP = "pi05_prepare_state_tokenizer_processor_step"
 STATE_BINS = 256
-INSTALL_HINT = (
-    "install the smolvla extra: uv sync --extra smolvla (or pip install 'rlctl[smolvla]')"
-)
 
 log = structlog.get_logger(__name__)
-
-
-def require_transformers(what: str) -> Any:
-    """The `transformers` module, or a ConfigError saying what to install."""
-    try:
-        import transformers
-    except ImportError as err:
-        raise ConfigError(f"{what} needs the transformers library", hint=INSTALL_HINT) from err
-    return transformers
 
 
 def load_tokenizer(name: str) -> Any:

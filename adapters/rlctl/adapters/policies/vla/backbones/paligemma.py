@@ -1,5 +1,4 @@
-"""What π0 and π0.5 share: a PaliGemma and a Gemma action expert run layer by layer together,
-the flow-matching sampler, and openpi's image preprocessing.
+"""π0's and π0.5's backbone: a PaliGemma and a Gemma action expert run layer by layer together.
 
     images ──► SigLIP + projector ─┐
     task tokens ──► embeddings ────┴─► prefix ──► PaliGemma's Gemma layers ──┐ keys/values
@@ -20,7 +19,7 @@ hold them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -28,13 +27,13 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from rlctl.adapters.policies.tokenizer import require_transformers
-from rlctl.domain.errors import ConfigError
+from rlctl.adapters.policies.vla.backbones.vlm_with_expert import VLMWithExpert
+from rlctl.adapters.policies.vla.loading import require_transformers
+from rlctl.adapters.policies.vla.rotary import Rotary, gemma_rope_tables, gemma_rotate
 from rlctl.domain.policies.pi0 import GemmaSizes, PiConfig
 
 # openpi's mask value for positions a token may not attend to (added to the scores).
 ATTENTION_MASK_VALUE = -2.3819763e38
-ROPE_THETA = 10_000.0
 RMS_EPS = 1e-6
 # Parameters kept in float32 when the model runs in bfloat16 (LeRobot's list).
 KEEP_FLOAT32 = (
@@ -44,8 +43,6 @@ KEEP_FLOAT32 = (
     "post_attention_layernorm",
     "model.norm",
 )
-# Velocity of the flow at (x_t, time): the function the sampler integrates.
-Velocity = Callable[[Tensor, Tensor], Tensor]
 # Cached keys and values of the prefix, per layer: (keys, values), each (B, kv_heads, L, dim).
 KVCache = list[tuple[Tensor, Tensor]]
 
@@ -170,21 +167,6 @@ class GemmaExpert(nn.Module):
 # --- attention arithmetic ------------------------------------------------------------------------
 
 
-def rope(positions: Tensor, head_dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """(cos, sin) of Gemma's rotary embedding at positions (B, L), each (B, 1, L, head_dim)."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (ROPE_THETA ** (exponents / head_dim))
-    freqs = positions[..., None].float() * inv_freq
-    angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
-
-
-def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
-
-
 def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
     """Eager grouped-query attention as Gemma's: (B, H, Lq, D) queries, (B, Hkv, Lk, D) keys
     and values, an additive (B, 1, Lq, Lk) mask -> (B, Lq, H*D)."""
@@ -201,11 +183,6 @@ def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
     probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     out = torch.matmul(probs, value).transpose(1, 2)
     return out.reshape(*out.shape[:2], -1)
-
-
-def additive_mask(allowed: Tensor) -> Tensor:
-    """(B, Lq, Lk) booleans -> the (B, 1, Lq, Lk) float mask added to attention scores."""
-    return torch.where(allowed[:, None], 0.0, ATTENTION_MASK_VALUE)
 
 
 # --- the PaliGemma and the expert ----------------------------------------------------------------
@@ -246,8 +223,10 @@ def paligemma_config(sizes: GemmaSizes, image_size: int) -> Any:
     )
 
 
-class PaliGemmaWithExpertModel(nn.Module):
+class PaliGemmaWithExpertModel(VLMWithExpert):
     """The PaliGemma (`paligemma`) and the action expert (`gemma_expert`), run together."""
+
+    vlm_path, vision_path = "paligemma", "paligemma.model.vision_tower"
 
     def __init__(self, config: PiConfig, *, adaptive_expert: bool) -> None:
         super().__init__()
@@ -276,7 +255,10 @@ class PaliGemmaWithExpertModel(nn.Module):
         self.train_expert_only = config.train_expert_only
         self.gradient_checkpointing = config.gradient_checkpointing
         self.set_precision(config.dtype)
-        self._set_requires_grad()
+        self.freeze()
+        # The lm_heads read nothing here.
+        self.paligemma.lm_head.requires_grad_(False)
+        self.gemma_expert.lm_head.requires_grad_(False)
 
     @property
     def vlm_layers(self) -> nn.ModuleList:
@@ -296,40 +278,6 @@ class PaliGemmaWithExpertModel(nn.Module):
         for name, param in self.named_parameters():
             if any(part in name for part in KEEP_FLOAT32):
                 param.data = param.data.to(torch.float32)
-
-    def _set_requires_grad(self) -> None:
-        if self.freeze_vision_encoder:
-            self.paligemma.model.vision_tower.eval()
-            self.paligemma.model.vision_tower.requires_grad_(False)
-        if self.train_expert_only:
-            self.paligemma.eval()
-            self.paligemma.requires_grad_(False)
-        # The lm_heads read nothing here.
-        self.paligemma.lm_head.requires_grad_(False)
-        self.gemma_expert.lm_head.requires_grad_(False)
-
-    def train(self, mode: bool = True) -> PaliGemmaWithExpertModel:
-        super().train(mode)
-        if self.freeze_vision_encoder:
-            self.paligemma.model.vision_tower.eval()
-        if self.train_expert_only:
-            self.paligemma.eval()
-        return self
-
-    def materialize_buffers(self) -> None:
-        """Buffers that are no checkpoint's (SigLIP's patch positions, the embeddings' scale),
-        recomputed after the parameters were loaded onto a model built on the meta device."""
-        for module in self.modules():
-            for name, buffer in list(module.named_buffers(recurse=False)):
-                if not buffer.is_meta:
-                    continue
-                if name == "position_ids":
-                    value = torch.arange(buffer.shape[-1]).expand(buffer.shape)
-                elif name == "embed_scale":
-                    value = torch.tensor(float(getattr(module, "scalar_embed_scale", 1.0)))
-                else:
-                    raise ConfigError(f"π0's buffer {name!r} cannot be rebuilt after loading")
-                setattr(module, name, value.to(buffer.dtype))
 
     def embed_image(self, image: Tensor) -> Tensor:
         """(B, 3, H, W) in [-1, 1] -> (B, patches, width): SigLIP, then the projector (float32)."""
@@ -376,20 +324,20 @@ class PaliGemmaWithExpertModel(nn.Module):
         hidden = prefix
         if self.vlm_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
             hidden = hidden.to(torch.bfloat16)
-        cos, sin = rope(positions, self.head_dim, hidden.dtype)
+        rotary = gemma_rope_tables(positions, self.head_dim, hidden.dtype)
         cache: KVCache = []
         for layer in self.vlm_layers:
             query, key, value, gate = layer.qkv(hidden, None)
-            query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+            query, key = gemma_rotate(query, rotary), gemma_rotate(key, rotary)
             cache.append((key, value))
             hidden = layer.finish(hidden, attend(query, key, value, mask), gate, None)
         return cache
 
-    def expert_rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+    def expert_rotary(self, positions: Tensor) -> Rotary:
         """The rotary tables (cos, sin) of `expert_step` at the suffix's positions: the same at
         every Euler step of a chunk, so the sampler computes them once."""
         dtype = self.expert_layers[0].self_attn.q_proj.weight.dtype
-        return rope(
+        return gemma_rope_tables(
             positions, self.head_dim, torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
         )
 
@@ -398,7 +346,7 @@ class PaliGemmaWithExpertModel(nn.Module):
         suffix: Tensor,
         cache: KVCache,
         mask: Tensor,
-        rotary: tuple[Tensor, Tensor],
+        rotary: Rotary,
         expert_cond: Tensor | None = None,
         modulations: Sequence[Tensor] | None = None,
     ) -> Tensor:
@@ -409,13 +357,12 @@ class PaliGemmaWithExpertModel(nn.Module):
         hidden = suffix
         if self.expert_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
             hidden = hidden.to(torch.bfloat16)
-        cos, sin = rotary
         mods: Sequence[Tensor | None] = modulations or [None] * (2 * len(cache) + 1)
         for index, (layer, (cached_key, cached_value)) in enumerate(
             zip(self.expert_layers, cache, strict=True)
         ):
             query, key, value, gate = layer.qkv(hidden, expert_cond, mods[2 * index])
-            query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+            query, key = gemma_rotate(query, rotary), gemma_rotate(key, rotary)
             key = torch.cat([cached_key, key], dim=2)
             value = torch.cat([cached_value, value], dim=2)
             attended = attend(query, key, value, mask)
@@ -449,141 +396,11 @@ def _joint_layer(
     query = torch.cat([p[0] for p in parts], dim=2)
     key = torch.cat([p[1] for p in parts], dim=2)
     value = torch.cat([p[2] for p in parts], dim=2)
-    cos, sin = rope(positions, query.shape[-1], query.dtype)
-    attended = attend(rotate(query, cos, sin), rotate(key, cos, sin), value, mask)
+    rotary = gemma_rope_tables(positions, query.shape[-1], query.dtype)
+    attended = attend(gemma_rotate(query, rotary), gemma_rotate(key, rotary), value, mask)
     outputs, start = [], 0
     for layer, x, part, cond in zip(layers, streams, parts, conds):
         end = start + x.shape[1]
         outputs.append(layer.finish(x, attended[:, start:end], part[3], cond))
         start = end
     return outputs
-
-
-# --- flow matching -------------------------------------------------------------------------------
-
-
-def euler_times(noise: Tensor, num_steps: int) -> list[Tensor]:
-    """The times of `num_steps` Euler steps from 1 towards 0, each a float32 (B,) tensor."""
-    dt = -1.0 / num_steps
-    return [
-        torch.tensor(1.0 + step * dt, dtype=torch.float32, device=noise.device).expand(
-            noise.shape[0]
-        )
-        for step in range(num_steps)
-    ]
-
-
-def euler_integrate(
-    velocity: Velocity, noise: Tensor, num_steps: int, times: list[Tensor] | None = None
-) -> Tensor:
-    """Integrate the flow from noise (t=1) to actions (t=0) in `num_steps` Euler steps; each
-    step calls `velocity(x_t, time)` with `time` one of `times` (default `euler_times`), in
-    order (openpi's loop)."""
-    dt = -1.0 / num_steps
-    x_t = noise
-    for time in euler_times(noise, num_steps) if times is None else times:
-        x_t = x_t + dt * velocity(x_t, time)
-    return x_t
-
-
-def sample_time(config: PiConfig, batch: int, device: torch.device) -> Tensor:
-    """Training times: Beta(alpha, beta) * scale + offset (openpi's, sampled on the CPU)."""
-    beta = torch.distributions.Beta(
-        torch.tensor(config.time_sampling_beta_alpha, dtype=torch.float32),
-        torch.tensor(config.time_sampling_beta_beta, dtype=torch.float32),
-    )
-    time = beta.sample((batch,)).to(device) * config.time_sampling_scale
-    return (time + config.time_sampling_offset).to(torch.float32)
-
-
-def resize_with_pad(images: Tensor, height: int, width: int) -> Tensor:
-    """(B, C, H, W) in [0, 1] resized to fit (height, width) keeping the aspect ratio, clamped,
-    and padded with black on both sides (centred, openpi's convention)."""
-    current_height, current_width = images.shape[2:]
-    ratio = max(current_width / width, current_height / height)
-    resized_height, resized_width = int(current_height / ratio), int(current_width / ratio)
-    resized = F.interpolate(
-        images, size=(resized_height, resized_width), mode="bilinear", align_corners=False
-    ).clamp(0.0, 1.0)
-    top, extra_h = divmod(height - resized_height, 2)
-    left, extra_w = divmod(width - resized_width, 2)
-    return F.pad(resized, (left, left + extra_w, top, top + extra_h), value=0.0)
-
-
-def camera_keys(config: PiConfig) -> list[str]:
-    """The cameras the model reads: the configured ones, then `empty_cameras` placeholders."""
-    keys = list(config.image_features)
-    empty = (f"observation.images.empty_camera_{i}" for i in range(config.empty_cameras))
-    return keys + [key for key in empty if key not in keys]
-
-
-def prepare_images(
-    config: PiConfig, batch: Any, device: torch.device
-) -> tuple[list[Tensor], list[Tensor]]:
-    """Each camera the batch has, resized with padding and scaled to [-1, 1] (SigLIP's range);
-    each one it lacks a -1 image masked out (LeRobot's order: present cameras first)."""
-    keys = camera_keys(config)
-    present = [key for key in keys if key in batch]
-    if not present:
-        raise ConfigError(
-            f"the batch has none of the policy's cameras ({', '.join(keys)})",
-            where="observation.images",
-            hint="π0 reads at least one camera; check the dataset's or env's camera names",
-        )
-    images, masks = [], []
-    size = config.image_resolution
-    for key in present:
-        image = batch[key]
-        image = image[:, -1] if image.ndim == 5 else image
-        image = image.to(device=device, dtype=torch.float32)
-        if tuple(image.shape[2:]) != size:
-            image = resize_with_pad(image, *size)
-        images.append(image * 2.0 - 1.0)
-        masks.append(torch.ones(image.shape[0], dtype=torch.bool, device=device))
-    for _ in range(len(keys) - len(present)):
-        images.append(torch.ones_like(images[-1]) * -1)
-        masks.append(torch.zeros_like(masks[-1]))
-    return images, masks
-
-
-def drop_unseen(
-    images: list[Tensor], image_masks: list[Tensor], tokens: Tensor, token_masks: Tensor
-) -> tuple[list[Tensor], list[Tensor], Tensor, Tensor]:
-    """The prefix's inputs without what no token can attend to: images masked out in every
-    batch row (the `empty_cameras` placeholders, absent cameras) and token columns that are
-    padding in every row (the tokenizer pads to `tokenizer_max_length`, e.g. 200 for π0.5,
-    where a prompt takes tens).
-
-    Inference only. The attention mask hides these positions from every query, and the
-    positions of the others count only unpadded tokens, so the chunk is the same; what goes is
-    their cost: SigLIP on a placeholder image, the PaliGemma's layers on padding, and the expert
-    attending to it at every Euler step."""
-    kept = [(image, mask) for image, mask in zip(images, image_masks, strict=True) if mask.any()]
-    if kept:
-        images, image_masks = [image for image, _ in kept], [mask for _, mask in kept]
-    used = token_masks.any(dim=0)
-    if not bool(used.all()):
-        tokens, token_masks = tokens[:, used], token_masks[:, used]
-    return images, image_masks, tokens, token_masks
-
-
-def prefix_blocks(
-    model: PaliGemmaWithExpertModel,
-    images: Iterable[Tensor],
-    image_masks: Iterable[Tensor],
-    tokens: Tensor,
-    token_masks: Tensor,
-    checkpointed: Callable[..., Tensor],
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The prefix: each image's patches, then the task's tokens, all in one block (they see
-    each other). Returns (embeddings, padding mask, block starts)."""
-    embeds, pads = [], []
-    for image, mask in zip(images, image_masks, strict=True):
-        embedded = checkpointed(model.embed_image, image)
-        embeds.append(embedded)
-        pads.append(mask[:, None].expand(embedded.shape[0], embedded.shape[1]))
-    embeds.append(checkpointed(model.embed_language_tokens, tokens))
-    pads.append(token_masks)
-    embeds_t, pads_t = torch.cat(embeds, dim=1), torch.cat(pads, dim=1)
-    blocks = torch.zeros(pads_t.shape, dtype=torch.bool, device=pads_t.device)
-    return embeds_t, pads_t, blocks

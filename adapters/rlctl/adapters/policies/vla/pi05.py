@@ -18,9 +18,9 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch
-from rlctl.adapters.policies.pi0 import PI0FlowMatching, PiPolicy
 from rlctl.adapters.policies.processors import DeviceStep
-from rlctl.adapters.policies.tokenizer import Pi05PromptConfig, Pi05StatePrompt
+from rlctl.adapters.policies.vla.pi0 import PI0FlowMatching, PiPolicy
+from rlctl.adapters.policies.vla.tokenizer import Pi05PromptConfig, Pi05StatePrompt
 from rlctl.domain.policies.pi0 import PiConfig
 from rlctl.domain.policies.pi05 import PI05Config
 from rlctl.domain.processors import Normalizer, ProcessorStep
@@ -44,7 +44,7 @@ class PI05FlowMatching(PI0FlowMatching):
         """One token per action; the time becomes the condition of the expert's norms."""
         actions = self._checkpointed(self.action_in_proj, x_t)
         cond = self._checkpointed(self._time_mlp, self._time(time))
-        return actions, *self._masks(actions, self.suffix_blocks()), cond
+        return actions, *self._suffix_masks(actions), cond
 
     def prepare_times(self, times: list[Tensor]) -> list[tuple[Tensor, list[Tensor]]]:
         """The expert's norm modulations at every step's time, from one pass over their weights
@@ -86,5 +86,5 @@ class PI05Policy(PiPolicy):
         tokenizer = cls.tokenizer_step(config)
         return [*rest[:at], *prompt, tokenizer, *rest[at:], *device], post
 
-    def _state(self, batch: Batch) -> Tensor | None:
+    def state(self, batch: Batch) -> Tensor | None:
         return None

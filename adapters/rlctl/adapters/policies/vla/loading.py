@@ -1,0 +1,82 @@
+"""Building a VLA and loading a checkpoint into it without making weights twice.
+
+A model about to receive a checkpoint's weights is built on PyTorch's meta device: its modules
+have shapes and dtypes but no memory and no random initialisation (at real size that is seconds
+and gigabytes saved). Loading then *assigns* the file's tensors as the parameters (the
+checkpoint reader's safetensors are memory-mapped, so a tensor is read from disk when first
+touched), casts each to the dtype the model was built with, and rebuilds the few buffers that no
+checkpoint holds. The backbones come from `transformers` (the `smolvla` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlctl.domain.errors import ConfigError
+
+INSTALL_HINT = (
+    "install the smolvla extra: uv sync --extra smolvla (or pip install 'rlctl[smolvla]')"
+)
+
+
+def require_transformers(what: str) -> Any:
+    """The `transformers` module, or a ConfigError saying what to install."""
+    try:
+        import transformers
+    except ImportError as err:
+        raise ConfigError(f"{what} needs the transformers library", hint=INSTALL_HINT) from err
+    return transformers
+
+
+def building(load_backbone_weights: bool) -> AbstractContextManager[Any]:
+    """Where to build a model: as usual, or on the meta device when a checkpoint's weights
+    follow (`load_backbone_weights` False)."""
+    return nullcontext() if load_backbone_weights else torch.device("meta")
+
+
+def is_on_meta(module: nn.Module) -> bool:
+    return any(p.is_meta for p in module.parameters())
+
+
+def built_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
+    return {name: t.dtype for name, t in module.state_dict().items()}
+
+
+def finish_meta_load(module: nn.Module, dtypes: Mapping[str, torch.dtype], what: str) -> None:
+    """After a state dict was assigned to `module` built on the meta device: refuse tensors the
+    file left unset, give each parameter the dtype it was built with (`dtypes`, from
+    `built_dtypes`), rebuild the buffers no checkpoint holds."""
+    left = [name for name, t in module.state_dict().items() if t.is_meta]
+    if left:
+        raise ConfigError(
+            f"the checkpoint left {len(left)} {what} tensors unset: {', '.join(left[:8])}",
+            where="model.safetensors",
+        )
+    # Assigned tensors come in the file's dtype; each takes the one the model was built with
+    # (a pretrained VLM runs in bfloat16, as LeRobot loads it). requires_grad is the module's
+    # (assign keeps it), so frozen parts stay frozen.
+    for name, param in module.named_parameters():
+        if param.dtype != dtypes[name]:
+            param.data = param.data.to(dtypes[name])
+    materialize_buffers(module, what)
+
+
+def materialize_buffers(module: nn.Module, what: str) -> None:
+    """The buffers that are no checkpoint's (SigLIP's patch positions, the embeddings' scale),
+    computed again after the parameters were loaded onto a model built on the meta device."""
+    for owner in module.modules():
+        for name, buffer in list(owner.named_buffers(recurse=False)):
+            if not buffer.is_meta:
+                continue
+            if name == "position_ids":
+                value = torch.arange(buffer.shape[-1]).expand(buffer.shape)
+            elif name == "embed_scale":
+                value = torch.tensor(float(getattr(owner, "scalar_embed_scale", 1.0)))
+            else:
+                raise ConfigError(f"{what}'s buffer {name!r} cannot be rebuilt after loading")
+            setattr(owner, name, value.to(buffer.dtype))
