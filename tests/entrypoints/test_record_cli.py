@@ -324,7 +324,7 @@ def test_sigkill_mid_episode_keeps_earlier_episodes_and_resume_continues(tmp_pat
 def _stop_during_an_episode(root: Path, send) -> tuple[int, str]:
     """Start a recording, let one episode be saved and the next one begin, then `send` the
     stop; return the exit status and the output."""
-    process = record_process(root, "--dataset.num_episodes=5", "--dataset.episode_time_s=30")
+    process = record_process(root, "--dataset.num_episodes=5", "--dataset.episode_time_s=3")
     assert process.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 120
@@ -334,7 +334,7 @@ def _stop_during_an_episode(root: Path, send) -> tuple[int, str]:
         if event.get("event") == "recording episode" and event.get("episode") == 1:
             break
         assert time.monotonic() < deadline, "".join(lines)
-    time.sleep(0.5)  # some frames of the second episode
+    time.sleep(0.5)  # some frames of the second episode (of 60)
     send(process)
     try:
         output, _ = process.communicate(timeout=120)
@@ -368,8 +368,8 @@ def test_a_repeated_ctrl_c_or_sigterm_closes_the_dataset_whole(tmp_path, send):
     # exits, ends it by SIGINT's own status (-2): the data is whole either way.
     assert code in (130, -signal.SIGINT), output
     assert "interrupted: keeping the finished episodes" in output
-    assert "recorded 1 episode(s), 600 frames" in output
+    assert "recorded 1 episode(s), 60 frames" in output
     meta = LeRobotMetaReader().read_meta(root)
-    assert meta.total_episodes == 1 and meta.episodes[0].length == 600, output
+    assert meta.total_episodes == 1 and meta.episodes[0].length == 60, output
     checked = invoke("dataset", "check", str(root))
     assert checked.exit_code == 0 and "ok, 0 warnings" in checked.output, checked.output

@@ -49,13 +49,14 @@ def viewer(tmp_path):
     with (tmp_path / BIG).open("wb") as file:
         file.truncate(64 * 1024 * 1024)  # more than any socket buffer holds
     viewer = _Viewer(tmp_path)
+    before = set(handler_threads())  # other servers' (earlier tests') are not this test's
     try:
         yield viewer
     finally:
         viewer.release.set()
         # Let released handlers finish inside this test (bounded), not print into the next.
         deadline = time.monotonic() + 10
-        while handler_threads() and time.monotonic() < deadline:
+        while set(handler_threads()) - before and time.monotonic() < deadline:
             time.sleep(0.05)
 
 
