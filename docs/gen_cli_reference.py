@@ -226,12 +226,14 @@ def _type_choices(base: type) -> str:
 
 
 def literal_choices(field_type: Any) -> list[str]:
-    """The values of a `Literal[...]` annotation (also inside `Literal[...] | None`)."""
+    """The values of a `Literal[...]` annotation (also inside `Literal[...] | None`, and with
+    true and false for `bool | Literal[...]`)."""
     candidates = typing.get_args(field_type) if _is_union(field_type) else (field_type,)
-    for candidate in candidates:
-        if typing.get_origin(candidate) is typing.Literal:
-            return [str(v) for v in typing.get_args(candidate)]
-    return []
+    literals = [c for c in candidates if typing.get_origin(c) is typing.Literal]
+    if not literals:
+        return []
+    yes_no = ["true", "false"] if bool in candidates else []
+    return yes_no + [str(v) for v in typing.get_args(literals[0])]
 
 
 def default_text(value: Any) -> str:

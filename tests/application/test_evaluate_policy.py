@@ -168,6 +168,52 @@ def test_suite_tasks_prefetch_the_next_and_keep_at_most_two_alive():
     assert sim.record.closed == [("easy", 0), ("easy", 1), ("easy", 2), ("hard", 0), ("hard", 1)]
 
 
+@pytest.mark.parametrize(
+    ("prefetch", "renders_on_gpu", "expected"),
+    [
+        ("auto", False, True),
+        ("auto", True, False),  # LeRobot's way: GL contexts on the GPU are never doubled
+        (True, True, True),
+        (False, False, False),
+    ],
+)
+def test_prefetching_the_next_task_is_a_setting_whose_default_follows_gpu_rendering(
+    prefetch, renders_on_gpu, expected
+):
+    sim = FakeSimulation({"easy": ["a", "b", "c"], "hard": ["d"]}, renders_on_gpu=renders_on_gpu)
+    use_case, report = evaluate(
+        sim, n_episodes=3, batch_size=3, use_async_envs=True, prefetch_next_task=prefetch
+    )
+    assert use_case.prefetch is expected
+    assert len(report.tasks) == 4 and sim.record.live_workers == 0
+    order = [("easy", 0), ("easy", 1), ("easy", 2), ("hard", 0)]
+    assert sim.record.closed == order
+    if expected:
+        assert sim.record.max_live_workers == 6  # the running task's 3 and the next one's
+    else:
+        # Each task's envs start only once the previous task's are closed: one task's alive.
+        assert sim.record.max_live_workers == 3
+        assert sim.record.started == order
+
+
+def test_prefetch_reads_yes_no_words_and_auto():
+    from rlctl.domain.config import structure
+    from rlctl.domain.errors import ConfigError
+
+    def read(value):
+        return structure({"prefetch_next_task": value}, EvalSettings).prefetch_next_task
+
+    assert [read(v) for v in ("auto", "AUTO", "true", "off", False)] == [
+        "auto",
+        "auto",
+        True,
+        False,
+        False,
+    ]
+    with pytest.raises(ConfigError, match="write true, false or auto"):
+        read("sometimes")
+
+
 def test_every_episode_keeps_its_task_text():
     sim = FakeSimulation({"easy": ["a", "b"]})
     _, report = evaluate(sim, n_episodes=3, batch_size=2, use_async_envs=False)

@@ -42,7 +42,7 @@ def policy() -> ScriptedPolicy:
     return ScriptedPolicy(2, chunk_size=3, n_action_steps=2, chunker=chunker)
 
 
-def evaluate(parallel: int, *, cpu_count: int = 4, videos_dir=None, **sim_options):
+def evaluate(parallel: int, *, cpu_count: int = 4, videos_dir=None, prefetch="auto", **sim_options):
     sim = FakeSimulation(
         SUITES,
         script=script,
@@ -62,6 +62,7 @@ def evaluate(parallel: int, *, cpu_count: int = 4, videos_dir=None, **sim_option
         seed=11,
         videos_dir=str(videos_dir) if videos_dir else None,
         max_episodes_rendered=2,
+        prefetch_next_task=prefetch,
     )
     return sim, use_case, use_case(settings), encoder
 
@@ -116,6 +117,21 @@ def test_n_parallel_tasks_keep_at_most_n_plus_one_tasks_envs_alive():
     assert len(sim.record.closed) == 5
     # Each running task's workers get half of the 4 cores.
     assert sim.record.worker_cores == [2]
+
+
+@pytest.mark.parametrize(
+    ("prefetch", "renders_on_gpu"), [(False, False), ("auto", True), (False, True)]
+)
+def test_without_prefetch_n_parallel_tasks_keep_at_most_n_tasks_envs_alive(
+    prefetch, renders_on_gpu
+):
+    sim, use_case, report, _ = evaluate(2, prefetch=prefetch, renders_on_gpu=renders_on_gpu)
+    assert use_case.prefetch is False
+    assert sim.record.max_running == 2
+    assert sim.record.max_live_workers == 2 * 2  # the two running tasks', none ahead
+    assert sim.record.live_workers == 0 and len(sim.record.closed) == 5
+    _, _, with_prefetch, _ = evaluate(2, prefetch=True, renders_on_gpu=renders_on_gpu)
+    assert without_timings(report.to_info()) == without_timings(with_prefetch.to_info())
 
 
 def test_one_task_at_a_time_keeps_every_core_and_two_tasks_alive():

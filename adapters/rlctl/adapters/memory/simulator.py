@@ -7,8 +7,9 @@ last step when `success` is set. After its episode ends a sub-env keeps answerin
 
 Workers are simulated: `live_workers` counts the sub-envs of started async simulators, so a
 test can check that a suite never has more than two tasks' workers alive (N + 1 with N tasks
-run at once); `running` counts the tasks between their first reset and their close. The record
-is kept under a lock: tasks may run in several threads at once.
+run at once; one task's, N, without prefetch); `running` counts the tasks between their first
+reset and their close. The record is kept under a lock: tasks may run in several threads at
+once.
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ class FakeSimulation:
         max_parallel_tasks: int = 1,
         step_sleep_s: float = 0.0,
         action_reward: float = 0.0,
+        renders_on_gpu: bool = False,
     ) -> None:
         self.suites = {k: list(v) for k, v in (suites or {"fake": ["task"]}).items()}
         self.script = script
@@ -240,6 +242,8 @@ class FakeSimulation:
         # Added to each step's reward times the env's first action component, so that what the
         # policy does shows in the results (0: it does not).
         self.action_reward = action_reward
+        # What `spec()` says: the run's prefetch default follows it.
+        self.renders_on_gpu = renders_on_gpu
 
     def spec(self) -> SimSpec:
         return SimSpec(
@@ -253,6 +257,7 @@ class FakeSimulation:
             action_low=-np.ones(self.action_dim, dtype=np.float32),
             action_high=np.ones(self.action_dim, dtype=np.float32),
             max_parallel_tasks=self.max_parallel_tasks,
+            renders_on_gpu=self.renders_on_gpu,
         )
 
     def tasks(self) -> list[SimTask]:

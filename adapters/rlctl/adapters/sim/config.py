@@ -117,6 +117,18 @@ class EnvConfig:
         """Every feature the env produces, keyed by its raw observation key (and "action")."""
         return _env_features({**self.default_features(), **self.features})
 
+    def renders_on_gpu(self) -> bool:
+        """Whether its envs render through a GL context on a GPU, each live env holding one.
+
+        Then the evaluation does not start the next task's envs ahead by default
+        (`--eval.prefetch_next_task=auto`). By default: `MUJOCO_GL=egl` set with an NVIDIA
+        device present. MuJoCo env types also count a headless machine, where they choose EGL
+        themselves; an env that never renders with GL says False.
+        """
+        from rlctl.adapters.sim.mujoco_gl import egl_on_gpu
+
+        return egl_on_gpu(headless_default=False)
+
     def worker_preload(self) -> tuple[str, ...]:
         """Modules the forkserver may import once for all workers (see `vector`).
 

@@ -178,6 +178,7 @@ class GymSimulation:
                 getattr(space, "high", np.zeros(action_shape)), dtype=np.float64
             ),
             max_parallel_tasks=self.config.max_parallel_tasks,
+            renders_on_gpu=self.config.renders_on_gpu(),
         )
 
     def probe(self) -> SimProbe:

@@ -6,7 +6,10 @@ tasks, grouped in suites as LeRobot does (`{suite: {task_id: envs}}`), and creat
 in-process or in worker processes. Creating them starts nothing; workers start on `start()`
 (in the background) or on the first `reset`, so a suite of fifty tasks has at most two tasks'
 workers alive: the running one's and the next one's, started while it runs (with
-`max_parallel_tasks = N`, the N running ones' and the next one's).
+`max_parallel_tasks = N`, the N running ones' and the next one's). Without that prefetch (off
+for envs that render on a GPU, see `EvalSettings.prefetch_next_task`), one task's (N).
+A simulation whose envs were built already (a plain gymnasium vector env from an env config's
+own `create_envs`) has nothing left to start.
 
 Observations are plain mappings of batched numpy arrays under the simulator's raw keys (nested
 dicts flattened with "/": `pixels/top`); the env's `feature_map` says which policy key each one
@@ -71,6 +74,9 @@ class SimSpec:
     action_high: np.ndarray
     # How many of its tasks may run at once (LeRobot's `env.max_parallel_tasks`).
     max_parallel_tasks: int = 1
+    # Its envs render through a GL context on a GPU (EGL on an NVIDIA device): each live env
+    # holds one, so by default the next task's envs are not started ahead.
+    renders_on_gpu: bool = False
 
     @property
     def action_dim(self) -> int:

@@ -17,11 +17,13 @@ against the env's (`policy_env_fit`): a policy trained on another robot fails wi
 naming every difference, not with a tensor shape error from inside the model.
 
 A suite's tasks run one after the other, the next task's envs started while the current one
-runs and each closed when it is done. With the env's `max_parallel_tasks = N` (at most the
-cores), N tasks run at once in threads (`suite_schedule`), each with its own policy (made by
-`policy_copies`: a policy keeps its action queue between ticks) and `cores // N` cores for its
-env workers; the plan is chosen for that share. Their envs always run in worker processes, even
-one env per task: in one process, simulators share global state (Meta-World's goal sampling).
+runs (unless `prefetch_next_task` is off: by default when the env renders on a GPU, where each
+live env holds a GL context) and each closed when it is done. With the env's
+`max_parallel_tasks = N` (at most the cores), N tasks run at once in threads (`suite_schedule`),
+each with its own policy (made by `policy_copies`: a policy keeps its action queue between ticks)
+and `cores // N` cores for its env workers; the plan is chosen for that share. Their envs always
+run in worker processes, even one env per task: in one process, simulators share global state
+(Meta-World's goal sampling).
 The report is the sequential run's: tasks in suite order, the same seeds, videos and task text
 per task. A policy that draws random numbers (the random policy, sampling policies) draws them
 per copy, so its episodes differ from a sequential run's; a deterministic policy's do not.
@@ -115,6 +117,8 @@ class EvaluatePolicy:
         self.plan: RolloutPlan | None = None
         self.first_step_s: float | None = None
         self.slots: TaskSlots | None = None
+        # Whether the last run started each next task's envs ahead.
+        self.prefetch: bool | None = None
         self._start = 0.0
         self._successes: list[bool] = []
         # Guards what runners of parallel tasks share: the success tally, the bar, timings.
@@ -155,6 +159,7 @@ class EvaluatePolicy:
             settings.max_episode_steps or spec.max_episode_steps, spec.max_episode_steps
         )
         self.plan = self._plan(settings, spec, tasks, max_steps, slots)
+        prefetch = self.prefetch = settings.prefetches(spec.renders_on_gpu)
         log.info(
             "eval plan",
             batch_size=self.plan.batch_size,
@@ -164,6 +169,7 @@ class EvaluatePolicy:
             tasks=len(tasks),
             parallel_tasks=slots.count,
             n_episodes=settings.n_episodes,
+            prefetch_next_task=prefetch,
         )
         policies = [self._policy]
         if slots.count > 1 and self._policy_copies is not None:
@@ -181,8 +187,9 @@ class EvaluatePolicy:
         self._display_step = 0
         # The next task's workers start in the background once a running task's have reset
         # (prefetch), and each task's close as soon as it is done: at most N + 1 tasks' envs
-        # are alive at any time with N tasks running at once (two when they run in turn).
-        schedule = self._schedule = SuiteSchedule([env for _, _, env in flat])
+        # are alive at any time with N tasks running at once (two when they run in turn); N
+        # (one) without prefetch.
+        schedule = self._schedule = SuiteSchedule([env for _, _, env in flat], prefetch=prefetch)
         done = [0]
 
         def run_tasks(slot: int) -> None:

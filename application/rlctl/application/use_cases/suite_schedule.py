@@ -5,7 +5,9 @@ envs started ahead, and the first failure stopping everyone.
 at once) `take`s the next task, runs it, and closes it. When a running task has reset its envs
 it calls `prefetch`, which starts the envs of the first task nobody has taken yet, once: with N
 runners at most N + 1 tasks' envs are alive (the N running and the one started ahead), and with
-one runner this is the sequential evaluation with its next task prefetched.
+one runner this is the sequential evaluation with its next task prefetched. A schedule made with
+`prefetch=False` starts nothing ahead: each task's envs start when its runner resets them,
+after the runner closed its previous task's, so at most N tasks' envs are alive (LeRobot's way).
 
 `run_slots` runs the runners: in the calling thread when there is one (no thread, Ctrl-C as
 ever), else in threads. A runner that fails sets `stop`; the others notice at their next step
@@ -29,8 +31,9 @@ class TasksStopped(Exception):
 
 
 class SuiteSchedule:
-    def __init__(self, envs: Sequence[Startable]) -> None:
+    def __init__(self, envs: Sequence[Startable], *, prefetch: bool = True) -> None:
         self._envs = list(envs)
+        self.prefetching = prefetch
         self._next = 0
         self._started: set[int] = set()
         self._lock = threading.Lock()
@@ -46,7 +49,10 @@ class SuiteSchedule:
             return index
 
     def prefetch(self) -> None:
-        """Start the envs of the first task not taken yet, unless they are already starting."""
+        """Start the envs of the first task not taken yet, unless they are already starting
+        (or the schedule does not prefetch)."""
+        if not self.prefetching:
+            return
         with self._lock:
             index = self._next
             if self.stop.is_set() or index >= len(self._envs) or index in self._started:

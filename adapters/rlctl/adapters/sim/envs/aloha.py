@@ -57,6 +57,12 @@ class AlohaEnv(EnvConfig):
                 hint=f"leave them at their defaults, {RENDERED_SIZE[0]} and {RENDERED_SIZE[1]}",
             )
 
+    def renders_on_gpu(self) -> bool:
+        # MuJoCo: EGL when MUJOCO_GL says so or on a machine without a display (see mujoco_gl).
+        from rlctl.adapters.sim.mujoco_gl import egl_on_gpu
+
+        return egl_on_gpu(headless_default=True)
+
     def default_features(self) -> dict[str, FeatureSpec]:
         image = env_feature("VISUAL", (self.observation_height, self.observation_width, 3))
         features = {"action": env_feature("ACTION", (14,))}

@@ -153,6 +153,12 @@ class LiberoEnv(EnvConfig):
     def install_hint(self) -> str:
         return INSTALL_HINT
 
+    def renders_on_gpu(self) -> bool:
+        # MuJoCo: EGL when MUJOCO_GL says so or on a machine without a display (see mujoco_gl).
+        from rlctl.adapters.sim.mujoco_gl import egl_on_gpu
+
+        return egl_on_gpu(headless_default=True)
+
     def worker_preload(self) -> tuple[str, ...]:
         return ("rlctl.adapters.sim.envs.libero_env", "rlctl.adapters.sim.envs.libero_preload")
 

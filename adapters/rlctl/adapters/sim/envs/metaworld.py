@@ -67,6 +67,12 @@ class MetaworldEnv(EnvConfig):
     multitask_eval: bool = True
     features_map: dict[str, str] = attrs.field(factory=_metaworld_map)
 
+    def renders_on_gpu(self) -> bool:
+        # MuJoCo: EGL when MUJOCO_GL says so or on a machine without a display (see mujoco_gl).
+        from rlctl.adapters.sim.mujoco_gl import egl_on_gpu
+
+        return egl_on_gpu(headless_default=True)
+
     def worker_preload(self) -> tuple[str, ...]:
         return ("metaworld",)
 

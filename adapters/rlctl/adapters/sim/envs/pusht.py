@@ -45,6 +45,9 @@ class PushtEnv(EnvConfig):
     def worker_preload(self) -> tuple[str, ...]:
         return ("gym_pusht",)
 
+    def renders_on_gpu(self) -> bool:
+        return False  # pygame draws on the CPU, whatever MUJOCO_GL says
+
     def entry_point(self) -> str | None:
         return "rlctl.adapters.sim.envs.pusht_render:PushTDrawnOnce" if self.fast_render else None
 
