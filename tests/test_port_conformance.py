@@ -79,6 +79,7 @@ from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
 from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
+from rlctl.adapters.sim.plain_vector import PlainVectorSimulator
 from rlctl.adapters.sim.random_policy import RandomPolicy
 from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
 from rlctl.adapters.storage.lerobot_v3.episode_actions import LeRobotEpisodeActions
@@ -367,8 +368,10 @@ def simulation(gym: GymSimulation, fake: FakeSimulation) -> list[Simulation]:
     return [gym, fake]
 
 
-def vector_simulator(gym: GymVectorSimulator, fake: FakeVectorSimulator) -> list[VectorSimulator]:
-    return [gym, fake]
+def vector_simulator(
+    gym: GymVectorSimulator, plain: PlainVectorSimulator, fake: FakeVectorSimulator
+) -> list[VectorSimulator]:
+    return [gym, plain, fake]
 
 
 def training_backend(

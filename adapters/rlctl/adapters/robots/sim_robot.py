@@ -17,9 +17,9 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.robots.config import SimRobotConfig
-from rlctl.adapters.sim.simulation import GymSimulation, GymVectorSimulator
+from rlctl.adapters.sim.simulation import GymSimulation
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
-from rlctl.application.ports.simulation import SimSpec
+from rlctl.application.ports.simulation import SimSpec, VectorSimulator
 from rlctl.domain.action_guard import ActionGuard, ActionLimits
 from rlctl.domain.env_observation import policy_key
 from rlctl.domain.errors import InvalidInput
@@ -40,7 +40,7 @@ class SimRobot:
         self.config = config
         self._simulation = simulation or GymSimulation(config.env)
         self._spec: SimSpec | None = None
-        self._env: GymVectorSimulator | None = None
+        self._env: VectorSimulator | None = None
         self._raw: dict[str, Any] = {}
         self._task_text = ""
         self._episodes = 0
@@ -164,7 +164,7 @@ class SimRobot:
         if env is not None:
             env.close()
 
-    def _require_env(self) -> GymVectorSimulator:
+    def _require_env(self) -> VectorSimulator:
         if self._env is None:
             raise InvalidInput("the simulated robot is not connected", where=self.robot_type)
         return self._env

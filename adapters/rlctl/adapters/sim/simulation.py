@@ -1,21 +1,28 @@
 """`Simulation` on gymnasium: an env config's envs, seen through the port.
 
-Gymnasium's errors become `SimulationError`s here. A worker that raised reports its own
-exception; a worker that died (segfault, OOM kill) shows as a broken pipe, reported with its
-exit code. After any failure the simulator's workers are terminated, not politely closed.
+Gymnasium's errors become `SimulationError`s here (see `guarded`). A worker that raised reports
+its own exception; a worker that died (segfault, OOM kill) shows as a broken pipe, reported with
+its exit code. After any failure the simulator's workers are terminated, not politely closed.
+
+An env config that builds its envs itself (a `create_envs` override, LeRobot's way, returning
+plain gymnasium vector envs) is served by `own_envs.OwnEnvs`: its spaces and step time are read
+from the envs it returns, not from an env rlctl builds.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import structlog
 
 from rlctl.adapters.sim.config import EnvConfig, timed_build
+from rlctl.adapters.sim.guarded import PLAIN_OBSERVATION_KEY as PLAIN_OBSERVATION_KEY
+from rlctl.adapters.sim.guarded import GuardedSimulator, as_observation
 from rlctl.adapters.sim.mujoco_gl import is_rendering_error, rendering_hint
+from rlctl.adapters.sim.own_envs import OwnEnvs, overrides_create_envs
 from rlctl.adapters.sim.vector import (
     NEW_EPISODE_OPTION,
     TASK_TEXT_ATTR,
@@ -30,25 +37,16 @@ from rlctl.application.ports.simulation import (
     SimStep,
     SimTask,
     SimulationError,
+    VectorSimulator,
 )
-from rlctl.domain.env_observation import flatten_observation
 from rlctl.domain.errors import RlctlError
 from rlctl.domain.features import FeatureSpec
 
 PROBE_STEPS = 5
-# A Box (not Dict) observation is reported under this raw key (→ `observation.state`).
-PLAIN_OBSERVATION_KEY = "state"
-T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-def as_observation(raw: Any) -> Observation:
-    if isinstance(raw, Mapping):
-        return flatten_observation(raw)
-    return {PLAIN_OBSERVATION_KEY: np.asarray(raw)}
-
-
-class GymVectorSimulator:
+class GymVectorSimulator(GuardedSimulator):
     """`VectorSimulator` over a `LazyVectorEnv`."""
 
     def __init__(
@@ -74,6 +72,14 @@ class GymVectorSimulator:
     @property
     def vector_env(self) -> LazyVectorEnv:
         return self._env
+
+    @property
+    def single_action_space(self) -> Any:
+        return self._env.single_action_space
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return dict(self._env.metadata)
 
     def start(self) -> None:
         self._env.start()
@@ -110,38 +116,8 @@ class GymVectorSimulator:
     def close(self) -> None:
         self._env.close(terminate=self._failed)
 
-    def _guard(self, what: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except RlctlError:
-            self._failed = True
-            raise
-        except BaseException as error:
-            self._failed = True
-            if isinstance(error, KeyboardInterrupt | SystemExit):
-                raise
-            raise self._translate(what, error) from error
-
-    def _translate(self, what: str, error: BaseException) -> SimulationError:
-        where = f"env {self._task.suite}/{self._task.task_id}" + (
-            f" ({self._task.name})" if self._task.name else ""
-        )
-        if isinstance(error, EOFError | BrokenPipeError | ConnectionError):
-            codes = [p.exitcode for p in self._env.processes if p.exitcode not in (None, 0)]
-            code = f" (exit code {codes[0]})" if codes else ""
-            return SimulationError(
-                f"a simulator worker process died during {what}{code}",
-                where=where,
-                hint="the simulator crashed outside Python (segfault, out of memory); "
-                "run with --eval.use_async_envs=false to see it in-process",
-            )
-        return SimulationError(
-            f"the simulator failed during {what}: {type(error).__name__}: {error}",
-            where=where,
-            hint=rendering_hint()
-            if is_rendering_error(error)
-            else "the worker's traceback is logged above; --debug shows where it was raised",
-        )
+    def _worker_processes(self) -> list[Any]:
+        return self._env.processes
 
 
 class GymSimulation:
@@ -153,14 +129,25 @@ class GymSimulation:
         self._start_s = 0.0
         self._shape: EnvShape | None = None
         self._warned_no_text = False
+        self._warned_no_frames = False
+        # The envs of a config that builds them itself (a `create_envs` override).
+        self._own = (
+            OwnEnvs(config, self._warn_no_text, self._warn_no_frames)
+            if overrides_create_envs(config)
+            else None
+        )
 
     def tasks(self) -> list[SimTask]:
+        if self._own is not None:
+            return self._own.tasks()
         return self.config.tasks()
 
     def processors(self) -> tuple[Any, Any]:
         return self.config.env_processors()
 
     def spec(self) -> SimSpec:
+        if self._own is not None:
+            return self._own.spec()
         shape = self._shape_of_first_task()
         space = shape.action_space
         action_shape = space.shape or ()
@@ -182,6 +169,8 @@ class GymSimulation:
         )
 
     def probe(self) -> SimProbe:
+        if self._own is not None:
+            return self._own.probe()
         env = self._ensure_probe_env()
         try:
             t0 = time.perf_counter()
@@ -211,7 +200,9 @@ class GymSimulation:
 
     def create(
         self, n_envs: int, use_async: bool, worker_cores: int | None = None
-    ) -> Mapping[str, Mapping[int, GymVectorSimulator]]:
+    ) -> Mapping[str, Mapping[int, VectorSimulator]]:
+        if self._own is not None:
+            return self._own.create(n_envs, use_async, worker_cores)
         self._close_probe_env()
         tasks = {(t.suite, t.task_id): t for t in self.config.tasks()}
         # The first suite's spaces were read from the probe env: no env is built again for them.
@@ -228,7 +219,7 @@ class GymSimulation:
             for suite, group in envs.items()
         }
 
-    def _warn_no_text(self) -> None:
+    def _warn_no_text(self, used: str = "") -> None:
         # Once per run, whichever of the probe and the rollouts notices first.
         if not self._warned_no_text:
             self._warned_no_text = True
@@ -237,6 +228,16 @@ class GymSimulation:
                 "language-conditioned policies need one",
                 env=self.config.type,
                 task=self.config.task,
+                task_text=used,
+            )
+
+    def _warn_no_frames(self) -> None:
+        if not self._warned_no_frames:
+            self._warned_no_frames = True
+            log.warning(
+                "the environment gives no frames to film: no videos "
+                "(its create_envs may make the envs with render_mode='rgb_array')",
+                env=self.config.type,
             )
 
     def _shape_of_first_task(self) -> EnvShape:
