@@ -9,16 +9,27 @@ replacement), apply them in the listed order or a random one. The kinds and rang
 Unlike LeRobot, randomness comes from a `torch.Generator` the caller seeds per sample, not from
 the worker's global RNG: the same sample position gets the same augmentation whatever the
 number of loader workers, and a resumed run sees exactly what the uninterrupted one saw.
+
+Called with the image alone, as LeRobot's `ImageTransforms` is (a dataset's
+`set_image_transforms(augment)` / `image_transforms=augment`), it draws from a generator of its
+own, made afresh in each process and each DataLoader worker: seeded from `seed` and the worker's
+number when a seed is given (the same images on every run, each worker its own stream, which
+restarts with the worker), else from the loader's per-worker seed (what its `generator=` or
+`torch.manual_seed` decides; it changes with every epoch) or, outside a loader's workers, from
+`torch.initial_seed()`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.train_settings import ImageTransformSpec, ImageTransformsSettings
 
@@ -167,10 +178,52 @@ def _build(name: str, spec: ImageTransformSpec) -> Augmentation:
         raise ConfigError(err.message, where=f"{where}.kwargs", hint=err.hint) from err
 
 
-class ImageAugmentations:
-    """`augment(image, generator)`; nothing happens unless `settings.enable`."""
+def _settings(value: Any) -> ImageTransformsSettings:
+    """rlctl's settings, or LeRobot's names as a mapping or as its `ImageTransformsConfig`."""
+    if isinstance(value, ImageTransformsSettings):
+        return value
+    if value is None:
+        return ImageTransformsSettings()
+    if not isinstance(value, Mapping) and hasattr(value, "tfs"):
+        tfs = {
+            name: {"weight": t.weight, "type": t.type, "kwargs": dict(t.kwargs)}
+            for name, t in dict(value.tfs).items()
+        }
+        names = ("enable", "max_num_transforms", "random_order")
+        value = {**{n: getattr(value, n) for n in names if hasattr(value, n)}, "tfs": tfs}
+    if isinstance(value, Mapping):
+        return structure(dict(value), ImageTransformsSettings)
+    raise ConfigError(
+        f"image transforms settings must be ImageTransformsSettings or a mapping with LeRobot's "
+        f"names (enable, max_num_transforms, random_order, tfs), got {type(value).__name__}",
+        where="image_transforms",
+    )
 
-    def __init__(self, settings: ImageTransformsSettings) -> None:
+
+def _mixed_seed(seed: int, worker: int) -> int:
+    state = np.random.SeedSequence([seed & (2**64 - 1), worker]).generate_state(2, np.uint32)
+    return int(state[0]) << 32 | int(state[1])
+
+
+class ImageAugmentations:
+    """`augment(image)` or `augment(image, generator)`; nothing happens unless `enable`.
+
+    `settings` are LeRobot's `ImageTransformsConfig` names (`enable`, `max_num_transforms`,
+    `random_order`, `tfs` of `weight` / `type` / `kwargs`): rlctl's `ImageTransformsSettings`,
+    a mapping, or LeRobot's config object itself. `seed` fixes the draws of `augment(image)`
+    (see the module's notes); a generator passed in is used as it is.
+    """
+
+    def __init__(
+        self,
+        settings: ImageTransformsSettings | Mapping[str, Any] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        settings = _settings(settings)
+        self.seed = None if seed is None else int(seed)
+        self._generator: torch.Generator | None = None
+        self._owner: tuple[int, int | None] | None = None
         chosen = [(n, s) for n, s in settings.tfs.items() if s.weight > 0]
         self.names = [n for n, _ in chosen]
         self.transforms = [_build(n, s) for n, s in chosen]
@@ -183,10 +236,40 @@ class ImageAugmentations:
         picked = torch.multinomial(self.weights, self.count, replacement=False, generator=generator)
         return picked.tolist() if self.random_order else sorted(picked.tolist())
 
-    def __call__(self, image: Tensor, generator: torch.Generator) -> Tensor:
+    def __call__(self, image: Tensor, generator: torch.Generator | None = None) -> Tensor:
         if not self.enabled:
             return image
+        if generator is None:
+            generator = self.own_generator()
         for index in self.pick(generator):
             transform = self.transforms[index]
             image = transform.apply(image, transform.draw(generator))
         return image
+
+    def own_generator(self) -> torch.Generator:
+        """The generator `augment(image)` draws from: one per process and loader worker."""
+        info = torch.utils.data.get_worker_info()
+        owner = (os.getpid(), None if info is None else int(info.id))
+        if self._generator is None or self._owner != owner:
+            if self.seed is not None:
+                seed = _mixed_seed(self.seed, 0 if info is None else int(info.id) + 1)
+            else:
+                seed = int(info.seed) if info is not None else torch.initial_seed()
+            self._generator = torch.Generator().manual_seed(seed)
+            self._owner = owner
+        return self._generator
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A process the object is sent to (a spawned loader worker) makes its own generator.
+        state = dict(self.__dict__)
+        state["_generator"] = None
+        state["_owner"] = None
+        return state
+
+    def __repr__(self) -> str:
+        picked = ", ".join(self.names) if self.enabled else "off"
+        return f"{type(self).__name__}({picked}, up to {self.count}, seed={self.seed})"
+
+
+# LeRobot's name for the same thing (`lerobot.transforms.ImageTransforms(cfg)`).
+ImageTransforms = ImageAugmentations
