@@ -4,8 +4,10 @@
   first use, or in a background thread after `start()`. A suite of many tasks therefore has at
   most two tasks' workers alive: the running task's, and the next task's, started in the
   background while the running one steps (the evaluation closes each task's when it is done);
-  with N tasks running at once, N + 1. `start`, `ensure` and `close` may be called from
-  different threads (a running task prefetches the task another thread will run).
+  with N tasks running at once, N + 1. With `--eval.prefetch_next_task` off (the default where
+  envs render on a GPU) nothing is started ahead: one task's (N). `start`, `ensure` and
+  `close` may be called from different threads (a running task prefetches the task another
+  thread will run).
 - Worker processes (`ShardedVectorEnv`: no more than the cores, each holding a shard of the
   envs) come from a forkserver: they do not inherit the main process's torch, CUDA or renderer
   state, and each simulator creates its renderer on the first reset inside its worker. The
