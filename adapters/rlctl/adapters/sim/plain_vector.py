@@ -164,17 +164,29 @@ class PlainVectorSimulator(GuardedSimulator):
         spec = getattr(self._env, "spec", None)
         if spec is not None and spec.max_episode_steps:
             return int(spec.max_episode_steps)
-        specs = self._env.get_attr("spec")
-        limits = [int(s.max_episode_steps) for s in specs if s is not None and s.max_episode_steps]
-        if len(limits) == self.num_envs:
-            return min(limits)
+        base = self._base()
+        if isinstance(base, gym.vector.SyncVectorEnv):
+            specs = [getattr(env, "spec", None) for env in base.envs]
+            limits = [int(s.max_episode_steps) for s in specs if s and s.max_episode_steps]
+            if len(limits) == self.num_envs:
+                return min(limits)
+        # A TimeLimit wrapper's (or an env's own) limit: a number, cheap to ask a worker for.
         if all(self._has(LIMIT_ATTR)):
-            values = [v for v in self._env.get_attr(LIMIT_ATTR) if isinstance(v, int) and v > 0]
+            values = [v for v in self._env.get_attr(LIMIT_ATTR) if _positive_int(v)]
             if len(values) == self.num_envs:
-                return min(values)
+                return min(int(v) for v in values)
+        if not isinstance(base, gym.vector.SyncVectorEnv):
+            specs = self._env.get_attr("spec")
+            limits = [int(s.max_episode_steps) for s in specs if s and s.max_episode_steps]
+            if len(limits) == self.num_envs:
+                return min(limits)
         raise ConfigError(
             "the env's create_envs returned vector envs with no step limit",
             where=task_place(self._task),
             hint="set --env.episode_length=N, or give the envs one "
             "(gym.make(id, max_episode_steps=N), or an id registered with max_episode_steps)",
         )
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value > 0)
