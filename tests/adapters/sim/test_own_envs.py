@@ -280,3 +280,58 @@ def test_an_override_in_rlctl_terms_keeps_rlctls_own_envs(runner, tmp_path):
     assert result.exit_code == 0, result.output
     assert SuperOverrideEnv.seen and all(n >= 1 for n in SuperOverrideEnv.seen)
     assert [e["length"] for e in info["per_episode"]] == [3, 3]
+
+
+DUMMY_ID = "_rlctl_dispatch_test/Pendulum-v99"
+
+
+@EnvConfig.register("_test_lerobot_dummy")
+@attrs.frozen(kw_only=True)
+class DummyEnv(EnvConfig):
+    """LeRobot's `test_factory_custom_gym_id` config, as written for LeRobot: `gym_kwargs` is a
+    property there (a method in rlctl's own configs)."""
+
+    task: str | None = "Pendulum-v99"
+    fps: int = 10
+
+    @property
+    def package_name(self) -> str:
+        return "_rlctl_dispatch_test"
+
+    @property
+    def gym_id(self) -> str:
+        return DUMMY_ID
+
+    @property
+    def gym_kwargs(self) -> dict[str, Any]:  # type: ignore[override]
+        return {"g": 9.81}
+
+
+def test_factory_custom_gym_id(runner, tmp_path):
+    from gymnasium.envs.registration import register, registry
+
+    register(
+        id=DUMMY_ID,
+        entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv",
+        max_episode_steps=50,
+    )
+    try:
+        sim = GymSimulation(DummyEnv())
+        groups = sim.create(1, use_async=False)
+        [[env]] = [list(group.values()) for group in groups.values()]
+        assert list(groups) == ["_test_lerobot_dummy"] and env.num_envs == 1
+        env.close()
+        assert sim.spec().max_episode_steps == 50
+        result, info = evaluate(
+            runner,
+            tmp_path,
+            "--env.type=_test_lerobot_dummy",
+            "--eval.n_episodes=1",
+            "--eval.batch_size=1",
+            "--eval.use_async_envs=false",
+            "--eval.max_episodes_rendered=0",
+        )
+    finally:
+        del registry[DUMMY_ID]
+    assert result.exit_code == 0, result.output
+    assert [e["length"] for e in info["per_episode"]] == [50]

@@ -163,9 +163,14 @@ class EnvConfig:
             self.install_hint(),
             self.disable_env_checker,
             self.episode_length,
-            self.gym_kwargs(),
+            self._gym_kwargs(),
             self.entry_point(),
         )
+
+    def _gym_kwargs(self) -> dict[str, Any]:
+        # LeRobot's env configs declare `gym_kwargs` as a property; rlctl's as a method.
+        kwargs: Any = self.gym_kwargs
+        return dict(kwargs() if callable(kwargs) else kwargs)
 
     def create_envs(
         self,
