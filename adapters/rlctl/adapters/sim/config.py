@@ -168,9 +168,9 @@ class EnvConfig:
         )
 
     def _gym_kwargs(self) -> dict[str, Any]:
-        # LeRobot's env configs declare `gym_kwargs` as a property; rlctl's as a method.
-        kwargs: Any = self.gym_kwargs
-        return dict(kwargs() if callable(kwargs) else kwargs)
+        """`gym_kwargs()`, or `gym_kwargs` where a config written for LeRobot made it a property."""
+        declared: Any = self.gym_kwargs
+        return dict(declared() if callable(declared) else declared)
 
     def create_envs(
         self,
