@@ -59,3 +59,16 @@ def test_only_entrypoints_use_the_facade():
     for layer in ("domain", "application", "adapters"):
         for path in (REPO_ROOT / layer).rglob("*.py"):
             assert not any(m.startswith("rlctl.api") for m in _imports(path)), path
+
+
+@pytest.mark.parametrize("layer", ["domain", "application"])
+def test_the_inner_layers_name_no_outer_module(layer):
+    """Not by import (the contracts above) and not by name either: a `"rlctl.adapters.x:Class"`
+    string in a config is an import the contracts cannot see. What serves a domain type is found
+    by the outer layers (entry points, the container), never named from inside; comments and
+    docstrings are held to it too, so the check needs no parser to be sure."""
+    files = [REPO_ROOT / layer / "pyproject.toml", *(REPO_ROOT / layer / "rlctl").rglob("*.py")]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for outer in ("rlctl.adapters", "rlctl.entrypoints", "rlctl/adapters", "rlctl/entrypoints"):
+            assert outer not in text, f"{path.relative_to(REPO_ROOT)} names {outer}"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
+from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
 from rlctl.domain.train_settings import (
     OptimizerOverrides,
     SchedulerOverrides,
@@ -61,6 +62,31 @@ def test_without_the_preset_lerobots_default_adam_is_used():
         TrainSettings(policy=ACTConfig(), use_policy_training_preset=False)
     )
     assert optimizer == OptimizerSpec() and scheduler is None
+
+
+@attrs.frozen(kw_only=True)
+class PluginConfig(PolicyConfig):
+    """A policy type from another package (never registered here): its preset comes with it."""
+
+    optimizer_lr: float = 5e-4
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        return OptimizerSpec(type="sgd", lr=self.optimizer_lr, momentum=0.9)
+
+    def scheduler_preset(self) -> SchedulerSpec:
+        return SchedulerSpec(type="constant_with_warmup", num_warmup_steps=7)
+
+
+def test_a_policy_type_brings_its_own_preset_with_its_config():
+    optimizer, scheduler = resolve_optimization(TrainSettings(policy=PluginConfig()))
+    assert optimizer == OptimizerSpec(type="sgd", lr=5e-4, momentum=0.9)
+    assert scheduler == SchedulerSpec(type="constant_with_warmup", num_warmup_steps=7)
+    overridden = TrainSettings(policy=PluginConfig(), optimizer=OptimizerOverrides(lr=1e-2))
+    assert resolve_optimization(overridden)[0].lr == 1e-2
+
+
+def test_a_policy_type_without_a_preset_trains_with_lerobots_default_adam():
+    assert resolve_optimization(TrainSettings(policy=PolicyConfig())) == (OptimizerSpec(), None)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """A policy from another distribution, installed, then trained and evaluated as a user types it.
 
-`tests/plugins/toy_policy` is what an outside package ships: a config class, a model module and
-an entry point in the group `rlctl.policies`. It is installed (a real wheel build and install)
-into a folder of its own, which the `rlctl` processes get on their path; nothing in rlctl names it.
+`tests/plugins/toy_policy` is what an outside package ships: a config class (with its optimiser
+preset), a model module, and their entry points in the groups `rlctl.policies` and
+`rlctl.policy_models`. It is installed (a real wheel build and install) into a folder of its own,
+which the `rlctl` processes get on their path; nothing in rlctl names it.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def test_a_plugin_policy_trains_and_evaluates_through_the_cli(plugin_site, tmp_p
     checkpoint = out / "checkpoints" / "last" / "pretrained_model"
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["type"] == "toy" and config["hidden_dim"] == 8
+    # The optimiser is the preset the plugin's config gives.
+    optimizer = json.loads((checkpoint / "train_config.json").read_text())["optimizer"]
+    assert (optimizer["type"], optimizer["lr"]) == ("adamw", 3e-3)
     losses = [
         json.loads(line)["loss"]
         for line in (out / "metrics.jsonl").read_text().splitlines()

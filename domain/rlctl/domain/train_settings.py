@@ -5,8 +5,8 @@ Names follow LeRobot's `TrainPipelineConfig` (`--steps`, `--batch_size`, `--save
 the same. Pure data, so that `rlctl train --help` imports nothing but attrs and the domain.
 
 Optimiser and scheduler sections hold *overrides*: every field defaults to None, meaning "the
-policy's preset" (`rlctl.application.train_presets`), so `--optimizer.lr=3e-4` changes one number
-and keeps the rest of ACT's or Diffusion Policy's recipe.
+policy's preset" (`PolicyConfig.optimizer_preset` and `scheduler_preset`), so
+`--optimizer.lr=3e-4` changes one number and keeps the rest of ACT's or Diffusion Policy's recipe.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class TrainSettings:
     # None: the optimiser's (10 in every preset, as LeRobot); 0 or less: no clipping.
     grad_clip_norm: float | None = None
     ema: EmaSettings = attrs.field(factory=EmaSettings)
-    # The training speed paths for the CPU (rlctl.adapters.policies.cpu_kernels): "auto" uses
+    # The training speed paths for the CPU (the torch adapters' CPU kernels): "auto" uses
     # them, "torch" trains with torch's own modules and allocator (same results within float
     # tolerance; different dropout draws). Checkpoints are the same either way.
     cpu_kernels: Literal["auto", "torch"] = "auto"

@@ -4,20 +4,21 @@ A model works on *normalised* batches keyed like LeRobot's (`observation.state`,
 `observation.images.<camera>`, `action`, `action_is_pad`); processors do the rest. Its state-dict
 keys are LeRobot's, so a LeRobot `model.safetensors` loads as it is.
 
-A policy config names the class that serves it (`ACTConfig.implementation`); `policy_class`
-imports it on first use, so a new policy is one config class, one model module and one entry point.
+The model class serving a policy type is found through the `rlctl.policy_models` entry points
+(`implementations`); `policy_class` imports it on first use, so a new policy is one config class,
+one model module and two entry points.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.acting import ActionBuffer
+from rlctl.adapters.policies.implementations import PolicyImplementation, implementation_of
 from rlctl.domain.action_chunk import ActionQueue
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind
@@ -25,19 +26,17 @@ from rlctl.domain.policies import PolicyConfig, known_policy_types
 
 if TYPE_CHECKING:
     from rlctl.adapters.policies.vla.rtc import PrefixGuidance
-    from rlctl.application.ports.simulation import Simulation
 
 Batch = Mapping[str, Any]
 
 
-class PolicyModel(nn.Module):
+class PolicyModel(nn.Module, PolicyImplementation[Any]):
     """Base class: `forward` gives the training loss, `predict_chunk` the inference output.
 
     A model keeps nothing between control ticks: the observation history and the actions
-    waiting to be executed live in `acting.ChunkedActing`, which the loaded policy drives.
+    waiting to be executed live in `acting.ChunkedActing`, which the loaded policy drives. Its
+    processor hooks (`preprocessor_steps`, `arrange_processors`) are `PolicyImplementation`'s.
     """
-
-    config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
     def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:
         # Every model takes `load_backbone_weights`: False when a checkpoint's weights follow,
@@ -49,19 +48,6 @@ class PolicyModel(nn.Module):
                 f"got {type(config).__name__}"
             )
         self.config = config
-
-    @classmethod
-    def for_simulation(
-        cls, config: PolicyConfig, simulation: Simulation, *, seed: int | None = None
-    ) -> Any:
-        """A model learns from data: it is trained or loaded, never built for an env."""
-        raise ConfigError(
-            f"policy type {config.type_name!r} acts only once trained",
-            where="policy.type",
-            hint="give a checkpoint with --policy.path=DIR (train one with rlctl train), or "
-            "choose a policy that needs no training: "
-            + ", ".join(n for n, c in known_policy_types().items() if not c.trainable),
-        )
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         """The training loss on a normalised batch, and its parts for logging."""
@@ -92,11 +78,6 @@ class PolicyModel(nn.Module):
             if feature.kind in (FeatureKind.STATE, FeatureKind.VISUAL, FeatureKind.ENV)
         ]
 
-    @classmethod
-    def preprocessor_steps(cls, config: Any) -> list[Any]:
-        """Steps this policy adds to its pre-processor after batching (a tokenizer …)."""
-        return []
-
     def action_buffer(self) -> ActionBuffer:
         """Where this policy's chunks wait between ticks (see `acting`)."""
         return ActionQueue(self.config.n_action_steps)
@@ -115,43 +96,16 @@ class PolicyModel(nn.Module):
 
 
 def policy_class(config: PolicyConfig) -> type[PolicyModel]:
-    """The model class serving `config`'s type: its `implementation`, imported on first use."""
+    """The model class serving `config`'s type, imported on first use."""
     cls = implementation_of(type(config))
-    if not (isinstance(cls, type) and issubclass(cls, PolicyModel)):
+    if not issubclass(cls, PolicyModel):
         raise ConfigError(
             f"policy type {config.type_name!r} is not a trainable model "
-            f"({type(config).implementation} is not a PolicyModel)",
+            f"({cls.__module__}.{cls.__name__} is not a PolicyModel)",
             where="policy.type",
             hint=f"trainable types: {', '.join(trainable_policy_types())}",
         )
     return cls
-
-
-def implementation_of(config_class: type[PolicyConfig]) -> Any:
-    """What `config_class.implementation` (`"package.module:Name"`) names, imported."""
-    target = config_class.implementation
-    module_name, _, attr = target.partition(":")
-    name = getattr(config_class, "type_name", config_class.__name__)
-    if not module_name or not attr:
-        raise ConfigError(
-            f"policy type {name!r} names no implementation",
-            hint=f"set {config_class.__name__}.implementation = 'package.module:Class'",
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(
-            f"the implementation of policy type {name!r} cannot be imported: {err}",
-            where=target,
-            hint="install the package that provides it (see the policy's documentation)",
-        ) from err
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(
-            f"{module_name} has no {attr}, which policy type {name!r} names as its implementation",
-            where=target,
-        ) from None
 
 
 def trainable_policy_types() -> list[str]:

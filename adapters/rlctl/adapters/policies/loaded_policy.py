@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from rlctl.adapters.policies.acting import ChunkedActing, Leftover, RealTimeChunks
-from rlctl.adapters.policies.base import PolicyModel, build_policy, implementation_of
+from rlctl.adapters.policies.base import PolicyModel, build_policy
 from rlctl.adapters.policies.checkpoint import (
     checkpoint_folder,
     read_config,
@@ -25,6 +25,7 @@ from rlctl.adapters.policies.checkpoint import (
     read_processors,
     save_pretrained,
 )
+from rlctl.adapters.policies.implementations import implementation_of
 from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.application.ports.policy import Policy

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
-from rlctl.adapters.policies.base import implementation_of
 from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.files import (
     inside_checkpoint,
@@ -30,6 +29,7 @@ from rlctl.adapters.policies.files import (
     read_arrays,
     read_checkpoint_json,
 )
+from rlctl.adapters.policies.implementations import implementation_of
 from rlctl.adapters.policies.vla import tokenizer as _tokenizer  # noqa: F401 (registers the step)
 from rlctl.application.relative_actions import relative_actions_config
 from rlctl.domain.errors import ConfigError, RlctlError
@@ -138,8 +138,9 @@ def make_pre_post_processors(
 ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
     """LeRobot's default pair for a policy: rename -> batch -> device -> normalise, and
     unnormalise -> cpu. `dataset_stats` maps feature keys to `{"mean": ..., "std": ..., ...}`.
-    A policy's own steps (`preprocessor_steps`, e.g. SmolVLA's task newline and tokenizer) come
-    after batching, where LeRobot's policy-specific factories put them.
+    A policy's own steps (its implementation's `preprocessor_steps`, e.g. SmolVLA's task newline
+    and tokenizer) come after batching, where LeRobot's policy-specific factories put them; its
+    `arrange_processors` then reorders both lists if it must (π0.5 normalises before tokenising).
 
     With relative actions (`config.use_relative_actions`, or `relative_actions` given), actions
     are learned relative to the state, in the order LeRobot's pi0 uses: ... -> device ->
@@ -172,9 +173,9 @@ def make_pre_post_processors(
         post_steps.append(AbsoluteActions(relative_actions))
     pre_steps.append(Normalizer(normalizer_config(all_features), stats))
     post_steps.append(DeviceStep(DeviceConfig("cpu")))
-    arrange = _policy_hook(config, "arrange_processors")
-    if arrange is not None:
-        pre_steps, post_steps = arrange(config, pre_steps, post_steps)
+    pre_steps, post_steps = implementation_of(type(config)).arrange_processors(
+        config, pre_steps, post_steps
+    )
     return (
         ProcessorPipeline(pre_steps, name=PREPROCESSOR_NAME),
         ProcessorPipeline(post_steps, name=POSTPROCESSOR_NAME),
@@ -183,18 +184,7 @@ def make_pre_post_processors(
 
 def policy_preprocessor_steps(config: PolicyConfig) -> list[ProcessorStep]:
     """The steps `config`'s model class adds to its pre-processor (none for most policies)."""
-    make = _policy_hook(config, "preprocessor_steps")
-    return list(make(config)) if make is not None else []
-
-
-def _policy_hook(config: PolicyConfig, name: str) -> Any:
-    """A classmethod of `config`'s model class shaping its processors, if it has one:
-    `preprocessor_steps(config)` adds steps after batching; `arrange_processors(config, pre,
-    post)` returns both step lists rearranged (π0.5 normalises before tokenising)."""
-    if not type(config).implementation:
-        return None
-    hook = getattr(implementation_of(type(config)), name, None)
-    return hook if callable(hook) else None
+    return implementation_of(type(config)).preprocessor_steps(config)
 
 
 def _numpy_stats(stats: Stats) -> dict[str, dict[str, np.ndarray]]:

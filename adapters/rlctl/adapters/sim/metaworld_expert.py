@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlctl.adapters.policies.acting import ConfigDescribed
+from rlctl.adapters.policies.implementations import PolicyImplementation
 from rlctl.adapters.sim.envs.metaworld_env import ACTION_DIM, STATE_DIM, task_table
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.env_observation import env_policy_features
@@ -28,7 +29,11 @@ if TYPE_CHECKING:
 ENV_STATE_KEY = "observation.environment_state"
 
 
-class MetaWorldExpertPolicy(ConfigDescribed[MetaWorldExpertConfig]):
+class MetaWorldExpertPolicy(
+    ConfigDescribed[MetaWorldExpertConfig], PolicyImplementation[MetaWorldExpertConfig]
+):
+    config_class = MetaWorldExpertConfig
+
     def __init__(self, tasks: Iterable[str] | None = None) -> None:
         import metaworld.policies as experts
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlctl.adapters.policies.acting import ChunkedActing, ConfigDescribed
+from rlctl.adapters.policies.implementations import PolicyImplementation
 from rlctl.domain.action_chunk import ActionChunk, ActionQueue
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec, typed_feature
@@ -27,7 +28,9 @@ def _finite(bound: np.ndarray, fallback: float) -> np.ndarray:
     return np.where(np.isfinite(bound), bound, fallback).astype(np.float32)
 
 
-class RandomPolicy(ConfigDescribed[RandomPolicyConfig]):
+class RandomPolicy(ConfigDescribed[RandomPolicyConfig], PolicyImplementation[RandomPolicyConfig]):
+    config_class = RandomPolicyConfig
+
     def __init__(
         self,
         action_low: Any,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from rlctl.domain.optimization import OptimizerSpec
 from rlctl.domain.policies.config import PolicyConfig, check_resnet, require
 
 
@@ -11,8 +12,6 @@ from rlctl.domain.policies.config import PolicyConfig, check_resnet, require
 @attrs.frozen(kw_only=True)
 class ACTConfig(PolicyConfig):
     """Action Chunking Transformer (Zhao et al. 2023), LeRobot's defaults (ALOHA-sized)."""
-
-    implementation = "rlctl.adapters.policies.act:ACTPolicy"
 
     chunk_size: int = 100
     n_action_steps: int = 100
@@ -61,6 +60,11 @@ class ACTConfig(PolicyConfig):
             f"feedforward_activation must be relu, gelu or glu, got "
             f"{self.feedforward_activation!r}",
             "feedforward_activation",
+        )
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        return OptimizerSpec(
+            type="adamw", lr=self.optimizer_lr, weight_decay=self.optimizer_weight_decay
         )
 
     @property

@@ -7,9 +7,10 @@ so that a LeRobot `config.json` structures into these classes and unstructures b
 JSON (`lerobot_config_data` leaves out the relative-action fields while unused).
 
 `PolicyConfig` is a tagged union on `type`. A policy type is one config class registered with
-`@PolicyConfig.register("name")`, whose `implementation` names the module and class that serve
-it (`"package.module:Class"`, imported only when a model is built or loaded), plus an entry
-point in the group `rlctl.policies` for packages other than rlctl (see `registry`).
+`@PolicyConfig.register("name")` (and an entry point in the group `rlctl.policies`, see
+`registry`), and its optimiser preset (`optimizer_preset`, `scheduler_preset`, as LeRobot's
+configs give them). The class that serves it (a torch model, a scripted policy) is not named
+here: the adapters find it by the type's name (entry points `rlctl.policy_models`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rlctl.domain.features import (
     typed_features,
     typed_kind,
 )
+from rlctl.domain.optimization import OptimizerSpec, SchedulerSpec
 
 # LeRobot's NormalizationMode, as the strings its config.json holds.
 NORM_MODES = ("MEAN_STD", "MIN_MAX", "IDENTITY", "QUANTILES", "QUANTILE10")
@@ -125,8 +127,6 @@ class PolicyConfig:
 
     type_name: ClassVar[str]  # set by the tagged union's register()
     register: ClassVar[Register]
-    # `"package.module:Class"` serving this type (a torch model, a scripted policy …).
-    implementation: ClassVar[str] = ""
     # False for policies that act without learning (random, scripted experts).
     trainable: ClassVar[bool] = True
     # False for policies that read states only: a dataset's cameras are then neither decoded nor
@@ -166,6 +166,17 @@ class PolicyConfig:
                 hint="set output_features from the dataset's features before building the model",
             )
         return int(feature.shape[0])
+
+    # --- how it trains unless --optimizer.* / --scheduler.* say otherwise ---------------------
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        """The optimiser this policy trains with (LeRobot's `get_optimizer_preset`); the base
+        gives LeRobot's default `AdamConfig`."""
+        return OptimizerSpec()
+
+    def scheduler_preset(self) -> SchedulerSpec | None:
+        """Its learning-rate schedule (LeRobot's `get_scheduler_preset`); None: a constant lr."""
+        return None
 
     # --- what the dataset must deliver around each frame (frame offsets) ----------------------
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from rlctl.domain.optimization import OptimizerSpec, SchedulerSpec
 from rlctl.domain.policies.config import (
     PolicyConfig,
     check_resnet,
@@ -29,8 +30,6 @@ def _diffusion_norms() -> dict[str, str]:
 @attrs.frozen(kw_only=True)
 class DiffusionConfig(PolicyConfig):
     """Diffusion Policy (Chi et al. 2023) with a 1D conditional U-Net, LeRobot's defaults."""
-
-    implementation = "rlctl.adapters.policies.diffusion:DiffusionPolicy"
 
     n_obs_steps: int = 2
     normalization_mapping: dict[str, str] = attrs.field(
@@ -114,6 +113,20 @@ class DiffusionConfig(PolicyConfig):
                     f"crop_shape {list(crop)} does not fit the image {key} {list(feature.shape)}",
                     "crop_shape",
                 )
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        return OptimizerSpec(
+            type="adam",
+            lr=self.optimizer_lr,
+            betas=self.optimizer_betas,
+            eps=self.optimizer_eps,
+            weight_decay=self.optimizer_weight_decay,
+        )
+
+    def scheduler_preset(self) -> SchedulerSpec:
+        return SchedulerSpec(
+            type="diffuser", name=self.scheduler_name, num_warmup_steps=self.scheduler_warmup_steps
+        )
 
     @property
     def effective_crop_shape(self) -> tuple[int, int] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from rlctl.domain.optimization import OptimizerSpec
 from rlctl.domain.policies.config import PolicyConfig, int_tuple, require
 
 
@@ -16,7 +17,6 @@ class MLPConfig(PolicyConfig):
     robot state and the environment state, never images.
     """
 
-    implementation = "rlctl.adapters.policies.mlp:MLPPolicy"
     reads_images = False
 
     chunk_size: int = 10
@@ -39,6 +39,11 @@ class MLPConfig(PolicyConfig):
             "activation",
         )
         require(self.n_obs_steps >= 1, "n_obs_steps must be at least 1", "n_obs_steps")
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        return OptimizerSpec(
+            type="adamw", lr=self.optimizer_lr, weight_decay=self.optimizer_weight_decay
+        )
 
     @property
     def observation_delta_indices(self) -> list[int] | None:

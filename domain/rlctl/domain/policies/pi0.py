@@ -24,6 +24,12 @@ from typing import ClassVar
 import attrs
 
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.optimization import (
+    OptimizerSpec,
+    SchedulerSpec,
+    cosine_decay_optimizer,
+    cosine_decay_scheduler,
+)
 from rlctl.domain.policies.config import PolicyConfig, norm_mapping, require
 from rlctl.domain.policies.rtc import RTCConfig, optional_rtc_config
 
@@ -180,6 +186,12 @@ class PiConfig(PolicyConfig):
                 "action_expert_variant",
             )
 
+    def optimizer_preset(self) -> OptimizerSpec:
+        return cosine_decay_optimizer(self)
+
+    def scheduler_preset(self) -> SchedulerSpec:
+        return cosine_decay_scheduler(self)
+
     @property
     def vlm_sizes(self) -> GemmaSizes:
         return gemma_sizes(self.paligemma_variant, where="paligemma_variant")
@@ -203,8 +215,6 @@ class PiConfig(PolicyConfig):
 @attrs.frozen(kw_only=True)
 class PI0Config(PiConfig):
     """π0 with LeRobot's defaults (PaliGemma 2B + a 300M action expert)."""
-
-    implementation = "rlctl.adapters.policies.vla.pi0:PI0Policy"
 
 
 attrs.resolve_types(PiConfig)

@@ -25,8 +25,6 @@ def _pi05_norms() -> dict[str, str]:
 class PI05Config(PiConfig):
     """π0.5 with LeRobot's defaults (PaliGemma 2B + a 300M action expert, 200-token prompts)."""
 
-    implementation = "rlctl.adapters.policies.vla.pi05:PI05Policy"
-
     normalization_mapping: dict[str, str] = attrs.field(factory=_pi05_norms, converter=norm_mapping)
     tokenizer_max_length: int = 200
 

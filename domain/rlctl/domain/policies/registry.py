@@ -1,11 +1,14 @@
 """Which policy types exist: the built-in ones, and those other packages register.
 
 A package adds a policy type without editing rlctl by declaring an entry point in the group
-`rlctl.policies`, named after the type, pointing at its `PolicyConfig` subclass (whose
-`implementation` names the model module), or at a module that registers one when imported:
+`rlctl.policies`, named after the type, pointing at its `PolicyConfig` subclass, or at a module
+that registers one when imported; the class serving the type is declared under the same name in
+the group `rlctl.policy_models`, which only the adapters read:
 
     [project.entry-points."rlctl.policies"]
     my_policy = "my_package.config:MyPolicyConfig"
+    [project.entry-points."rlctl.policy_models"]
+    my_policy = "my_package.model:MyPolicy"
 
 rlctl's own types are declared the same way (in the adapters' distribution) and are also
 imported directly, so a source checkout without installed metadata still knows them. Entry

@@ -13,7 +13,7 @@ steps, free after.
 `RTCConfig` is LeRobot 0.6.1's, field for field (its `rtc_config` in a SmolVLA or π0
 config.json); `CommittedActions` is what an acting loop hands a policy with an observation.
 `prefix_weights` is the schedule's arithmetic, in numpy; the denoising wrapper that applies it
-to a model's velocity lives in the policy adapters (`rlctl.adapters.policies.vla.rtc`).
+to a model's velocity lives in the VLA policy adapters, beside their flow-matching sampler.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from rlctl.domain.policies.config import PolicyConfig
 class RandomPolicyConfig(PolicyConfig):
     """Uniform actions inside the env's action bounds: the floor a trained policy must beat."""
 
-    implementation = "rlctl.adapters.sim.random_policy:RandomPolicy"
     trainable = False
 
     chunk_size: int = 10
@@ -30,7 +29,6 @@ class RandomPolicyConfig(PolicyConfig):
 class MetaWorldExpertConfig(PolicyConfig):
     """Meta-World's scripted expert of each task; needs `--env.obs_type=state`."""
 
-    implementation = "rlctl.adapters.sim.metaworld_expert:MetaWorldExpertPolicy"
     trainable = False
 
     n_action_steps: int = 1

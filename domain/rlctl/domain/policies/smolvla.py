@@ -14,6 +14,12 @@ from typing import ClassVar
 
 import attrs
 
+from rlctl.domain.optimization import (
+    OptimizerSpec,
+    SchedulerSpec,
+    cosine_decay_optimizer,
+    cosine_decay_scheduler,
+)
 from rlctl.domain.policies.config import PolicyConfig, norm_mapping, optional_pair, require
 from rlctl.domain.policies.rtc import RTCConfig, optional_rtc_config
 
@@ -36,7 +42,6 @@ def _float_pair(value: Iterable[float]) -> tuple[float, float]:
 class SmolVLAConfig(PolicyConfig):
     """SmolVLA with LeRobot's defaults (the SmolVLM2-500M backbone, 16 of its layers)."""
 
-    implementation = "rlctl.adapters.policies.vla.smolvla:SmolVLAPolicy"
     supports_rtc: ClassVar[bool] = True
 
     chunk_size: int = 50
@@ -133,6 +138,12 @@ class SmolVLAConfig(PolicyConfig):
             "num_expert_layers",
         )
         require(self.tokenizer_max_length > 0, "must be positive", "tokenizer_max_length")
+
+    def optimizer_preset(self) -> OptimizerSpec:
+        return cosine_decay_optimizer(self)
+
+    def scheduler_preset(self) -> SchedulerSpec:
+        return cosine_decay_scheduler(self)
 
     @property
     def observation_delta_indices(self) -> list[int]:

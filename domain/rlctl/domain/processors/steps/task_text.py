@@ -1,8 +1,8 @@
 """The task text of language-conditioned policies: how it is read from a batch, ended with a
 newline (SmolVLA's prompt format), and the settings of the step that tokenises it.
 
-The tokenising step itself needs a tokenizer library, so it lives in the adapters
-(`rlctl.adapters.policies.vla.tokenizer`, registered as LeRobot's `tokenizer_processor`); its
+The tokenising step itself needs a tokenizer library, so it lives in the VLA policy adapters
+(registered as LeRobot's `tokenizer_processor`, under the same step registry); its
 settings are here, with LeRobot's `TokenizerProcessorStep` field names, so the JSON both tools
 write structures into them.
 """
