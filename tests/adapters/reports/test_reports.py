@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 
-from rlctl.adapters.reports.chart import nice_ticks
+from rlctl.adapters.reports.chart import PALETTE, Line, layout, nice_ticks, svg
+from rlctl.adapters.reports.png import paint
 from rlctl.adapters.reports.renderer import HtmlReportRenderer
 from rlctl.adapters.reports.run_folder import LocalRunFolder
 from rlctl.adapters.telemetry.metrics import JsonlMetricsSink
+from rlctl.application.ports.run_report import Panel, Series
 from rlctl.application.use_cases.report_run import ReportRun
 
 
@@ -151,3 +154,23 @@ def test_nice_ticks_are_round_and_inside_the_range():
     assert nice_ticks(1, 4, count=6, min_step=1) == [1, 2, 3, 4]
     ticks = nice_ticks(0.0003, 0.0011)
     assert all(0.0003 <= t <= 0.0011 for t in ticks) and len(ticks) >= 3
+
+
+def test_one_layout_feeds_both_outputs_and_a_missing_value_breaks_the_line():
+    nan = float("nan")
+    panel = Panel("loss", "step", (Series("loss", (1, 2, 3, 4, 5, 6), (4, 3, nan, 2, 1, 0.5)),))
+    chart = layout(panel, 640, 340, title=True, legend=True)
+    drawn = [shape for shape in chart.shapes if isinstance(shape, Line) and shape.name == "loss"]
+    assert [len(line.points) for line in drawn] == [2, 3]
+    text = svg(chart)
+    assert text.count('data-name="loss"') == 2
+    numbers = re.findall(r'\b(?:points|x\d?|y\d?|cx|cy)="([^"]*)"', text)
+    assert all(np.isfinite(float(v)) for n in numbers for p in n.split() for v in p.split(","))
+    image = Image.new("RGB", (640, 340), "#ffffff")
+    paint(ImageDraw.Draw(image), chart, 0, 0)
+    blue = np.asarray(image).astype(int) - [int(PALETTE[0][i : i + 2], 16) for i in (1, 3, 5)]
+    plot = chart.frame
+    inside = np.all(np.abs(blue) < 30, axis=-1)[
+        int(plot.top) : int(plot.top + plot.height), int(plot.left) : int(plot.left + plot.width)
+    ]
+    assert inside.sum() > 100  # the painted lines, where the SVG puts them

@@ -46,7 +46,10 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "viewer"
 FRONT = "observation.images.front"
 # Lossy AV1 keeps a flat colour within a few levels.
 TOLERANCE = 12
-PLOT_PAD_LEFT, PLOT_PAD_RIGHT = 52, 16  # viewer.js's PAD
+CHART_GEOMETRY = """(svg) => ({
+  width: svg.viewBox.baseVal.width, left: Number(svg.dataset.left),
+  plotWidth: Number(svg.dataset.plotWidth), x0: Number(svg.dataset.x0), x1: Number(svg.dataset.x1),
+})"""
 
 PIXEL = """(key) => {
   const v = document.querySelector(`video[data-key="${key}"]`);
@@ -150,6 +153,11 @@ def test_an_episode_starts_at_its_own_place_in_the_shared_video(page, colour_of)
     assert page.locator(".plot").count() == 2
     legend = page.inner_text(".plot[data-key='action'] .legend")
     assert all(name in legend for name in ("shoulder", "elbow", "wrist", "gripper"))
+    # The server draws each chart: a line per dimension, and a cursor the page moves.
+    lines = page.locator(".plot[data-key='action'] svg polyline.series")
+    assert lines.count() == 4
+    cursor = page.locator(".plot[data-key='action'] svg line.cursor")
+    assert cursor.get_attribute("visibility") == "visible"
 
 
 def test_the_video_plays_and_the_cursor_follows_it(page, colour_of):
@@ -183,10 +191,16 @@ def test_playback_stops_at_the_end_of_the_episode_not_of_the_file(page, colour_o
 
 def test_a_click_on_a_plot_seeks_the_videos(page, colour_of):
     select(page, 1)
-    box = page.locator(".plot[data-key='action'] canvas.cursor").bounding_box()
-    duration = 1.2
+    chart = page.locator(".plot[data-key='action'] svg")
+    box = chart.bounding_box()
+    # The chart says where its plot is, in its own units (scaled to the page's width).
+    geometry = chart.evaluate(CHART_GEOMETRY)
     t = 0.55  # inside frame 5
-    x = box["x"] + PLOT_PAD_LEFT + t / duration * (box["width"] - PLOT_PAD_LEFT - PLOT_PAD_RIGHT)
+    units = (
+        geometry["left"]
+        + (t - geometry["x0"]) / (geometry["x1"] - geometry["x0"]) * geometry["plotWidth"]
+    )
+    x = box["x"] + units * box["width"] / geometry["width"]
     page.mouse.click(x, box["y"] + box["height"] / 2)
     assert page.evaluate("rlctlViewer.frame()") == 5
     assert page.get_attribute(".plot[data-key='observation.state']", "data-cursor-frame") == "5"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,22 @@ def test_episode_json_holds_the_recorded_values_and_the_clip_spans(server):
     assert clips["observation.images.front"]["start_s"] == pytest.approx(1.0)
     assert clips["observation.images.front"]["end_s"] == pytest.approx(2.2)
     assert request(server, "/data/episode-7.json")[0].status == 404
+
+
+def test_episode_json_holds_a_chart_per_plot_group_drawn_by_the_report_charts(server):
+    _, body = request(server, "/data/episode-1.json")
+    charts = json.loads(body)["charts"]
+    assert set(charts) == {"observation.state", "action"}
+    chart = charts["action"]
+    lines = re.findall(
+        r'<polyline points="([^"]*)"[^>]*class="series" data-name="([^"]*)"', chart["svg"]
+    )
+    assert [name for _, name in lines] == ["shoulder", "elbow", "wrist", "gripper"]
+    assert all(len(points.split()) == 12 for points, _ in lines)
+    assert len(chart["colours"]) == 4 and len(set(chart["colours"])) == 4
+    assert 'class="cursor"' in chart["svg"]
+    x1 = re.search(r'data-x1="([^"]+)"', chart["svg"])
+    assert x1 is not None and float(x1.group(1)) == pytest.approx(1.1)  # the last timestamp
 
 
 def test_pictures_of_image_cameras_are_served_frame_by_frame(image_dataset, colour_of):

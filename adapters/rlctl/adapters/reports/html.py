@@ -1,6 +1,6 @@
-"""A run's report as one self-contained HTML file: inline SVG charts, a little inline JS for
-reading values under the pointer, tables, the config, and the videos (referenced relative to the
-page, or embedded as data URLs)."""
+"""A run's report as one self-contained HTML file: the SVG charts of `chart`, a little inline JS
+for reading values under the pointer, tables, the config, and the videos (referenced relative to
+the page, or embedded as data URLs)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import base64
 import datetime as dt
 import html
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-from rlctl.adapters.reports.chart import PALETTE, Frame, data_ranges, nice_ticks, tick_label
+from rlctl.adapters.reports.chart import PALETTE, layout, svg
 from rlctl.application.ports.run_report import Panel, RunReport, Table
 
 WIDTH, HEIGHT = 560, 250
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 64, 14, 12, 40
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1d1f21;
@@ -39,7 +39,6 @@ figure.chart .readout { font-size: 12px; color: #444; min-height: 1.3em;
 .legend { font-size: 12px; display: flex; flex-wrap: wrap; gap: 2px 12px; }
 .legend i { display: inline-block; width: 12px; height: 3px; vertical-align: middle;
   margin-right: 4px; }
-svg text { font-size: 11px; fill: #555; }
 table { border-collapse: collapse; background: #fff; font-size: 13px;
   font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #dcdcd8; padding: 4px 10px; text-align: right; }
@@ -56,19 +55,21 @@ pre { background: #fff; border: 1px solid #dcdcd8; padding: 10px; overflow-x: au
 # Shows the values of every line at the step under the pointer.
 SCRIPT = """
 document.querySelectorAll("figure.chart").forEach(function (figure) {
-  var data = JSON.parse(figure.querySelector("script").textContent);
+  var series = JSON.parse(figure.querySelector("script").textContent);
   var svg = figure.querySelector("svg"), readout = figure.querySelector(".readout");
-  var cursor = svg.querySelector(".cursor");
+  var cursor = svg.querySelector(".cursor"), width = svg.viewBox.baseVal.width;
+  var left = Number(svg.dataset.left), plotWidth = Number(svg.dataset.plotWidth);
+  var x0 = Number(svg.dataset.x0), x1 = Number(svg.dataset.x1);
   svg.addEventListener("mousemove", function (event) {
     var box = svg.getBoundingClientRect();
-    var px = (event.clientX - box.left) * data.width / box.width;
-    var x = data.x0 + (px - data.left) / data.plotWidth * (data.x1 - data.x0);
+    var px = (event.clientX - box.left) * width / box.width;
+    var x = x0 + (px - left) / plotWidth * (x1 - x0);
     var parts = [];
-    data.series.forEach(function (s) {
+    series.forEach(function (s) {
       var best = -1, gap = Infinity;
       for (var i = 0; i < s.x.length; i++) {
         var d = Math.abs(s.x[i] - x);
-        if (d < gap) { gap = d; best = i; }
+        if (d < gap && s.y[i] !== null) { gap = d; best = i; }
       }
       if (best >= 0) parts.push(s.name + " " + s.y[best].toPrecision(4) + " @ " + s.x[best]);
     });
@@ -87,88 +88,23 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _number(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+def _finite(values: tuple[float, ...]) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in values]  # JSON has no NaN
 
 
-def chart_svg(panel: Panel, index: int) -> str:
-    x_range, y_range = data_ranges(panel)
-    frame = Frame(
-        PAD_LEFT,
-        PAD_TOP,
-        WIDTH - PAD_LEFT - PAD_RIGHT,
-        HEIGHT - PAD_TOP - PAD_BOTTOM,
-        x_range,
-        y_range,
-    )
-    parts = [
-        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-        f'role="img" aria-label="{_e(panel.title)}">'
-    ]
-    y_ticks = nice_ticks(*y_range)
-    for tick in y_ticks:
-        y = _number(frame.y(tick))
-        parts.append(
-            f'<line x1="{PAD_LEFT}" x2="{WIDTH - PAD_RIGHT}" y1="{y}" y2="{y}" stroke="#e6e6e2"/>'
-            f'<text x="{PAD_LEFT - 6}" y="{y}" text-anchor="end" dominant-baseline="middle">'
-            f"{_e(tick_label(tick, y_ticks))}</text>"
-        )
-    x_ticks = nice_ticks(*x_range, count=6, min_step=1)
-    bottom = HEIGHT - PAD_BOTTOM
-    for tick in x_ticks:
-        x = _number(frame.x(tick))
-        parts.append(
-            f'<line x1="{x}" x2="{x}" y1="{bottom}" y2="{bottom + 4}" stroke="#999"/>'
-            f'<text x="{x}" y="{bottom + 16}" text-anchor="middle">'
-            f"{_e(tick_label(tick, x_ticks))}</text>"
-        )
-    parts.append(
-        f'<rect x="{PAD_LEFT}" y="{PAD_TOP}" width="{_number(frame.width)}" '
-        f'height="{_number(frame.height)}" fill="none" stroke="#bbb"/>'
-        f'<text x="{PAD_LEFT + frame.width / 2:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
-        f"{_e(panel.x_label)}</text>"
-    )
-    if panel.y_unit:
-        parts.append(
-            f'<text x="12" y="{PAD_TOP + frame.height / 2:.1f}" text-anchor="middle" '
-            f'transform="rotate(-90 12 {PAD_TOP + frame.height / 2:.1f})">{_e(panel.y_unit)}</text>'
-        )
-    for i, series in enumerate(panel.series):
-        colour = PALETTE[i % len(PALETTE)]
-        points = " ".join(
-            f"{_number(frame.x(x))},{_number(frame.y(y))}" for x, y in zip(series.x, series.y)
-        )
-        parts.append(
-            f'<polyline class="series" data-name="{_e(series.name)}" points="{points}" '
-            f'fill="none" stroke="{colour}" stroke-width="1.6"><title>{_e(series.name)}</title>'
-            "</polyline>"
-        )
-        if panel.markers and len(series.x) <= 300:
-            parts.extend(
-                f'<circle cx="{_number(frame.x(x))}" cy="{_number(frame.y(y))}" r="2.5" '
-                f'fill="{colour}"/>'
-                for x, y in zip(series.x, series.y)
-            )
-    parts.append(
-        f'<line class="cursor" x1="0" x2="0" y1="{PAD_TOP}" y2="{bottom}" stroke="#c2410c" '
-        'visibility="hidden"/></svg>'
-    )
-    data = {
-        "width": WIDTH,
-        "left": PAD_LEFT,
-        "plotWidth": frame.width,
-        "x0": x_range[0],
-        "x1": x_range[1],
-        "series": [{"name": s.name, "x": s.x, "y": s.y} for s in panel.series],
-    }
+def chart_figure(panel: Panel, index: int) -> str:
+    """The panel's chart with its legend, a readout of the values under the pointer, and the
+    values the readout reads."""
     legend = "".join(
         f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{_e(s.name)}</span>'
         for i, s in enumerate(panel.series)
     )
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    series = [{"name": s.name, "x": _finite(s.x), "y": _finite(s.y)} for s in panel.series]
+    payload = json.dumps(series, separators=(",", ":")).replace("</", "<\\/")
     return (
         f'<figure class="chart" id="chart-{index}"><figcaption>{_e(panel.title)}</figcaption>'
-        f'{"".join(parts)}<div class="legend">{legend}</div><div class="readout"></div>'
+        f"{svg(layout(panel, WIDTH, HEIGHT))}"
+        f'<div class="legend">{legend}</div><div class="readout"></div>'
         f'<script type="application/json">{payload}</script></figure>'
     )
 
@@ -206,7 +142,7 @@ def report_html(
         f'<div class="fact"><b>{_e(label)}</b>{_e(value)}</div>' for label, value in report.facts
     )
     notes = "".join(f'<p class="note">{_e(note)}</p>' for note in report.notes)
-    charts = "".join(chart_svg(panel, i) for i, panel in enumerate(report.panels))
+    charts = "".join(chart_figure(panel, i) for i, panel in enumerate(report.panels))
     body = [
         f"<header><h1>{_e(report.title)}</h1>"
         f'<div class="where">{_e(report.location)} · report written '

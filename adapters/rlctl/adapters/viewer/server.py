@@ -5,7 +5,7 @@ export in `site.py` serves the same page from files):
 
 - `/` and `/static/<file>`: the hand-written page (package data next to this module);
 - `/data/dataset.json`: the episode list, cameras and plot groups;
-- `/data/episode-<i>.json`: one episode's series, timestamps and video clips;
+- `/data/episode-<i>.json`: one episode's series, timestamps, charts and video clips;
 - `/frames/<i>/<key>/<frame>`: one picture of a camera stored as images (no video);
 - `/media/<path>`: a video file of the dataset, relative to its root, with HTTP range requests
   (browsers seek inside an mp4 by asking for byte ranges); never re-encoded.
@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 import structlog
 
 from rlctl.adapters.storage.lerobot_v3.identity import DatasetChanged, FolderIdentity
+from rlctl.adapters.viewer.charts import episode_data
 from rlctl.application.use_cases.view_dataset import DatasetViewer
 from rlctl.domain.errors import InvalidInput, RlctlError
 
@@ -223,7 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/data/dataset.json":
                 self._json(self.server.viewer.page.to_dict(), head)
             elif match := _EPISODE.match(path):
-                self._json(self.server.viewer.episode(int(match.group(1))).to_dict(), head)
+                viewer = self.server.viewer
+                self._json(episode_data(viewer.page, viewer.episode(int(match.group(1)))), head)
             elif match := _FRAME.match(path):
                 episode, key, frame = int(match.group(1)), match.group(2), int(match.group(3))
                 picture = self.server.viewer.frame_image(episode, key, frame)

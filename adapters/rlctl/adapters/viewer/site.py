@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlctl.adapters.viewer.charts import episode_data
 from rlctl.adapters.viewer.server import STATIC_FILES, media_path, static_asset
 from rlctl.application.use_cases.view_dataset import DatasetViewer
 from rlctl.domain.errors import InvalidInput
@@ -89,7 +90,7 @@ def write_site(
     _write_data(out / "data", "dataset", viewer.page.to_dict())
     for summary in viewer.page.episodes:
         episode = viewer.episode(summary.index)
-        _write_data(out / "data", f"episode-{summary.index}", episode.to_dict())
+        _write_data(out / "data", f"episode-{summary.index}", episode_data(viewer.page, episode))
         for clip in episode.videos:
             # `media_path` accepted the name: a plain relative path, so the copy stays in out/.
             source = _video(root, clip.file, summary.index)

@@ -1,11 +1,8 @@
-// rlctl dataset viewer: episode list, synchronised camera clips, one canvas plot per group.
+// rlctl dataset viewer: episode list, synchronised camera clips, one chart per plot group.
 // Hand-written, no dependencies, so the page works offline and from files (`--out DIR`).
 "use strict";
 
 (function () {
-  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-    "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
-  const PAD = { left: 52, right: 16, top: 8, bottom: 20 };
   const $ = (id) => document.getElementById(id);
 
   const view = {
@@ -16,7 +13,7 @@
     playing: false,
     videos: [],       // {el, clip}
     pictures: [],     // {el, key}: cameras stored as images, one picture a frame
-    plots: [],        // {group, base, cursor, legend, values}
+    plots: [],        // {group, values, section, svg, cursor, legend, cells, chart geometry}
     clockStart: 0,    // for episodes without video: performance.now() when play started
     clockFrom: 0,
     lastFrame: -1,
@@ -182,112 +179,47 @@
     }
   }
 
-  // ---- plots --------------------------------------------------------------------------------
+  // ---- plots: drawn by the server (the reports' charts); the page moves their cursor ------
   function buildPlots(episode) {
     const box = $("plots");
     box.textContent = "";
     view.plots = [];
     for (const group of view.dataset.groups) {
       const values = episode.series[group.key];
-      if (!values) continue;
+      const chart = episode.charts[group.key];
+      if (!values || !chart) continue;
       const section = document.createElement("div");
       section.className = "plot";
       section.dataset.key = group.key;
-      section.innerHTML = '<h3></h3><div class="canvases"><canvas class="base"></canvas>' +
-        '<canvas class="cursor"></canvas></div><div class="legend"></div>';
+      section.innerHTML = '<h3></h3><div class="chart"></div><div class="legend"></div>';
       section.querySelector("h3").textContent = group.key + " (" + group.kind + ")";
+      // The server's own SVG, its text escaped there.
+      section.querySelector(".chart").innerHTML = chart.svg;
       box.appendChild(section);
+      const svg = section.querySelector("svg");
       const plot = {
-        group, values, section,
-        base: section.querySelector("canvas.base"),
-        cursor: section.querySelector("canvas.cursor"),
+        group, values, section, svg,
+        cursor: svg.querySelector("line.cursor"),
         legend: section.querySelector(".legend"),
-        range: valueRange(values),
+        width: svg.viewBox.baseVal.width,
+        left: Number(svg.dataset.left),
+        plotWidth: Number(svg.dataset.plotWidth),
+        x0: Number(svg.dataset.x0),
+        x1: Number(svg.dataset.x1),
         cells: [],
       };
       group.names.forEach((name, i) => {
         const item = document.createElement("span");
         item.innerHTML = '<span class="swatch"></span><span class="name"></span> <b></b>';
-        item.querySelector(".swatch").style.background = COLORS[i % COLORS.length];
+        item.querySelector(".swatch").style.background = chart.colours[i] || "";
         item.querySelector(".name").textContent = name;
         plot.legend.appendChild(item);
         plot.cells.push(item.querySelector("b"));
       });
       attachSeeking(plot);
       view.plots.push(plot);
-      drawBase(plot);
     }
     if (!view.plots.length) box.innerHTML = '<div class="empty">No state or action features to plot.</div>';
-  }
-
-  function valueRange(values) {
-    let lo = Infinity, hi = -Infinity;
-    for (const column of values) for (const v of column) {
-      if (v === null) continue;
-      if (v < lo) lo = v;
-      if (v > hi) hi = v;
-    }
-    if (!isFinite(lo)) { lo = 0; hi = 1; }
-    if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
-    const margin = (hi - lo) * 0.05;
-    return [lo - margin, hi + margin];
-  }
-
-  function sizeCanvas(canvas) {
-    const ratio = window.devicePixelRatio || 1;
-    const w = Math.max(1, Math.round(canvas.clientWidth * ratio));
-    const h = Math.max(1, Math.round(canvas.clientHeight * ratio));
-    if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
-    const ctx = canvas.getContext("2d");
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    return { ctx, w: canvas.clientWidth, h: canvas.clientHeight };
-  }
-
-  function xOf(t, w) { return PAD.left + (t / Math.max(view.duration, 1e-9)) * (w - PAD.left - PAD.right); }
-  function tOf(x, w) { return ((x - PAD.left) / (w - PAD.left - PAD.right)) * view.duration; }
-
-  function drawBase(plot) {
-    const { ctx, w, h } = sizeCanvas(plot.base);
-    const [lo, hi] = plot.range;
-    const yOf = (v) => PAD.top + (1 - (v - lo) / (hi - lo)) * (h - PAD.top - PAD.bottom);
-    ctx.clearRect(0, 0, w, h);
-    ctx.font = "11px system-ui, sans-serif";
-    ctx.strokeStyle = "#e4e4e0";
-    ctx.fillStyle = "#6b6f73";
-    ctx.lineWidth = 1;
-    ctx.textAlign = "right";
-    ctx.textBaseline = "middle";
-    const yStep = niceStep((hi - lo) / 4);
-    for (let v = Math.ceil(lo / yStep) * yStep; v <= hi; v += yStep) {
-      const y = yOf(v);
-      ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(w - PAD.right, y); ctx.stroke();
-      ctx.fillText(formatNumber(Math.abs(v) < yStep * 1e-6 ? 0 : v), PAD.left - 4, y);
-    }
-    ctx.textAlign = "center";
-    ctx.textBaseline = "top";
-    const step = niceStep(view.duration / 8);
-    for (let t = 0; t <= view.duration + 1e-9; t += step) {
-      ctx.fillText(t.toFixed(step < 1 ? 1 : 0) + " s", xOf(t, w), h - PAD.bottom + 4);
-    }
-    const times = view.episode.timestamps;
-    plot.values.forEach((column, i) => {
-      ctx.strokeStyle = COLORS[i % COLORS.length];
-      ctx.lineWidth = 1.4;
-      ctx.beginPath();
-      let pen = false;
-      column.forEach((v, k) => {
-        if (v === null) { pen = false; return; }
-        const x = xOf(times[k], w), y = yOf(v);
-        if (pen) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
-      });
-      ctx.stroke();
-    });
-  }
-
-  function niceStep(raw) {
-    const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-6))));
-    for (const m of [1, 2, 5, 10]) if (raw <= m * p) return m * p;
-    return 10 * p;
   }
 
   function formatNumber(v) {
@@ -296,14 +228,20 @@
     return v.toFixed(a < 1 ? 3 : a < 100 ? 2 : 0);
   }
 
+  // Chart units (the SVG's viewBox) to episode time and back.
+  function xOf(plot, t) {
+    return plot.left + (t - plot.x0) / Math.max(plot.x1 - plot.x0, 1e-9) * plot.plotWidth;
+  }
+  function tOf(plot, x) {
+    return plot.x0 + (x - plot.left) / plot.plotWidth * (plot.x1 - plot.x0);
+  }
+
   function drawCursor(plot) {
-    const { ctx, w, h } = sizeCanvas(plot.cursor);
-    ctx.clearRect(0, 0, w, h);
     const frame = frameOf(view.t);
-    const x = xOf(view.episode.timestamps[frame] ?? view.t, w);
-    ctx.strokeStyle = "#c2410c";
-    ctx.lineWidth = 1.5;
-    ctx.beginPath(); ctx.moveTo(x, PAD.top); ctx.lineTo(x, h - PAD.bottom); ctx.stroke();
+    const x = xOf(plot, view.episode.timestamps[frame] ?? view.t);
+    plot.cursor.setAttribute("x1", String(x));
+    plot.cursor.setAttribute("x2", String(x));
+    plot.cursor.setAttribute("visibility", "visible");
     plot.section.dataset.cursorFrame = String(frame);
     plot.section.dataset.cursorX = x.toFixed(1);
   }
@@ -311,11 +249,11 @@
   function attachSeeking(plot) {
     let dragging = false;
     const seekAt = (event) => {
-      const rect = plot.cursor.getBoundingClientRect();
+      const rect = plot.svg.getBoundingClientRect();
       pause();
-      seek(tOf(event.clientX - rect.left, rect.width));
+      seek(tOf(plot, (event.clientX - rect.left) * plot.width / rect.width));
     };
-    plot.cursor.addEventListener("mousedown", (e) => { dragging = true; seekAt(e); });
+    plot.svg.addEventListener("mousedown", (e) => { dragging = true; seekAt(e); });
     window.addEventListener("mousemove", (e) => { if (dragging) seekAt(e); });
     window.addEventListener("mouseup", () => { dragging = false; });
   }
@@ -470,9 +408,6 @@
     $("prev").addEventListener("click", () => stepFrames(-1));
     $("next").addEventListener("click", () => stepFrames(1));
     document.addEventListener("keydown", onKey);
-    window.addEventListener("resize", () => {
-      for (const plot of view.plots) { drawBase(plot); drawCursor(plot); }
-    });
     const first = dataset.episodes.find((e) => e.index === wanted) || dataset.episodes[0];
     if (first) await selectEpisode(first.index, first.index === wanted ? early : null);
     else $("episode-title").textContent = "This dataset has no episodes.";
