@@ -33,3 +33,4 @@ def test_the_adapters_wheel_holds_the_page(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in STATIC_FILES:
         assert f"rlctl/adapters/viewer/static/{name}" in names
+    assert "rlctl/adapters/reports/static/report.js" in names  # inlined into every report

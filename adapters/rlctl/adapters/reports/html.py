@@ -10,6 +10,7 @@ import html
 import json
 import math
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -52,36 +53,11 @@ pre { background: #fff; border: 1px solid #dcdcd8; padding: 10px; overflow-x: au
   font-size: 12px; }
 """
 
-# Shows the values of every line at the step under the pointer.
-SCRIPT = """
-document.querySelectorAll("figure.chart").forEach(function (figure) {
-  var series = JSON.parse(figure.querySelector("script").textContent);
-  var svg = figure.querySelector("svg"), readout = figure.querySelector(".readout");
-  var cursor = svg.querySelector(".cursor"), width = svg.viewBox.baseVal.width;
-  var left = Number(svg.dataset.left), plotWidth = Number(svg.dataset.plotWidth);
-  var x0 = Number(svg.dataset.x0), x1 = Number(svg.dataset.x1);
-  svg.addEventListener("mousemove", function (event) {
-    var box = svg.getBoundingClientRect();
-    var px = (event.clientX - box.left) * width / box.width;
-    var x = x0 + (px - left) / plotWidth * (x1 - x0);
-    var parts = [];
-    series.forEach(function (s) {
-      var best = -1, gap = Infinity;
-      for (var i = 0; i < s.x.length; i++) {
-        var d = Math.abs(s.x[i] - x);
-        if (d < gap && s.y[i] !== null) { gap = d; best = i; }
-      }
-      if (best >= 0) parts.push(s.name + " " + s.y[best].toPrecision(4) + " @ " + s.x[best]);
-    });
-    readout.textContent = parts.join(" \\u00b7 ");
-    cursor.setAttribute("x1", px); cursor.setAttribute("x2", px);
-    cursor.setAttribute("visibility", "visible");
-  });
-  svg.addEventListener("mouseleave", function () {
-    cursor.setAttribute("visibility", "hidden"); readout.textContent = "";
-  });
-});
-"""
+
+def script() -> str:
+    """The page's script (`static/report.js`, type-checked with the viewer's), safe to inline."""
+    file = resources.files("rlctl.adapters.reports").joinpath("static", "report.js")
+    return file.read_text("utf-8").replace("</", "<\\/")
 
 
 def _e(value: Any) -> str:
@@ -170,5 +146,5 @@ def report_html(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(report.title)}</title>{refresh}<style>{STYLE}</style></head><body>"
         + "".join(body)
-        + f"<script>{SCRIPT}</script></body></html>\n"
+        + f"<script>{script()}</script></body></html>\n"
     )
