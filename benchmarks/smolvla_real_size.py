@@ -130,7 +130,7 @@ import time, sys, json, resource
 import torch
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.adapters.training.optim import build_optimizer, fused_supported
-from rlctl.application.train_presets import resolve_optimization
+from rlctl.domain.train_presets import resolve_optimization
 from rlctl.domain.train_settings import TrainSettings
 loaded = load_policy_folder(sys.argv[1], device="cpu")
 model = loaded.model

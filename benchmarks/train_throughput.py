@@ -71,11 +71,10 @@ class StepTimes:
 
 
 def run_rlctl(args: argparse.Namespace, out: Path) -> dict:
-    from rlctl.adapters.memory.progress import SilentProgress
-    from rlctl.adapters.training.backend import TorchTrainingBackend
-    from rlctl.application.use_cases.train_policy import TrainPolicy
     from rlctl.domain.policies import ACTConfig
     from rlctl.domain.train_settings import DatasetSource, TrainSettings
+    from rlctl.entrypoints.container import build_container
+    from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
     settings = TrainSettings(
         dataset=DatasetSource(root=str(args.root)),
@@ -91,8 +90,9 @@ def run_rlctl(args: argparse.Namespace, out: Path) -> dict:
     )
     sink = StepTimes()
     # As `rlctl train`, which owns its process: the allocator keeps freed memory (with auto).
-    backend = TorchTrainingBackend(video_backend=args.video_backend, keep_freed_memory=True)
-    TrainPolicy(backend, SilentProgress(), sink)(settings)
+    app = AppSettings(dataset=DatasetSettings(video_backend=args.video_backend), progress="silent")
+    container = build_container(app, owns_process=True)
+    container.train_policy(metrics=sink)(settings)
     measured = sink.rows[args.warmup :]
     wall = measured[-1][0] - sink.rows[args.warmup - 1][0] if args.warmup else 0.0
     return {

@@ -65,7 +65,11 @@ from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
 from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
 from rlctl.adapters.memory.teleoperator import ScriptedTeleoperator
-from rlctl.adapters.memory.training import ScriptedSession, ScriptedTrainingBackend
+from rlctl.adapters.memory.training import (
+    ScriptedProcesses,
+    ScriptedSession,
+    ScriptedTrainingBackend,
+)
 from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
@@ -95,6 +99,7 @@ from rlctl.adapters.storage.lerobot_v3.tools.rebuild import LeRobotRebuild, LeRo
 from rlctl.adapters.storage.lerobot_v3.tools.stats_access import LeRobotStatsAccess
 from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, LeRobotV3WriteSession
 from rlctl.adapters.storage.lerobot_v21.source import LeRobotV21Reader
+from rlctl.adapters.storage.streaming.source import HubStreamedDatasets
 from rlctl.adapters.telemetry.metrics import (
     FanOutSink,
     JsonlMetricsSink,
@@ -105,7 +110,7 @@ from rlctl.adapters.telemetry.progress import RichProgress, _RichTask
 from rlctl.adapters.teleop.arm_leader import ArmLeader
 from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
-from rlctl.adapters.training.backend import TorchTrainingBackend
+from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.adapters.video.auto import AutoVideoDecoder
 from rlctl.adapters.video.pyav_decoder import PyAVVideoDecoder
@@ -115,7 +120,11 @@ from rlctl.application import ports
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import Console, Interrupts, RecordControls
-from rlctl.application.ports.dataset import DatasetMetaReader, LanguageAnnotations
+from rlctl.application.ports.dataset import (
+    DatasetMetaReader,
+    LanguageAnnotations,
+    StreamedDatasets,
+)
 from rlctl.application.ports.dataset_tools import (
     DatasetCheck,
     DatasetChecker,
@@ -137,7 +146,12 @@ from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, R
 from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
 from rlctl.application.ports.simulation import Simulation, VectorSimulator
 from rlctl.application.ports.teleoperator import EpisodeActions, Teleoperator
-from rlctl.application.ports.training import MetricsSink, TrainingBackend, TrainingSession
+from rlctl.application.ports.training import (
+    MetricsSink,
+    TrainingBackend,
+    TrainingProcesses,
+    TrainingSession,
+)
 from rlctl.application.ports.video import VideoDecoder, VideoEncoder, VideoWriter
 from rlctl.application.use_cases.serve_policy import PolicyService
 
@@ -382,6 +396,16 @@ def training_backend(
 
 def training_session(torch: TorchTrainingSession, fake: ScriptedSession) -> list[TrainingSession]:
     return [torch, fake]
+
+
+def training_processes(torch: TorchProcesses, fake: ScriptedProcesses) -> list[TrainingProcesses]:
+    return [torch, fake]
+
+
+def streamed_datasets(
+    hub: HubStreamedDatasets, fake: InMemoryDatasetStore
+) -> list[StreamedDatasets]:
+    return [hub, fake]
 
 
 # Ports whose only stand-ins live outside `rlctl.adapters.memory` (tests use a scripted policy

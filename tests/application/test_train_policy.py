@@ -3,29 +3,63 @@
 from __future__ import annotations
 
 import pytest
+from dependency_injector import providers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.memory.training import ScriptedTrainingBackend, scripted_loss
 from rlctl.application.ports.training import NonFinite, TrainingDiverged
 from rlctl.application.use_cases.train_policy import MAX_SKIPPED_IN_A_ROW, TrainPolicy
+from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_metrics import EpisodeResult, EvalReport, TaskResult
 from rlctl.domain.eval_settings import EvalSettings
+from rlctl.domain.features import features_from_info
 from rlctl.domain.policies import MLPConfig
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
+from rlctl.entrypoints.container import build_container
+from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
 OUT = "runs/a"
+# Datasets of the in-memory store (locations, not Hub repo ids).
+DATASETS = ("points", "data/points")
+META = DatasetMeta(
+    codebase_version="v3.0",
+    fps=10,
+    features=features_from_info(
+        {
+            "observation.state": {"dtype": "float32", "shape": [2], "names": None},
+            "action": {"dtype": "float32", "shape": [2], "names": None},
+        }
+    ),
+    total_episodes=0,
+    total_frames=0,
+    tasks=(),
+    episodes=(),
+)
 
 
 def train_settings(**overrides) -> TrainSettings:
     fields = dict(
-        policy=MLPConfig(), output_dir=OUT, steps=10, log_freq=0, save_freq=0, eval_freq=0,
-        batch_size=4,
+        dataset=DatasetSource(root="points"), policy=MLPConfig(), output_dir=OUT, steps=10,
+        log_freq=0, save_freq=0, eval_freq=0, batch_size=4,
     )  # fmt: skip
     return TrainSettings(**{**fields, **overrides})
+
+
+def train_policy(backend, progress, sink, evaluator=None) -> TrainPolicy:
+    """TrainPolicy as the container composes it, over the scripted backend and a dataset in RAM."""
+    container = build_container(AppSettings(dataset=DatasetSettings(store="memory")))
+    store = container.meta_reader()
+    for location in DATASETS:
+        store.add(location, META)
+    assert isinstance(store, InMemoryDatasetStore)
+    container.training_backend.override(providers.Object(backend))
+    container.progress.override(providers.Object(progress))
+    return container.train_policy(metrics=sink, evaluator=evaluator)
 
 
 class Evaluations:
@@ -40,7 +74,7 @@ class Evaluations:
 
 def run(backend, settings_, evaluator=None):
     sink, progress = RecordingMetricsSink(), RecordingProgress()
-    report = TrainPolicy(backend, progress, sink, evaluator)(settings_)
+    report = train_policy(backend, progress, sink, evaluator)(settings_)
     return report, sink, progress
 
 
@@ -201,7 +235,7 @@ def test_a_nonfinite_step_logs_the_good_steps_before_it_and_no_nan():
     backend = ScriptedTrainingBackend(nonfinite_at=5)
     sink, progress = RecordingMetricsSink(), RecordingProgress()
     with pytest.raises(TrainingDiverged):
-        TrainPolicy(backend, progress, sink)(train_settings(steps=10, log_freq=3))
+        train_policy(backend, progress, sink)(train_settings(steps=10, log_freq=3))
     assert sink.steps("train") == [3, 4]
     assert all(r.metrics["loss"] == r.metrics["loss"] for r in sink.records)  # no NaN
     assert sink.closed and progress.tasks[0].closed

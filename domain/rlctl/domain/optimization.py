@@ -3,7 +3,7 @@
 `OptimizerSpec` and `SchedulerSpec` are LeRobot's `{"type": "adamw", "lr": ...}` and
 `{"type": "diffuser", ...}` sections; the torch adapters build them. Each policy config gives its
 own (`PolicyConfig.optimizer_preset` and `scheduler_preset`, LeRobot's `get_optimizer_preset` and
-`get_scheduler_preset`); `rlctl.application.train_presets.resolve_optimization` applies
+`get_scheduler_preset`); `rlctl.domain.train_presets.resolve_optimization` applies
 `--optimizer.*` / `--scheduler.*` on top.
 
     ACT        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule; the

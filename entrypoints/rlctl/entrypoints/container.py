@@ -366,10 +366,29 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.application.use_cases.train_policy:SimulationEvaluator"),
         evaluate=evaluate_policy.provider,
     )
+    # Hub datasets read as they stream: only their meta/ is fetched.
+    streamed_datasets = providers.Selector(
+        config.dataset.store,
+        lerobot=providers.Singleton(
+            lazy("rlctl.adapters.storage.streaming.source:HubStreamedDatasets")
+        ),
+        memory=meta_reader,
+    )
+    # What a run trains with, decided once (dataset and pretrained checkpoint resolved here).
+    plan_training = providers.Factory(
+        lazy("rlctl.application.use_cases.train_plan:PlanTraining"),
+        resolve_dataset=resolve_dataset,
+        streams=streamed_datasets,
+        meta_reader=meta_reader,
+        resolve_policy=resolve_policy,
+        policies=policy_loader,
+        columns=dataset_stats_access,
+    )
     train_policy = providers.Factory(
         lazy("rlctl.application.use_cases.train_policy:TrainPolicy"),
         backend=training_backend,
         progress=progress,
+        plan=plan_training,
     )
 
 
@@ -378,5 +397,9 @@ def build_container(
 ) -> Container:
     """`owns_process`: for the commands that own their process (see `Container.owns_process`)."""
     container = Container(owns_process=providers.Object(owns_process))
-    container.config.from_dict(unstructure(settings or AppSettings()))
+    # Every command's settings over the shared defaults: a command whose settings lack a
+    # section the container reads (train's dataset has no `store`) gets the default adapter.
+    container.config.from_dict(unstructure(AppSettings()))
+    if settings is not None:
+        container.config.from_dict(unstructure(settings))
     return container

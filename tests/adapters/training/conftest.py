@@ -7,13 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from dependency_injector import providers
 
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
+from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.application.use_cases.train_policy import TrainPolicy, TrainReport
 from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
+from rlctl.entrypoints.container import build_container
 
 
 def tiny_mlp(**overrides) -> MLPConfig:
@@ -82,9 +85,33 @@ def settings_for(root: Path, output_dir: Path, **overrides) -> TrainSettings:
     return TrainSettings(**{**fields, **overrides})
 
 
+def train_policy(
+    sink: RecordingMetricsSink, evaluator=None, *, backend: TorchTrainingBackend | None = None
+) -> TrainPolicy:
+    """TrainPolicy as the container composes it (the torch backend, real dataset resolution)."""
+    container = build_container()
+    container.progress.override(providers.Object(RecordingProgress()))
+    if backend is not None:
+        container.training_backend.override(providers.Object(backend))
+    return container.train_policy(metrics=sink, evaluator=evaluator)
+
+
 def run_training(
     settings: TrainSettings, evaluator=None
 ) -> tuple[TrainReport, RecordingMetricsSink]:
     sink = RecordingMetricsSink()
-    report = TrainPolicy(TorchTrainingBackend(), RecordingProgress(), sink, evaluator)(settings)
+    report = train_policy(sink, evaluator)(settings)
     return report, sink
+
+
+def start_session(
+    settings: TrainSettings, backend: TorchTrainingBackend | None = None
+) -> TorchTrainingSession:
+    """A new run's session, planned as `TrainPolicy` plans it, for tests that step by hand."""
+    backend = backend or TorchTrainingBackend()
+    processes = backend.join(settings)
+    try:
+        return processes.start(build_container().plan_training()(settings, None, processes))
+    except BaseException:
+        processes.close()
+        raise

@@ -13,13 +13,14 @@ import sys
 from pathlib import Path
 
 import torch
+from dependency_injector import providers
 
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import SilentProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
-from rlctl.application.use_cases.train_policy import TrainPolicy
 from rlctl.domain.policies import MLPConfig
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
+from rlctl.entrypoints.container import build_container
 
 
 class Backend(TorchTrainingBackend):
@@ -27,8 +28,8 @@ class Backend(TorchTrainingBackend):
 
     session = None
 
-    def start(self, settings, resume):
-        Backend.session = super().start(settings, resume)
+    def _start(self, plan, world):
+        Backend.session = super()._start(plan, world)
         return Backend.session
 
 
@@ -56,7 +57,10 @@ def main() -> None:
         resume=resume,
     )
     sink = RecordingMetricsSink()
-    report = TrainPolicy(Backend(), SilentProgress(), sink)(settings)
+    container = build_container()
+    container.training_backend.override(providers.Object(Backend()))
+    container.progress.override(providers.Object(SilentProgress()))
+    report = container.train_policy(metrics=sink)(settings)
     model = Backend.session.model
     normalizer = Backend.session._p.preprocessor[-1]
     stats = {k: {n: v.tolist() for n, v in per.items()} for k, per in normalizer.stats.items()}

@@ -16,13 +16,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from rlctl.adapters.training.optim import build_optimizer, build_scheduler, lr_lambda
-from rlctl.application.train_presets import (
+from rlctl.domain.policies import SmolVLAConfig
+from rlctl.domain.train_presets import (
     COSINE_DECAY,
     OptimizerSpec,
     SchedulerSpec,
     resolve_optimization,
 )
-from rlctl.domain.policies import SmolVLAConfig
 from rlctl.domain.train_settings import OptimizerOverrides, TrainSettings
 
 

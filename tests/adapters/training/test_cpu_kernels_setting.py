@@ -15,6 +15,8 @@ from rlctl.adapters.policies.dropout import ThreadedDropout
 from rlctl.adapters.training import backend as backend_module
 from rlctl.adapters.training.backend import TorchTrainingBackend
 
+from .conftest import start_session
+
 
 def _dropouts(model: nn.Module) -> set[type]:
     return {type(m) for m in model.modules() if isinstance(m, nn.Dropout)}
@@ -27,14 +29,14 @@ def _draw_threads() -> list[threading.Thread]:
 def test_two_sessions_in_one_process_each_keep_their_own_kernels(make_settings, tiny, tmp_path):
     before = _draw_threads()
     backend = TorchTrainingBackend()
-    auto = backend.start(
-        make_settings(policy=tiny.mlp(dropout=0.2), output_dir=tmp_path / "auto"), None
+    auto = start_session(
+        make_settings(policy=tiny.mlp(dropout=0.2), output_dir=tmp_path / "auto"), backend
     )
-    plain = backend.start(
+    plain = start_session(
         make_settings(
             policy=tiny.mlp(dropout=0.2), output_dir=tmp_path / "torch", cpu_kernels="torch"
         ),
-        None,
+        backend,
     )
     try:
         assert _dropouts(auto.model) == {ThreadedDropout}
@@ -58,7 +60,7 @@ def test_the_allocator_is_tuned_only_for_a_process_owner_with_auto_kernels(
     calls: list[int] = []
     monkeypatch.setattr(backend_module, "keep_freed_memory", lambda: calls.append(1))
     backend = TorchTrainingBackend(keep_freed_memory=owns_process)
-    backend.start(make_settings(cpu_kernels=kernels), None).close()
+    start_session(make_settings(cpu_kernels=kernels), backend).close()
     assert bool(calls) is tuned
 
 

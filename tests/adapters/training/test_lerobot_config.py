@@ -7,8 +7,8 @@ from pathlib import Path
 from rlctl.adapters.sim.envs.aloha import AlohaEnv
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.adapters.training.lerobot_config import lerobot_train_config
-from rlctl.application.train_presets import resolve_optimization
 from rlctl.domain.policies import MLPConfig, lerobot_config_data
+from rlctl.domain.train_presets import resolve_optimization
 from rlctl.domain.train_settings import TrainSettings
 
 

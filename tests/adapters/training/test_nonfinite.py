@@ -16,18 +16,16 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
-from rlctl.adapters.memory.progress import RecordingProgress
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
-from rlctl.adapters.training.backend import TorchTrainingBackend
 from rlctl.adapters.training.checkpoints import find_checkpoint
 from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.application.ports.training import TrainingDiverged
-from rlctl.application.use_cases.train_policy import TrainPolicy, TrainReport
+from rlctl.application.use_cases.train_policy import TrainReport
 from rlctl.domain.errors import DatasetError
 from rlctl.domain.train_settings import DatasetSource, OptimizerOverrides, TrainSettings
 from tests.adapters.training.points import data_file, points_dataset, set_action, set_stat
 
-from .conftest import tiny_mlp
+from .conftest import start_session, tiny_mlp, train_policy
 
 EPISODES, LENGTH, CHUNK, BATCH, SEED = 2, 10, 2, 2, 1
 
@@ -54,9 +52,7 @@ def settings(root: Path, out: Path, **overrides) -> TrainSettings:
 
 
 def train(cfg: TrainSettings, sink: RecordingMetricsSink | None = None) -> TrainReport:
-    return TrainPolicy(TorchTrainingBackend(), RecordingProgress(), sink or RecordingMetricsSink())(
-        cfg
-    )
+    return train_policy(sink or RecordingMetricsSink())(cfg)
 
 
 def first_step_drawing(row: int) -> int:
@@ -143,7 +139,7 @@ def test_a_learning_rate_that_blows_up_stops_with_the_learning_rate_hint(dataset
 
 def test_nonfinite_weights_are_never_written(dataset, tmp_path):
     out = tmp_path / "run"
-    session = TorchTrainingBackend().start(settings(dataset, out), None)
+    session = start_session(settings(dataset, out))
     try:
         session.train_step()
         with torch.no_grad():

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from rlctl.adapters.training import state_files
 from rlctl.adapters.training.ema import EmaModel, ema_decay
 from rlctl.adapters.training.optim import build_optimizer, build_scheduler, lr_lambda
-from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec
+from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import EmaSettings
 
 

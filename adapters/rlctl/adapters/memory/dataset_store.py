@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import DatasetNotFound
@@ -43,3 +44,9 @@ class InMemoryDatasetStore:
     def summarize_language(self, location: str) -> Mapping[str, ColumnSummary]:
         self.read_meta(location)
         return self._language.get(location, {})
+
+    def metadata_root(self, repo_id: str, revision: str | None) -> Path:
+        """As a streamed dataset's `meta/`: the dataset stored under `repo_id` (revisions are
+        not kept in memory)."""
+        self.read_meta(repo_id)
+        return Path(repo_id)

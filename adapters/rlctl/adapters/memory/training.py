@@ -1,12 +1,13 @@
 """A scripted training backend: no model, no data; losses from a formula, checkpoints in RAM.
 
-It serves the `TrainingBackend` port for tests and dry runs of `TrainPolicy`: every step,
+It serves the `TrainingBackend` port for tests and dry runs of `TrainPolicy`: every plan, step,
 save, restore and evaluation is recorded, checkpoints outlive the session (so a second run can
 resume), and `interrupt_at` raises KeyboardInterrupt in the middle of that step, before it
 counts, as a Ctrl-C in the data loader would. `nonfinite_at` makes that step's loss NaN (the
 update refused, as the port says; `nonfinite` says where it was seen), `skipped` lists steps an
 fp16 loss scaler skips, and a save at step `abandon_save_at` ends in KeyboardInterrupt without
-a checkpoint, as when a user insists on Ctrl-C while it is written.
+a checkpoint, as when a user insists on Ctrl-C while it is written. `ScriptedProcesses` may
+play any process of several (`rank`, `size`); off the main one, `share` hands out `shared`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import attrs
 
-from rlctl.application.ports.training import CheckpointRef, NonFinite, StepResult
+from rlctl.application.ports.training import CheckpointRef, NonFinite, StepResult, TrainingPlan
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.run_layout import CHECKPOINTS_DIR
 from rlctl.domain.train_settings import TrainSettings
 
@@ -32,6 +34,8 @@ def scripted_loss(step: int) -> float:
 @attrs.define
 class TrainingRecord:
     starts: list[int | None] = attrs.field(factory=list)  # the resumed step, or None
+    plans: list[TrainingPlan] = attrs.field(factory=list)
+    barriers: int = 0
     steps: list[int] = attrs.field(factory=list)
     saves: list[int] = attrs.field(factory=list)
     evaluations: list[int] = attrs.field(factory=list)
@@ -94,6 +98,7 @@ class ScriptedSession:
         location = f"{self._settings.output_dir}/{CHECKPOINTS}/{self._steps:06d}"
         ref = CheckpointRef(location, self._steps)
         self._backend.checkpoints[location] = ref
+        self._backend.policies[location] = self._settings.policy
         self._backend.record.saves.append(self._steps)
         return ref
 
@@ -125,6 +130,7 @@ class ScriptedTrainingBackend:
         self.skipped = set(skipped)
         self.abandon_save_at = abandon_save_at
         self.checkpoints: dict[str, CheckpointRef] = {}
+        self.policies: dict[str, PolicyConfig] = {}
         self.record = TrainingRecord()
 
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
@@ -134,6 +140,52 @@ class ScriptedTrainingBackend:
         inside = [ref for loc, ref in self.checkpoints.items() if loc.startswith(prefix)]
         return max(inside, key=lambda ref: ref.step, default=None)
 
-    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> ScriptedSession:
-        self.record.starts.append(None if resume is None else resume.step)
-        return ScriptedSession(self, settings, 0 if resume is None else resume.step)
+    def checkpoint_policy(self, checkpoint: CheckpointRef) -> PolicyConfig:
+        return self.policies[checkpoint.location]
+
+    def join(self, settings: TrainSettings) -> ScriptedProcesses:
+        return ScriptedProcesses(self, device_type=settings.policy.device or "cpu")
+
+
+class ScriptedProcesses:
+    """One process of a scripted run: the main one unless `rank` says otherwise; `shared` is
+    what `share` returns off the main process (the main's value, as a test knows it)."""
+
+    def __init__(
+        self,
+        backend: ScriptedTrainingBackend,
+        *,
+        device_type: str = "cpu",
+        rank: int = 0,
+        size: int = 1,
+        shared: Any = None,
+    ) -> None:
+        self._backend = backend
+        self.device_type = device_type
+        self.rank = rank
+        self.size = size
+        self.shared = shared
+        self.closed = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    def barrier(self) -> None:
+        self._backend.record.barriers += 1
+
+    def share(self, value: Any) -> Any:
+        return value if self.is_main else self.shared
+
+    def start(self, plan: TrainingPlan) -> ScriptedSession:
+        resume = plan.resume
+        self._backend.record.plans.append(plan)
+        self._backend.record.starts.append(None if resume is None else resume.step)
+        return ScriptedSession(self._backend, plan.settings, 0 if resume is None else resume.step)
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,10 +1,11 @@
 """The torch training backend: builds a run (data, policy, optimiser, loader) or restores one.
 
-Serves the application's `TrainingBackend` port. Set-up follows `lerobot-train`: seed, dataset
-with the policy's windows, policy and processors (`run_setup`), the policy's optimiser and
-scheduler preset, then — when resuming — optimiser, scheduler and step from the checkpoint,
-and last the generator states, so that the next step draws what the uninterrupted run would
-have drawn.
+Serves the application's `TrainingBackend` port: `join` starts (or joins) the process group and
+picks the device; the application then hands a `TrainingPlan` to `TorchProcesses.start`. Set-up
+follows `lerobot-train`: seed, dataset with the policy's windows, policy and processors
+(`run_setup`), the plan's optimiser and scheduler, then — when resuming — optimiser, scheduler
+and step from the checkpoint, and last the generator states, so that the next step draws what
+the uninterrupted run would have drawn.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from rlctl.adapters.policies.base import PolicyModel
-from rlctl.adapters.policies.checkpoint import load_weights
+from rlctl.adapters.policies.checkpoint import load_weights, read_config
 from rlctl.adapters.policies.cpu_kernels import use_cpu_kernels
 from rlctl.adapters.policies.processors import PREPROCESSOR_NAME
 from rlctl.adapters.training import state_files
@@ -40,11 +41,11 @@ from rlctl.adapters.training.precision import Precision, grad_scaler, precision_
 from rlctl.adapters.training.run_setup import PreparedRun, prepare_run
 from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.adapters.training.session import RunParts, TorchTrainingSession
-from rlctl.application.ports.training import CheckpointRef
-from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
+from rlctl.application.ports.training import CheckpointRef, TrainingPlan
 from rlctl.domain.config import unstructure
-from rlctl.domain.policies import lerobot_config_data
+from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
+from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
@@ -84,19 +85,20 @@ class TorchTrainingBackend:
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
         return find_checkpoint(location)
 
-    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TorchTrainingSession:
+    def checkpoint_policy(self, checkpoint: CheckpointRef) -> PolicyConfig:
+        folder = Path(checkpoint.location)
+        confined(folder)
+        return read_config(folder / PRETRAINED_DIR)
+
+    def join(self, settings: TrainSettings) -> TorchProcesses:
         world = start_world(settings.policy.device)
         if self.keep_freed_memory and settings.cpu_kernels == "auto" and world.device.type == "cpu":
             keep_freed_memory()
-        try:
-            return self._start(settings, Path(resume.location) if resume else None, world)
-        except BaseException:
-            world.close()
-            raise
+        return TorchProcesses(self, world)
 
-    def _start(
-        self, settings: TrainSettings, checkpoint: Path | None, world: World
-    ) -> TorchTrainingSession:
+    def _start(self, plan: TrainingPlan, world: World) -> TorchTrainingSession:
+        settings = plan.settings
+        checkpoint = Path(plan.resume.location) if plan.resume is not None else None
         if checkpoint is not None:
             confined(checkpoint)
         step_info = (
@@ -108,7 +110,7 @@ class TorchTrainingBackend:
         if settings.seed is not None:
             # Each rank its own stream (dropout, noise); DDP copies rank 0's initial weights.
             seed_everything(settings.seed + world.rank)
-        run = prepare_run(settings, checkpoint, world, video_backend=self.video_backend)
+        run = prepare_run(plan, world, video_backend=self.video_backend)
         _check_statistics(run, checkpoint)
         settings = run.settings
         model = run.policy.model.train()
@@ -120,7 +122,7 @@ class TorchTrainingBackend:
         channels_last = to_channels_last(model)
         if ema is not None and channels_last:
             to_channels_last(ema.model)
-        optimisation = self._optimisation(settings, model, world)
+        optimisation = self._optimisation(plan, settings, model, world)
         start_step = 0
         if checkpoint is not None:
             start_step = _restore(checkpoint, optimisation, world)
@@ -159,9 +161,9 @@ class TorchTrainingBackend:
         return TorchTrainingSession(parts, start_step)
 
     def _optimisation(
-        self, settings: TrainSettings, model: PolicyModel, world: World
+        self, plan: TrainingPlan, settings: TrainSettings, model: PolicyModel, world: World
     ) -> Optimisation:
-        optimizer_spec, scheduler_spec = resolve_optimization(settings)
+        optimizer_spec, scheduler_spec = plan.optimizer, plan.scheduler
         fused = self.fused_optimizer and fused_supported(world.device)
         optimizer = build_optimizer(optimizer_spec, model.parameter_groups(), fused=fused)
         precision = precision_for(settings.amp_requested, world.device)
@@ -173,6 +175,38 @@ class TorchTrainingBackend:
             precision,
             grad_scaler(precision, world.device),
         )
+
+
+class TorchProcesses:
+    """The processes of a torch run (`TrainingProcesses`): one, or a torchrun group."""
+
+    def __init__(self, backend: TorchTrainingBackend, world: World) -> None:
+        self._backend = backend
+        self.world = world
+
+    @property
+    def is_main(self) -> bool:
+        return self.world.is_main
+
+    @property
+    def distributed(self) -> bool:
+        return self.world.distributed
+
+    @property
+    def device_type(self) -> str:
+        return str(self.world.device.type)
+
+    def barrier(self) -> None:
+        self.world.barrier()
+
+    def share(self, value: Any) -> Any:
+        return self.world.broadcast_json(value)
+
+    def start(self, plan: TrainingPlan) -> TorchTrainingSession:
+        return self._backend._start(plan, self.world)
+
+    def close(self) -> None:
+        self.world.close()
 
 
 def _batches(

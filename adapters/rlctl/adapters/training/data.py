@@ -1,4 +1,5 @@
-"""The training data: which dataset, the windows a policy reads, its statistics, the loader.
+"""The training data: the dataset the plan names, the windows a policy reads, its statistics,
+the loader.
 
 As `lerobot-train` does it: `delta_timestamps` come from the policy's `observation_delta_indices`
 and `action_delta_indices` divided by the dataset's fps; the normaliser's statistics are the
@@ -18,16 +19,14 @@ import torch
 from torch.utils.data import DataLoader
 
 from rlctl.adapters.storage.collate import collate_items
-from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order
 from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
 from rlctl.domain.dataset_meta import DatasetMeta
-from rlctl.domain.errors import DatasetError, NotSupported
+from rlctl.domain.errors import DatasetError
 from rlctl.domain.policies import ACTION, PolicyConfig
-from rlctl.domain.policies import OBS_STATE as STATE
 from rlctl.domain.train_settings import DatasetSource
 
 if TYPE_CHECKING:  # streaming needs huggingface_hub, an optional extra: imported when used
@@ -40,23 +39,6 @@ IMAGENET_STATS = {
 }
 
 Stats = dict[str, dict[str, Any]]
-
-
-def local_dataset_root(source: DatasetSource) -> Path:
-    """The local folder: `root` as given, or the Hub `repo_id` pulled into the cache (only its
-    `meta/` when streaming)."""
-    if source.root:
-        return Path(source.root).expanduser()
-    if source.streaming:
-        from rlctl.adapters.storage.streaming.source import open_source
-
-        return open_source(source.location, source.revision, None).root
-    from rlctl.adapters.hub.resolve import resolve_location
-
-    episodes = tuple(source.episodes) if source.episodes is not None else None
-    return resolve_location(
-        source.location, kind="dataset", revision=source.revision, episodes=episodes
-    )
 
 
 def delta_timestamps(
@@ -123,10 +105,6 @@ class TrainingData:
         return [episode.length for _, episodes in plan for episode in episodes]
 
 
-def read_dataset_meta(root: Path) -> DatasetMeta:
-    return LeRobotMetaReader().read_meta(root)
-
-
 def open_training_data(
     root: Path,
     meta: DatasetMeta,
@@ -164,35 +142,6 @@ def open_training_data(
         meta=kept,
     )
     return TrainingData(LeRobotTorchDataset.from_reader(reader), reader.root, meta)
-
-
-def action_and_state_columns(data: TrainingData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The `action` and `observation.state` rows of the episodes trained on, in episode order,
-    with each row's episode index (what relative action statistics are computed from)."""
-    from rlctl.adapters.storage.lerobot_v3.tools.stats_access import LeRobotStatsAccess
-
-    if not isinstance(data.dataset, LeRobotTorchDataset):
-        raise NotSupported(
-            "relative action statistics are computed over the whole dataset, which streaming "
-            "does not read ahead",
-            where="dataset.streaming",
-            hint="pull the dataset (`rlctl dataset pull REPO_ID`) and train without streaming, "
-            "or train with policy.use_relative_actions=false",
-        )
-    chosen = data.dataset.reader.episodes
-    wanted = None if chosen is None else set(chosen)
-    actions, states, episodes = [], [], []
-    for episode, columns in LeRobotStatsAccess().numeric_columns(str(data.root), [ACTION, STATE]):
-        if wanted is not None and episode not in wanted:
-            continue
-        actions.append(columns[ACTION])
-        states.append(columns[STATE])
-        episodes.append(np.full(len(columns[ACTION]), episode))
-    if not actions:
-        raise DatasetError(
-            "no episode to compute relative action statistics from", where=str(data.root)
-        )
-    return np.concatenate(actions), np.concatenate(states), np.concatenate(episodes)
 
 
 def make_loader(

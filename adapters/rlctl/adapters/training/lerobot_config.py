@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlctl.application.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
 from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
+from rlctl.domain.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
 
 TRAIN_CONFIG_NAME = TRAIN_CONFIG_FILE

@@ -16,7 +16,7 @@ import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from rlctl.application.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
+from rlctl.domain.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
 
 log = structlog.get_logger(__name__)
 

@@ -7,6 +7,7 @@ Items are read by the training backend and by `rlctl.api.open_dataset`, both ada
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 from rlctl.domain.dataset_meta import DatasetMeta
@@ -26,4 +27,13 @@ class LanguageAnnotations(Protocol):
 
     def summarize_language(self, location: str) -> Mapping[str, ColumnSummary]:
         """Per language column the dataset has, its rows by style and camera (empty: none)."""
+        ...
+
+
+class StreamedDatasets(Protocol):
+    """Hub datasets read as they stream (`--dataset.streaming=true`): only `meta/` is local."""
+
+    def metadata_root(self, repo_id: str, revision: str | None) -> Path:
+        """The local folder holding the dataset's `meta/` (fetched, or from the cache);
+        offline, an error saying streaming needs the Hub."""
         ...

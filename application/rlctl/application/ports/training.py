@@ -1,22 +1,29 @@
 """Ports for training: the backend that does the mechanics, and where metrics go.
 
-`TrainPolicy` decides *when* (steps, checkpoint and evaluation cadence, logging, resume,
-Ctrl-C); a `TrainingBackend` knows *how*: it builds the dataset, model, optimiser and loader,
-runs one optimisation step, and writes or reads a checkpoint. Under a multi-process launcher
-every process runs the same use case; the session says whether it is the main one, and only
-the main one writes checkpoints and metrics.
+`TrainPolicy` decides *what* and *when*: which dataset and pretrained checkpoint (resolved
+once), the policy's final config, relative-action statistics and the optimiser preset — handed
+to the backend as one `TrainingPlan` — then steps, checkpoint and evaluation cadence, logging,
+resume and Ctrl-C. A `TrainingBackend` knows *how*: it joins the run's processes, builds the
+dataset reader, model, optimiser and loader from the plan, runs one optimisation step, and
+writes or reads a checkpoint. Under a multi-process launcher every process runs the same use
+case; `TrainingProcesses` says whether it is the main one, and only the main one pulls from the
+Hub first, writes checkpoints and metrics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import attrs
 
 from rlctl.application.ports.policy import Policy
+from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import RlctlError
+from rlctl.domain.policies import PolicyConfig
+from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
 
 
@@ -114,14 +121,79 @@ class TrainingSession(Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen(kw_only=True)
+class TrainingPlan:
+    """Everything a run trains with, decided once by `TrainPolicy` before a model is built.
+
+    Every location is local and final: the backend pulls nothing and decides nothing."""
+
+    # The run's settings; for a new run the policy config is complete (features from the
+    # dataset, the action names relative actions need, the device), for a resumed run it is
+    # the checkpoint's.
+    settings: TrainSettings
+    # The local dataset folder (streaming: the local copy of its `meta/`) and its metadata.
+    dataset_root: Path
+    dataset: DatasetMeta
+    # The checkpoint to restore (model, optimiser, scheduler, RNG states, step), if resuming.
+    resume: CheckpointRef | None = None
+    # Fine-tuning: the local folder of the pretrained policy whose weights the run starts from.
+    pretrained: Path | None = None
+    # Relative actions: the `action` statistics (of `action - state` over every action window)
+    # that replace the dataset's for normalisation.
+    action_stats: Mapping[str, Any] | None = None
+    # The optimiser and learning-rate schedule: the policy's preset under the overrides.
+    optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)
+    scheduler: SchedulerSpec | None = None
+
+
+class TrainingProcesses(Protocol):
+    """The processes a run trains in (one, or those a launcher such as torchrun started),
+    joined before the plan is made so that only the main one pulls from the Hub."""
+
+    @property
+    def is_main(self) -> bool:
+        """True in the process that pulls first, writes checkpoints, metrics and progress."""
+        ...
+
+    @property
+    def distributed(self) -> bool:
+        """More than one process trains."""
+        ...
+
+    @property
+    def device_type(self) -> str:
+        """The kind of device this process trains on: cpu, cuda, mps."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait for every process (a no-op with one)."""
+        ...
+
+    def share(self, value: Any) -> Any:
+        """The main process's `value` (plain JSON data), in every process."""
+        ...
+
+    def start(self, plan: TrainingPlan) -> TrainingSession:
+        """Build everything the plan says; with `plan.resume`, restore the model, optimiser,
+        scheduler, RNG states and step from it. The session then owns the processes."""
+        ...
+
+    def close(self) -> None:
+        """Leave the processes' group when no session was started (idempotent)."""
+        ...
+
+
 class TrainingBackend(Protocol):
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
         """The checkpoint to resume from: `location` itself, or a run folder's last one."""
         ...
 
-    def start(self, settings: TrainSettings, resume: CheckpointRef | None) -> TrainingSession:
-        """Build everything; with `resume`, restore the model, optimiser, scheduler, RNG
-        states and step from it."""
+    def checkpoint_policy(self, checkpoint: CheckpointRef) -> PolicyConfig:
+        """The policy config `checkpoint` was trained with (what a resumed run trains)."""
+        ...
+
+    def join(self, settings: TrainSettings) -> TrainingProcesses:
+        """Join the run's processes and pick this one's device (`settings.policy.device`)."""
         ...
 
 

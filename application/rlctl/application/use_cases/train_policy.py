@@ -1,6 +1,9 @@
 """TrainPolicy: the schedule of a training run; the backend does the arithmetic.
 
 The policy of the work:
+- what the run trains with (dataset, pretrained checkpoint, final policy config, relative
+  action statistics, optimiser preset) is decided once, by `PlanTraining`, after the run's
+  processes are joined and before anything is built; the backend gets it as a `TrainingPlan`;
 - a run counts optimisation steps up to `settings.steps`; a resumed run continues from the
   checkpoint's step, and a run whose checkpoint is already at `steps` does nothing;
 - a new run refuses an output dir that already holds checkpoints (resume it, or pick another);
@@ -39,6 +42,8 @@ from rlctl.application.ports.training import (
     StepResult,
     TrainingBackend,
     TrainingDiverged,
+    TrainingPlan,
+    TrainingProcesses,
     TrainingSession,
 )
 from rlctl.application.use_cases.train_metrics import MetricsWindow
@@ -51,6 +56,8 @@ log = structlog.get_logger(__name__)
 
 # Runs an evaluation of a policy; the composition root binds it to a simulation.
 Evaluator = Callable[[Policy, EvalSettings], EvalReport]
+# Decides what a run trains with (`train_plan.PlanTraining`), once, in every process.
+Planner = Callable[[TrainSettings, CheckpointRef | None, TrainingProcesses], TrainingPlan]
 
 # Consecutive steps an fp16 loss scaler may skip before the run counts as diverged: each skip
 # halves the scale, so by then it is ~2**-32 of where it started and no longer the cause.
@@ -113,9 +120,11 @@ class TrainPolicy:
         metrics: MetricsSink,
         evaluator: Evaluator | None = None,
         *,
+        plan: Planner,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._backend = backend
+        self._plan = plan
         self._progress = progress
         self._metrics = metrics
         self._evaluator = evaluator
@@ -129,7 +138,15 @@ class TrainPolicy:
             return TrainReport(start, start, last_checkpoint=resume)
         if settings.eval_freq > 0 and self._evaluator is None:
             log.info("no simulator configured: evaluation during training is off")
-        session = self._backend.start(settings, resume)
+        if resume is not None:
+            # The checkpoint's policy config: what its weights and statistics were made for.
+            settings = attrs.evolve(settings, policy=self._backend.checkpoint_policy(resume))
+        processes = self._backend.join(settings)
+        try:
+            session = processes.start(self._plan(settings, resume, processes))
+        except BaseException:
+            processes.close()
+            raise
         try:
             return self._run(session, settings, resume)
         finally:

@@ -116,3 +116,13 @@ class RemoteDecoderFactory:
 
         video_decoder_for("torchcodec").close()  # probes torchcodec: a VideoError if unusable
         return TorchCodecVideoDecoder(source=self.videos)
+
+
+class HubStreamedDatasets:
+    """`StreamedDatasets` over the Hugging Face Hub: `meta/` fetched as `open_source` does."""
+
+    def __init__(self, hub: HuggingFaceHub | None = None) -> None:
+        self._hub = hub
+
+    def metadata_root(self, repo_id: str, revision: str | None) -> Path:
+        return open_source(repo_id, revision, self._hub).root

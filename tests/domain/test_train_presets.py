@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from rlctl.application.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTConfig, DiffusionConfig, MLPConfig, PolicyConfig
+from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec, resolve_optimization
 from rlctl.domain.train_settings import (
     OptimizerOverrides,
     SchedulerOverrides,
