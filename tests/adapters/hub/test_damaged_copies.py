@@ -22,7 +22,6 @@ from click.testing import CliRunner
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
 from rlctl.adapters.hub.integrity import LeRobotIntegrity
 from rlctl.adapters.hub.layout import LeRobotLayout
-from rlctl.adapters.hub.resolve import resolve_location
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.application.ports.hub import HubNotCached
@@ -30,6 +29,7 @@ from rlctl.application.use_cases.pull_dataset import PullDataset, PullDatasetReq
 from rlctl.application.use_cases.push_dataset import PushDataset, PushDatasetRequest
 from rlctl.domain.errors import CorruptDataset
 from rlctl.entrypoints.cli.main import cli
+from rlctl.entrypoints.container import build_container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,6 +40,11 @@ VIDEO = f"videos/{FRONT}/chunk-000/file-000.mp4"
 INFO = "meta/info.json"
 TASKS = "meta/tasks.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+
+
+def resolve_location(location, **options) -> Path:
+    """A folder or repo id to a local dataset root, as the container composes `ResolveDataset`."""
+    return build_container().resolve_dataset()(location, **options)
 
 
 def _cut(path: Path) -> None:

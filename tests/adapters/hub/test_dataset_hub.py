@@ -13,11 +13,11 @@ import yaml
 
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
 from rlctl.adapters.hub.layout import LeRobotLayout
-from rlctl.adapters.hub.resolve import resolve_location
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.application.ports.hub import HubNotCached
 from rlctl.application.use_cases.pull_dataset import PullDataset, PullDatasetRequest
 from rlctl.application.use_cases.push_dataset import PushDataset, PushDatasetRequest
+from rlctl.entrypoints.container import build_container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,6 +28,11 @@ DATA_1 = "data/chunk-000/file-001.parquet"
 VIDEO_0 = f"videos/{FRONT}/chunk-000/file-000.mp4"
 VIDEO_1 = f"videos/{FRONT}/chunk-000/file-001.mp4"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+
+
+def resolve_location(location, **options) -> Path:
+    """A folder or repo id to a local dataset root, as the container composes `ResolveDataset`."""
+    return build_container().resolve_dataset()(location, **options)
 
 
 def push(root: Path, **options) -> object:

@@ -10,15 +10,20 @@ import pytest
 import yaml
 
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
-from rlctl.adapters.hub.resolve import resolve_location
 from rlctl.application.use_cases.pull_policy import PullPolicy, PullPolicyRequest
 from rlctl.application.use_cases.push_policy import PushPolicy, PushPolicyRequest
 from rlctl.domain.errors import InvalidInput
+from rlctl.entrypoints.container import build_container
 
 pytestmark = pytest.mark.timeout(60)
 
 REPO = "alice/act_tiny"
 EVAL_INFO = {"overall": {"pc_success": 62.5, "avg_sum_reward": 41.25, "n_episodes": 8}}
+
+
+def resolve_policy(location) -> Path:
+    """A folder or repo id to a local checkpoint, as the container composes `ResolvePolicy`."""
+    return build_container().resolve_policy()(location)
 
 
 @pytest.fixture
@@ -50,7 +55,7 @@ def test_push_then_pull_a_checkpoint_into_the_hub_cache(fake_hub, hub_env, check
     for source in folder.iterdir():
         if source.suffix in (".json", ".safetensors"):
             assert (pulled.root / source.name).read_bytes() == source.read_bytes(), source.name
-    assert resolve_location(REPO, kind="model") == pulled.root
+    assert resolve_policy(REPO) == pulled.root
 
 
 def test_the_model_card_tells_config_dataset_training_and_metrics(fake_hub, hub_env, checkpoint):
@@ -77,5 +82,5 @@ def test_a_folder_without_a_policy_config_is_refused(fake_hub, hub_env, tmp_path
 
 
 def test_a_local_checkpoint_resolves_without_the_hub(fake_hub, hub_env, checkpoint):
-    assert resolve_location(checkpoint, kind="model") == checkpoint / "pretrained_model"
+    assert resolve_policy(checkpoint) == checkpoint / "pretrained_model"
     assert fake_hub.requests == []
