@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -304,3 +305,19 @@ def typed_features(
             feature["type"], feature["shape"], key, channels_last=channels_last
         )
     return out
+
+
+def dimension_names(spec: FeatureSpec) -> tuple[str, ...]:
+    """A name per dimension: LeRobot writes `names` as a list, a dict of lists (one list per
+    axis, e.g. `{"motors": [...]}`), or null; missing names become `key[i]`."""
+    size = math.prod(spec.shape) if spec.shape else 1
+    names: list[str] = []
+    raw = spec.names
+    if isinstance(raw, Mapping):
+        lists = [v for v in raw.values() if isinstance(v, (list, tuple))]
+        raw = lists[0] if len(lists) == 1 else [n for v in lists for n in v]
+    if isinstance(raw, (list, tuple)) and all(isinstance(n, str) for n in raw):
+        names = list(raw)
+    if len(names) != size:
+        names = [f"{spec.key}[{i}]" for i in range(size)] if size > 1 else [spec.key]
+    return tuple(names)

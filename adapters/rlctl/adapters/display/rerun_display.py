@@ -29,10 +29,9 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.display.settings import DisplayMode, DisplaySettings
-from rlctl.application.use_cases.view_dataset import dimension_names
 from rlctl.domain.config import structure
 from rlctl.domain.errors import InvalidInput
-from rlctl.domain.features import NUMERIC_DTYPES, FeatureSpec
+from rlctl.domain.features import NUMERIC_DTYPES, FeatureSpec, dimension_names
 
 log = structlog.get_logger(__name__)
 

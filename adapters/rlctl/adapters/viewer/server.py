@@ -30,17 +30,32 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import structlog
 
 from rlctl.adapters.storage.lerobot_v3.identity import DatasetChanged, FolderIdentity
 from rlctl.adapters.viewer.charts import episode_data
-from rlctl.application.use_cases.view_dataset import DatasetViewer
 from rlctl.domain.errors import InvalidInput, RlctlError
 
 log = structlog.get_logger(__name__)
+
+
+class DatasetPages(Protocol):
+    """What the viewer shows (the application's `DatasetViewer`): the dataset's page, an
+    episode's page, and a frame of a camera stored as images."""
+
+    @property
+    def root(self) -> str: ...
+
+    @property
+    def page(self) -> Any: ...
+
+    def episode(self, index: int) -> Any: ...
+
+    def frame_image(self, index: int, key: str, frame: int) -> bytes: ...
+
 
 STATIC_FILES = ("index.html", "viewer.js", "viewer.css")
 MEDIA_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov"})
@@ -314,7 +329,7 @@ class ViewerHTTPServer(ThreadingHTTPServer):
     # `handle_request()` waits this long for a connection, so the loop sees the stop flag.
     timeout = _POLL_S
 
-    def __init__(self, viewer: DatasetViewer, host: str, port: int) -> None:
+    def __init__(self, viewer: DatasetPages, host: str, port: int) -> None:
         self.viewer = viewer
         self.root = Path(viewer.root).resolve()
         # An edit in place puts another folder here; the page's videos would be its episodes.
@@ -402,7 +417,7 @@ class ViewerServer:
 
     def __init__(
         self,
-        viewer: DatasetViewer,
+        viewer: DatasetPages,
         *,
         host: str = "127.0.0.1",
         port: int = 0,

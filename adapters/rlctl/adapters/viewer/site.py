@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlctl.adapters.viewer.charts import episode_data
-from rlctl.adapters.viewer.server import STATIC_FILES, media_path, static_asset
-from rlctl.application.use_cases.view_dataset import DatasetViewer
+from rlctl.adapters.viewer.server import STATIC_FILES, DatasetPages, media_path, static_asset
 from rlctl.domain.errors import InvalidInput
 
 
@@ -66,7 +65,7 @@ def _place(source: Path, target: Path) -> None:
 
 
 def write_site(
-    viewer: DatasetViewer,
+    viewer: DatasetPages,
     out: str | Path,
     *,
     on_episode: Callable[[int], None] | None = None,

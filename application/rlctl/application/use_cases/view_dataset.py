@@ -21,7 +21,7 @@ from rlctl.application.ports.dataset import DatasetMetaReader
 from rlctl.application.ports.episode_data import EpisodeDataReader, VideoClip
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.errors import InvalidInput
-from rlctl.domain.features import NUMERIC_DTYPES, FeatureKind, FeatureSpec
+from rlctl.domain.features import NUMERIC_DTYPES, FeatureKind, dimension_names
 
 # Feature kinds drawn as line plots, in the order the page shows them.
 PLOTTED_KINDS = (FeatureKind.STATE, FeatureKind.ACTION, FeatureKind.ENV, FeatureKind.REWARD)
@@ -112,22 +112,6 @@ def _plain(_inst: Any, _field: Any, value: Any) -> Any:
 def _floats(values: np.ndarray) -> list[float | None]:
     """JSON has no NaN: missing values become null; six significant digits are plenty to draw."""
     return [None if not math.isfinite(v) else float(f"{v:.6g}") for v in values.tolist()]
-
-
-def dimension_names(spec: FeatureSpec) -> tuple[str, ...]:
-    """A name per dimension: LeRobot writes `names` as a list, a dict of lists (one list per
-    axis, e.g. `{"motors": [...]}`), or null; missing names become `key[i]`."""
-    size = math.prod(spec.shape) if spec.shape else 1
-    names: list[str] = []
-    raw = spec.names
-    if isinstance(raw, Mapping):
-        lists = [v for v in raw.values() if isinstance(v, (list, tuple))]
-        raw = lists[0] if len(lists) == 1 else [n for v in lists for n in v]
-    if isinstance(raw, (list, tuple)) and all(isinstance(n, str) for n in raw):
-        names = list(raw)
-    if len(names) != size:
-        names = [f"{spec.key}[{i}]" for i in range(size)] if size > 1 else [spec.key]
-    return tuple(names)
 
 
 def plot_groups(meta: DatasetMeta) -> tuple[PlotGroup, ...]:
