@@ -72,3 +72,33 @@ def test_the_inner_layers_name_no_outer_module(layer):
         text = path.read_text(encoding="utf-8")
         for outer in ("rlctl.adapters", "rlctl.entrypoints", "rlctl/adapters", "rlctl/entrypoints"):
             assert outer not in text, f"{path.relative_to(REPO_ROOT)} names {outer}"
+
+
+def test_the_composition_contracts_are_declared():
+    """Only the container composes (DESIGN.md §6): the contracts that say so stay in place."""
+    import tomllib
+
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    adapters = contracts["No adapter imports a use case"]
+    assert adapters["source_modules"] == ["rlctl.adapters"]
+    assert adapters["forbidden_modules"] == ["rlctl.application.use_cases"]
+    assert not adapters.get("ignore_imports") and not adapters.get("allow_indirect_imports")
+    cli = contracts["The CLI imports no adapter"]
+    assert cli["source_modules"] == ["rlctl.entrypoints.cli"]
+    assert cli["forbidden_modules"] == ["rlctl.adapters"]
+    # The one exception: the parts' config classes, through `rlctl.entrypoints.parts` only.
+    assert cli.get("ignore_imports") == ["rlctl.entrypoints.parts -> rlctl.adapters.**"]
+    assert not cli.get("allow_indirect_imports")
+
+
+def test_the_facade_and_the_cli_name_adapters_only_through_the_container():
+    """`rlctl.api` and the CLI import no adapter module, not even inside a function: they ask a
+    container provider (the container names adapters by import path, `lazy(...)`)."""
+    entrypoints = REPO_ROOT / "entrypoints" / "rlctl"
+    paths = [
+        *(entrypoints / "entrypoints" / "cli").rglob("*.py"),
+        *(entrypoints / "api").rglob("*.py"),
+    ]
+    for path in paths:
+        assert not any(m.startswith("rlctl.adapters") for m in _imports(path)), path

@@ -108,9 +108,7 @@ def collate(items: Sequence[Mapping[str, Any] | None]) -> Any:
     `lerobot_collate_fn`: `language_persistent` / `language_events` (lists of row dicts, which
     torch's default collate refuses) stay lists with one entry per item, in batch order;
     everything else goes through `default_collate`. Any dataset can use it."""
-    from rlctl.adapters.storage.collate import collate_items
-
-    return collate_items(items)
+    return Container.collate_items()(items)
 
 
 def create_dataset(

@@ -1,5 +1,10 @@
 """The composition root: the one place that knows which adapter serves which port.
 
+Nothing else composes: no adapter builds a use case, no CLI module builds an adapter (import
+contracts in pyproject.toml). A command asks one provider for what it runs (`evaluation`,
+`acting_policy`, `policy_serving`, `viewer_server` …); what a provider puts together — which
+location is resolved, once, before which adapter reads it — is written here.
+
 Adapters are named by import path and imported when first provided, so building the container
 costs nothing and `rlctl --help` never imports torch. Tests override a provider:
 `container.meta_reader.override(providers.Object(fake))`.
@@ -7,10 +12,12 @@ costs nothing and `rlctl --help` never imports torch. Tests override a provider:
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 from dependency_injector import containers, providers
 
 from rlctl.domain.config import unstructure
@@ -32,6 +39,72 @@ def lazy(target: str) -> Callable[..., Any]:
 def display_kind(config: dict[str, Any]) -> str:
     """`--display_data=true` (on the commands that have it) shows runs through rerun."""
     return "rerun" if config.get("display_data") else "off"
+
+
+def compose_evaluation(
+    env: Any,
+    policy: Any,
+    *,
+    seed: int | None,
+    rename_map: dict[str, str],
+    resolve_policy: Callable[[], Callable[..., Any]],
+    simulation: Callable[[Any], Any],
+    choose: Callable[..., Any],
+    evaluate: Callable[..., Any],
+) -> Any:
+    """`rlctl eval`: `EvaluatePolicy` over the env's simulation and the chosen policy. A saved
+    policy's `path` (folder, run folder, Hub repo id) is resolved once; each task run beside
+    the first gets its own copy of the policy from the same local folder."""
+    if policy.path and not policy.server:
+        policy = attrs.evolve(policy, path=str(resolve_policy()(policy.path)))
+    sim = simulation(env)
+    copies = functools.partial(choose, policy, sim, seed=seed)
+    return evaluate(sim, copies(), rename_map=rename_map, policy_copies=copies)
+
+
+def compose_acting_policy(
+    settings: Any,
+    *,
+    resolve_policy: Callable[[], Callable[..., Any]],
+    choose: Callable[..., Any],
+) -> Any:
+    """`rlctl record`'s policy (`choose_acting_policy`): a saved one (its `path` resolved once),
+    one on a server, or None."""
+    path = settings.path
+    if path and not settings.server:
+        path = str(resolve_policy()(path))
+    return choose(settings, path=path, device=settings.device)
+
+
+def compose_policy_serving(
+    served: Sequence[Any],
+    settings: Any,
+    *,
+    insecure: bool,
+    resolve_policy: Callable[[], Callable[..., Any]],
+    read_token: Callable[[str | None], Any],
+    server: Callable[..., Any],
+    serve: Callable[..., Any],
+) -> tuple[Any, list[Any]]:
+    """`rlctl policy serve`: `ServePolicy` over a gRPC server set up as the settings say, and
+    the policies it serves with their locations resolved (folder, run folder, Hub repo id)."""
+    resolve = resolve_policy()
+    local = [attrs.evolve(p, location=str(resolve(p.location))) for p in served]
+    grpc = server(
+        host=settings.host,
+        port=settings.port,
+        token=read_token(settings.token_file),
+        tls_cert=settings.tls_cert,
+        tls_key=settings.tls_key,
+        insecure=insecure,
+        max_message_bytes=int(settings.max_message_mb * (1 << 20)),
+        workers=settings.workers,
+        max_per_peer=settings.max_per_peer,
+        max_connections=settings.max_connections,
+        idle_timeout_s=settings.idle_timeout_s,
+        handle_signals=True,
+    )
+    return serve(server=grpc), local
 
 
 class Container(containers.DeclarativeContainer):
@@ -69,11 +142,16 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.adapters.storage.torch_dataset:MultiLeRobotTorchDataset"),
         video_backend=config.dataset.video_backend,
     )
+    # `rlctl.api.collate`: the DataLoader's collate_fn for items with language annotations.
+    collate_items = providers.Object(lazy("rlctl.adapters.storage.collate:collate_items"))
     # `open_dataset(repo_id, streaming=True)`: a Hub dataset read as it streams.
     streaming_dataset = providers.Factory(
         lazy("rlctl.adapters.storage.streaming.dataset:StreamingLeRobotDataset"),
         video_backend=config.dataset.video_backend,
     )
+
+    # Logging as the root options say: `container.configure_logging()(level, format)`.
+    configure_logging = providers.Object(lazy("rlctl.adapters.telemetry.logging:configure_logging"))
 
     progress = providers.Selector(
         config.progress,
@@ -151,6 +229,47 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.application.use_cases.pull_policy:ResolvePolicy"), pull=pull_policy
     )
 
+    # `rlctl eval`: `container.evaluation(env, policy_settings, seed=..., rename_map=...)`.
+    evaluation = providers.Factory(
+        compose_evaluation,
+        resolve_policy=resolve_policy.provider,
+        simulation=simulation.provider,
+        choose=eval_policy.provider,
+        evaluate=evaluate_policy.provider,
+    )
+    # `rlctl record`: the policy acting during episodes, `container.acting_policy(settings)`.
+    choose_acting_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.choose_policy:choose_acting_policy"),
+        policy_loader,
+        connector=policy_connector,
+    )
+    acting_policy = providers.Factory(
+        compose_acting_policy,
+        resolve_policy=resolve_policy.provider,
+        choose=choose_acting_policy.provider,
+    )
+    # `rlctl policy serve`: `use_case, served = container.policy_serving(served, settings, ...)`.
+    policy_server = providers.Factory(lazy("rlctl.adapters.remote.grpc_server:GrpcPolicyServer"))
+    policy_token = providers.Object(lazy("rlctl.adapters.remote.grpc_server:read_token"))
+    serve_policy = providers.Factory(
+        lazy("rlctl.application.use_cases.serve_policy:ServePolicy"), policy_loader
+    )
+    policy_serving = providers.Factory(
+        compose_policy_serving,
+        resolve_policy=resolve_policy.provider,
+        read_token=policy_token,
+        server=policy_server.provider,
+        serve=serve_policy.provider,
+    )
+    # The policy config a checkpoint folder holds, as plain data (`rlctl train --policy.path`
+    # layers it under the command line), and the check that it structures.
+    policy_config_data = providers.Object(
+        lazy("rlctl.adapters.policies.config_file:read_config_data")
+    )
+    policy_config_check = providers.Object(
+        lazy("rlctl.adapters.policies.config_file:structure_config")
+    )
+
     language_annotations = providers.Selector(
         config.dataset.store,
         lerobot=providers.Singleton(
@@ -185,6 +304,12 @@ class Container(containers.DeclarativeContainer):
         view=view_dataset,
         decoder=video_decoder,
     )
+    # `rlctl dataset view`: the page served (`viewer_server(viewer, host=, port=,
+    # allow_remote=)`), written as files (`viewer_site(viewer, out)`), and the refusal of a
+    # host other machines reach (`refuse_remote_viewer(host)`).
+    viewer_server = providers.Factory(lazy("rlctl.adapters.viewer.server:ViewerServer"))
+    viewer_site = providers.Object(lazy("rlctl.adapters.viewer.site:write_site"))
+    refuse_remote_viewer = providers.Object(lazy("rlctl.adapters.viewer.server:refuse_remote"))
     # Reports of runs: `container.report_run()(run_dir)`.
     run_folder = providers.Singleton(lazy("rlctl.adapters.reports.run_folder:LocalRunFolder"))
     report_renderer = providers.Singleton(
@@ -229,6 +354,13 @@ class Container(containers.DeclarativeContainer):
     setup_motors = providers.Factory(
         lazy("rlctl.application.use_cases.setup_motors:SetupMotors"), console=console
     )
+    serial_ports = providers.Object(lazy("rlctl.adapters.robots.serial_ports:list_serial_ports"))
+    find_port = providers.Factory(
+        lazy("rlctl.application.use_cases.setup_motors:FindPort"), serial_ports, console
+    )
+    # `rlctl find-cameras`: the cameras OpenCV opens, and one opened by its config.
+    find_cameras = providers.Object(lazy("rlctl.adapters.cameras.opencv:find_cameras"))
+    opencv_camera = providers.Factory(lazy("rlctl.adapters.cameras.opencv:OpenCVCamera"))
     # Ctrl-C and SIGTERM during a recording: the episode under way and the dataset's closing
     # are saved however often the signal comes (uv forwards each Ctrl-C twice).
     recording_interrupts = providers.Factory(

@@ -49,9 +49,10 @@ def start_command(ctx: click.Context) -> None:
     obj = root.obj if isinstance(root.obj, dict) else {}
     if obj.get("logging_configured"):
         return
-    from rlctl.adapters.telemetry.logging import configure_logging
+    from rlctl.entrypoints.container import Container
 
-    configure_logging(obj.get("log_level", "info"), obj.get("log_format", "console"))
+    configure = Container.configure_logging()
+    configure(obj.get("log_level", "info"), obj.get("log_format", "console"))
     obj["logging_configured"] = True
 
 

@@ -17,7 +17,7 @@ body only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -90,29 +90,26 @@ def view(
     camera videos, state/action plots; --out DIR writes it as static files."""
     from rlctl.entrypoints.container import build_container
 
-    if out is None and not rerun and not insecure:
-        from rlctl.adapters.viewer.server import refuse_remote
-
-        refuse_remote(host)  # before a Hub dataset is pulled for nothing
     container = build_container(config)
+    if out is None and not rerun and not insecure:
+        container.refuse_remote_viewer()(host)  # before a Hub dataset is pulled for nothing
     root = container.resolve_dataset()(location, revision=revision)
     if rerun:
         _write_rrd(container, str(root), episode, out)
         return
     viewer = container.view_dataset()(str(root))
     if out is not None:
-        from rlctl.adapters.viewer.site import write_site
-
-        page = write_site(viewer, out)
+        page = container.viewer_site()(viewer, out)
         click.echo(f"wrote {len(viewer.page.episodes)} episodes to {page}")
         return
-    _serve(viewer, host, port, browser, insecure)
+    server = container.viewer_server(viewer, host=host, port=port, allow_remote=insecure)
+    _serve(server, viewer, host, browser)
 
 
 def _write_rrd(container: object, root: str, episode: int, out: str | None) -> None:
     from pathlib import Path
 
-    from rlctl.adapters.display.settings import DisplaySettings
+    from rlctl.entrypoints.parts import DisplaySettings
 
     path = Path(out) if out else Path(f"{Path(root).name}_episode_{episode}.rrd")
     display = container.rerun_display(  # type: ignore[attr-defined]
@@ -127,13 +124,11 @@ def _write_rrd(container: object, root: str, episode: int, out: str | None) -> N
     )
 
 
-def _serve(viewer: DatasetViewer, host: str, port: int, browser: bool, insecure: bool) -> None:
+def _serve(server: Any, viewer: DatasetViewer, host: str, browser: bool) -> None:
     import threading
     import webbrowser
 
-    from rlctl.adapters.viewer.server import ViewerServer
-
-    server = ViewerServer(viewer, host=host, port=port, allow_remote=insecure).start()
+    server = server.start()
     click.echo(f"serving {viewer.root} at {server.url}  (Ctrl-C to stop)")
     if server.reaches_network:
         click.secho(

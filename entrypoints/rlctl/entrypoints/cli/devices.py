@@ -8,9 +8,8 @@ from typing import Any, Literal
 
 import click
 
-from rlctl.adapters.robots.config import RobotConfig
-from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.domain.errors import ConfigError
+from rlctl.entrypoints.parts import RobotConfig, TeleoperatorConfig, lerobot_home
 
 ControlsMode = Literal["keyboard", "off"]
 
@@ -56,9 +55,7 @@ def recording_root(root: str | None, repo_id: str) -> Path:
             hint="give --dataset.repo_id=user/name (stored under $HF_LEROBOT_HOME) or "
             "--dataset.root=PATH",
         )
-    from rlctl.adapters.hub.settings import HubSettings
-
-    return HubSettings.from_environment().lerobot_home / repo_id
+    return lerobot_home() / repo_id
 
 
 def record_controls(container: Any, mode: ControlsMode) -> Any:

@@ -21,19 +21,16 @@ robot) is refused before the first step, with every difference named.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 from pathlib import Path
 
 import attrs
 import click
 
-from rlctl.adapters.display.settings import DisplaySettings
-from rlctl.adapters.sim.config import EnvConfig
-from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.domain.eval_settings import EvalPolicySettings, EvalSettings
 from rlctl.domain.run_layout import EVAL_INFO_FILE
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
+from rlctl.entrypoints.parts import DisplaySettings, EnvConfig, PushtEnv
 from rlctl.entrypoints.settings import AppSettings
 
 EVAL_INFO_NAME = EVAL_INFO_FILE
@@ -83,17 +80,9 @@ def eval_command(config: EvalCommandSettings) -> None:
         display = attrs.evolve(config.display, rrd=str(out / "display.rrd"))
         config = attrs.evolve(config, display=display)
     write_resolved_config(config, out)
-    container = build_container(config)
-    if config.policy.path:
-        # A Hub repo id is pulled (or read from the cache); a run folder gives its last checkpoint.
-        local = container.resolve_policy()(config.policy.path)
-        config = attrs.evolve(config, policy=attrs.evolve(config.policy, path=str(local)))
-    simulation = container.simulation(config.env)
-    policy = container.eval_policy(config.policy, simulation, seed=settings.seed)
-    # With --env.max_parallel_tasks=N, each task run beside the first gets a policy of its own.
-    copies = functools.partial(container.eval_policy, config.policy, simulation, seed=settings.seed)
-    use_case = container.evaluate_policy(
-        simulation, policy, rename_map=config.rename_map, policy_copies=copies
+    # A saved policy's path (folder, run folder or Hub repo id) is resolved once, by the container.
+    use_case = build_container(config).evaluation(
+        config.env, config.policy, seed=settings.seed, rename_map=config.rename_map
     )
     report = use_case(settings)
     info = report.to_info()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,11 +18,12 @@ import click
 )
 def find_cameras_command(capture_dir: str | None) -> None:
     """List cameras with the size, rate and format they start in."""
-    from rlctl.adapters.cameras.opencv import find_cameras
     from rlctl.entrypoints.cli.config_options import start_command
+    from rlctl.entrypoints.container import build_container
 
     start_command(click.get_current_context())
-    cameras = find_cameras()
+    container = build_container()
+    cameras = container.find_cameras()()
     if not cameras:
         click.echo("no camera found")
         return
@@ -31,17 +33,16 @@ def find_cameras_command(capture_dir: str | None) -> None:
             f"{camera.fourcc.strip() or '?'} ({camera.backend})"
         )
         if capture_dir is not None:
-            click.echo(f"  saved {_capture(camera, Path(capture_dir))}")
+            click.echo(f"  saved {_capture(container, camera, Path(capture_dir))}")
 
 
-def _capture(camera: object, folder: Path) -> Path:
+def _capture(container: Any, camera: Any, folder: Path) -> Path:
     import cv2
 
-    from rlctl.adapters.cameras.config import OpenCVCameraConfig
-    from rlctl.adapters.cameras.opencv import OpenCVCamera
+    from rlctl.entrypoints.parts import OpenCVCameraConfig
 
-    device = OpenCVCamera(
-        OpenCVCameraConfig(index_or_path=camera.id, color_mode="bgr", warmup_s=0.5)  # type: ignore[attr-defined]
+    device = container.opencv_camera(
+        OpenCVCameraConfig(index_or_path=camera.id, color_mode="bgr", warmup_s=0.5)
     )
     device.connect()
     try:
@@ -49,7 +50,7 @@ def _capture(camera: object, folder: Path) -> Path:
     finally:
         device.disconnect()
     folder.mkdir(parents=True, exist_ok=True)
-    name = str(camera.id).replace("/", "_").strip("_")  # type: ignore[attr-defined]
+    name = str(camera.id).replace("/", "_").strip("_")
     path = folder / f"opencv_{name}.png"
     cv2.imwrite(str(path), frame)
     return path

@@ -8,10 +8,8 @@ import click
 @click.command(name="find-port")
 def find_port_command() -> None:
     """List serial ports, ask to unplug the board, and name the port that went away."""
-    from rlctl.adapters.control.terminal import TerminalConsole
-    from rlctl.adapters.robots.serial_ports import list_serial_ports
-    from rlctl.application.use_cases.setup_motors import FindPort
     from rlctl.entrypoints.cli.config_options import start_command
+    from rlctl.entrypoints.container import build_container
 
     start_command(click.get_current_context())
-    FindPort(list_serial_ports, TerminalConsole())()
+    build_container().find_port()()

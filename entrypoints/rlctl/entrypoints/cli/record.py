@@ -21,13 +21,11 @@ from __future__ import annotations
 import attrs
 import click
 
-from rlctl.adapters.display.settings import DisplaySettings
-from rlctl.adapters.robots.config import RobotConfig
-from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.video import VideoEncoding
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.devices import ControlsMode
+from rlctl.entrypoints.parts import DisplaySettings, RobotConfig, TeleoperatorConfig
 from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
 EXIT_INTERRUPTED = 130
@@ -93,18 +91,8 @@ def record_command(ctx: click.Context, config: RecordCommandSettings) -> None:
         if config.teleop is not None
         else None
     )
-    policy = (
-        container.policy_loader().load(
-            container.resolve_policy()(config.policy.path),
-            device=config.policy.device,
-            rtc=config.policy.rtc_config,
-            rtc_delay=config.policy.rtc_inference_delay,
-        )
-        if config.policy.path
-        else container.policy_connector().connect(config.policy, realtime=True)
-        if config.policy.server
-        else None
-    )
+    # A saved policy's path (folder, run folder or Hub repo id) is resolved once, by the container.
+    policy = container.acting_policy(config.policy)
     use_case = container.record_episodes(
         robot=robot,
         controls=record_controls(container, config.controls),

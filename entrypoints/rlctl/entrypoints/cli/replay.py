@@ -12,8 +12,8 @@ from __future__ import annotations
 import attrs
 import click
 
-from rlctl.adapters.robots.config import RobotConfig
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
+from rlctl.entrypoints.parts import RobotConfig
 from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
 

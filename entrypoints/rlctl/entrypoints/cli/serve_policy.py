@@ -69,8 +69,7 @@ class ServeCommandSettings(AppSettings):
 )
 def serve(config: ServeCommandSettings, insecure: bool) -> None:
     """Serve trained policies to robots over gRPC (remote inference)."""
-    from rlctl.adapters.remote.grpc_server import GrpcPolicyServer, read_token
-    from rlctl.application.use_cases.serve_policy import ServedPolicy, ServePolicy
+    from rlctl.application.use_cases.serve_policy import ServedPolicy
     from rlctl.domain.errors import ConfigError
     from rlctl.entrypoints.container import build_container
 
@@ -88,25 +87,8 @@ def serve(config: ServeCommandSettings, insecure: bool) -> None:
             f"max_message_mb must be within (0, 2047], got {config.max_message_mb}",
             where="--max-message-mb",
         )
-    container = build_container(config)
-    # A Hub repo id is pulled (or read from the cache); a run folder gives its last checkpoint.
-    resolve = container.resolve_policy()
-    served = [ServedPolicy(p.name, str(resolve(p.location))) for p in served]
-    server = GrpcPolicyServer(
-        host=config.host,
-        port=config.port,
-        token=read_token(config.token_file),
-        tls_cert=config.tls_cert,
-        tls_key=config.tls_key,
-        insecure=insecure,
-        max_message_bytes=int(config.max_message_mb * (1 << 20)),
-        workers=config.workers,
-        max_per_peer=config.max_per_peer,
-        max_connections=config.max_connections,
-        idle_timeout_s=config.idle_timeout_s,
-        handle_signals=True,
-    )
-    use_case = ServePolicy(container.policy_loader(), server)
+    # Each location (folder, run folder or Hub repo id) is resolved once, by the container.
+    use_case, served = build_container(config).policy_serving(served, config, insecure=insecure)
 
     def ready(address: str) -> None:
         names = ", ".join(p.name for p in served)

@@ -22,12 +22,6 @@ import click
 
 from rlctl.domain.config import is_tagged_union, registered_types, type_name_of
 
-# How to make every kind of a tagged union known (entry points, built-in modules), by base.
-TYPE_LOADERS = {
-    "EnvConfig": "rlctl.adapters.sim.registry:known_env_types",
-    "PolicyConfig": "rlctl.domain.policies.registry:known_policy_types",
-}
-
 
 @attrs.frozen
 class SettingRow:
@@ -85,6 +79,8 @@ def union_base_of(cls: type) -> type | None:
 
 def all_types(base: type) -> dict[str, type]:
     """Every kind of `base` by name, plugins included when the base has a loader."""
+    from rlctl.entrypoints.parts import TYPE_LOADERS
+
     loader = TYPE_LOADERS.get(base.__name__)
     if loader is not None:
         module, _, name = loader.partition(":")

@@ -11,9 +11,8 @@ from __future__ import annotations
 import attrs
 import click
 
-from rlctl.adapters.robots.config import RobotConfig
-from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
+from rlctl.entrypoints.parts import RobotConfig, TeleoperatorConfig
 from rlctl.entrypoints.settings import AppSettings
 
 

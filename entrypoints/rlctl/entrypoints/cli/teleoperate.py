@@ -12,11 +12,9 @@ from __future__ import annotations
 import attrs
 import click
 
-from rlctl.adapters.display.settings import DisplaySettings
-from rlctl.adapters.robots.config import RobotConfig
-from rlctl.adapters.teleop.config import TeleoperatorConfig
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.devices import ControlsMode
+from rlctl.entrypoints.parts import DisplaySettings, RobotConfig, TeleoperatorConfig
 from rlctl.entrypoints.settings import AppSettings
 
 

@@ -24,11 +24,11 @@ from typing import Literal
 import attrs
 import click
 
-from rlctl.adapters.sim.config import EnvConfig
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
 from rlctl.entrypoints.cli.train_config import resolve_train_settings
+from rlctl.entrypoints.parts import EnvConfig
 
 
 @attrs.frozen(kw_only=True)

@@ -280,11 +280,11 @@ def pretrained_config_folder(location: str, revision: str | None, container: Any
 
 def pretrained_policy_data(folder: Path) -> dict[str, Any]:
     """The checkpoint's policy config as plain data, checked, without what says where it ran."""
-    from rlctl.adapters.policies.config_file import read_config_data, structure_config
     from rlctl.domain.run_layout import POLICY_CONFIG_FILE
+    from rlctl.entrypoints.container import Container
 
-    data = read_config_data(folder)
-    structure_config(data, folder / POLICY_CONFIG_FILE)  # a bad value names the file
+    data: dict[str, Any] = Container.policy_config_data()(folder)
+    Container.policy_config_check()(data, folder / POLICY_CONFIG_FILE)  # a bad value names it
     return {k: v for k, v in data.items() if k not in NOT_INHERITED}
 
 
