@@ -49,3 +49,33 @@ def test_a_server_connects_a_remote_policy_that_waits_for_its_chunks(container):
         c.eval_policy(
             EvalPolicySettings(server="127.0.0.1:9", path="runs/act"), simulation=None, seed=0
         )
+
+
+class Resolver:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, location, **options):
+        self.asked.append(str(location))
+        return "runs/act"  # where the repo id was pulled to
+
+
+def test_the_acting_policy_of_a_recording_is_loaded_from_its_resolved_path(container):
+    c, saved, _ = container
+    resolver = Resolver()
+    c.resolve_policy.override(providers.Object(resolver))
+    settings = EvalPolicySettings(path="alice/act", device="cpu")
+    assert c.acting_policy(settings) is saved
+    assert resolver.asked == ["alice/act"]  # once
+    assert c.policy_loader().loads[-1]["location"] == "runs/act"
+    assert c.policy_loader().loads[-1]["device"] == "cpu"
+
+
+def test_without_a_path_or_a_server_nothing_acts_and_both_are_refused(container):
+    c, _, _ = container
+    resolver = Resolver()
+    c.resolve_policy.override(providers.Object(resolver))
+    assert c.acting_policy(EvalPolicySettings()) is None
+    with pytest.raises(ConfigError, match="not both"):
+        c.acting_policy(EvalPolicySettings(server="127.0.0.1:9", path="alice/act"))
+    assert resolver.asked == []  # refused before anything is pulled
