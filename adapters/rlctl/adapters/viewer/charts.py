@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from rlctl.adapters.reports.chart import PALETTE, layout, svg
+from rlctl.application.dataset_pages import DatasetPage, EpisodePage
 from rlctl.application.ports.run_report import Panel, Series
-from rlctl.application.use_cases.view_dataset import DatasetPage, EpisodePage
 
 WIDTH, HEIGHT = 900, 200
 

@@ -37,6 +37,7 @@ import structlog
 
 from rlctl.adapters.storage.lerobot_v3.identity import DatasetChanged, FolderIdentity
 from rlctl.adapters.viewer.charts import episode_data
+from rlctl.application.dataset_pages import DatasetPage, EpisodePage
 from rlctl.domain.errors import InvalidInput, RlctlError
 
 log = structlog.get_logger(__name__)
@@ -50,9 +51,9 @@ class DatasetPages(Protocol):
     def root(self) -> str: ...
 
     @property
-    def page(self) -> Any: ...
+    def page(self) -> DatasetPage: ...
 
-    def episode(self, index: int) -> Any: ...
+    def episode(self, index: int) -> EpisodePage: ...
 
     def frame_image(self, index: int, key: str, frame: int) -> bytes: ...
 
