@@ -19,10 +19,13 @@ def help_of(*args: str) -> str:
 
 
 def setting(text: str, key: str) -> str:
-    """The help line of `--key`: its type, default and description."""
-    match = re.search(rf"^\s*--{re.escape(key)}\s+(.*)$", text, flags=re.MULTILINE)
+    """The help of `--key`: its type, default and description, with the lines it wraps onto
+    (a long list of types, e.g. with plugins' env types registered, wraps)."""
+    match = re.search(
+        rf"^\s*--{re.escape(key)}\s+(.*(?:\n(?!\s*--)(?!\S)\s+\S.*)*)", text, flags=re.MULTILINE
+    )
     assert match, f"--{key} not listed"
-    return match.group(1)
+    return " ".join(part.strip() for part in match.group(1).splitlines())
 
 
 def settings_commands() -> list[list[str]]:
