@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlctl.domain.action_chunk import ActionChunk, ActionQueue, ActionQueueEmpty
+from rlctl.domain.acting import ActionQueue, ActionQueueEmpty
+from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import InvalidInput
 
 

@@ -7,14 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rlctl.domain.acting import AGGREGATIONS, TimedActionQueue, aggregation
 from rlctl.domain.errors import InvalidInput
-from rlctl.domain.remote_inference import (
-    AGGREGATIONS,
-    RemotePolicySettings,
-    TimedActionQueue,
-    aggregation,
-    parse_address,
-)
+from rlctl.domain.remote_inference import RemotePolicySettings, parse_address
 
 OLD, NEW = np.array([1.0, 10.0]), np.array([3.0, 20.0])
 

@@ -1,9 +1,10 @@
-"""Action chunks, and the queue that hands their actions out one control tick at a time.
+"""Action chunks: the block of future actions a policy predicts at once.
 
 ACT and Diffusion Policy predict a block of future actions; the control loop executes a few of
-them, one per tick, then asks for a new block. Actions may be numpy arrays or torch tensors
-(on any device): this module only indexes them and reads `.shape`, which both share, and never
-copies them to the host. The padding mask is small and always kept as a numpy bool array.
+them, one per tick, then asks for a new block (the queues that hand them out one tick at a time
+are `rlctl.domain.acting`'s). Actions may be numpy arrays or torch tensors (on any device):
+this module only indexes them and reads `.shape`, which both share, and never copies them to the
+host. The padding mask is small and always kept as a numpy bool array.
 
 A chunk may carry a leading batch axis, `(batch, horizon, action_dim)`, for vectorised
 environments. Its padding mask stays `(horizon,)`, shared by the whole batch: a batched queue
@@ -13,7 +14,6 @@ pops one `(batch, action_dim)` row per tick for every environment at once (as Le
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -91,7 +91,7 @@ class ActionChunk:
 
     def valid(self) -> Actions:
         """The unpadded actions, in order, with the horizon axis kept."""
-        return _select_steps(self.actions, self.valid_steps, self.horizon)
+        return select_steps(self.actions, self.valid_steps, self.horizon)
 
     def take(self, n: int) -> ActionChunk:
         """The first `n` steps (all of them if the horizon is shorter), padding included."""
@@ -102,81 +102,12 @@ class ActionChunk:
         )
 
 
-def _select_steps(actions: Actions, steps: np.ndarray, horizon: int) -> Actions:
+def select_steps(actions: Actions, steps: np.ndarray, horizon: int) -> Actions:
+    """`actions[..., steps, :]` for ascending `steps` of a horizon: a view when they are
+    contiguous."""
     if steps.size == horizon:
         return actions
     if steps.size and steps[-1] - steps[0] + 1 == steps.size:
         # A contiguous run is a view in numpy and torch; a list index would copy.
         return actions[..., int(steps[0]) : int(steps[-1]) + 1, :]
     return actions[..., steps.tolist(), :]
-
-
-class ActionQueueEmpty(InvalidInput):
-    """`pop()` was called on an action queue that holds no action."""
-
-
-class ActionQueue:
-    """Hands out one action per control tick from the last chunk pushed.
-
-    `push` keeps the first `n_action_steps` unpadded steps of a chunk (padding is skipped, so it
-    is never executed); `pop` returns them one by one, `(action_dim,)` for an unbatched chunk and
-    `(batch, action_dim)` for a batched one; `needs_chunk` turns true once they are used up.
-    """
-
-    def __init__(self, n_action_steps: int) -> None:
-        if n_action_steps < 1:
-            raise InvalidInput(
-                f"n_action_steps must be >= 1, got {n_action_steps}", where="action queue"
-            )
-        self.n_action_steps = n_action_steps
-        self._actions: Actions = None
-        self._steps: Sequence[int] = ()
-        self._cursor = 0
-
-    def __len__(self) -> int:
-        return len(self._steps) - self._cursor
-
-    def needs_chunk(self) -> bool:
-        return len(self) == 0
-
-    @property
-    def next_step(self) -> int | None:
-        """The control step of the action `pop` returns next, or None when empty."""
-        return self._steps[self._cursor] if len(self) else None
-
-    def push(self, chunk: ActionChunk) -> None:
-        if not self.needs_chunk():
-            raise InvalidInput(
-                f"the action queue still holds {len(self)} actions",
-                where="action queue",
-                hint="pop the remaining actions or call reset() before pushing a new chunk",
-            )
-        kept = chunk.valid_steps[: self.n_action_steps]
-        if kept.size == 0:
-            raise InvalidInput(
-                f"every step of the action chunk starting at step {chunk.start_step} is padding",
-                where="action queue",
-                hint="a chunk must hold at least one executable action",
-            )
-        # Kept as one array (a view when the steps are contiguous): no per-step copies.
-        self._actions = _select_steps(chunk.actions, kept, chunk.horizon)
-        self._steps = [chunk.start_step + int(position) for position in kept]
-        self._cursor = 0
-
-    def pop(self) -> Actions:
-        if self.needs_chunk():
-            raise ActionQueueEmpty(
-                "the action queue is empty",
-                where="action queue",
-                hint="check needs_chunk() and push a new chunk from the policy first",
-            )
-        action = self._actions[..., self._cursor, :]
-        self._cursor += 1
-        if self.needs_chunk():
-            self._actions = None  # let go of the chunk (it may hold GPU memory)
-        return action
-
-    def reset(self) -> None:
-        self._actions = None
-        self._steps = ()
-        self._cursor = 0

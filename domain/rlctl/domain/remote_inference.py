@@ -1,36 +1,24 @@
-"""Remote inference: what travels between a robot and a policy server, and how the robot merges
-the chunks it receives with the actions it still has queued.
+"""Remote inference: what travels between a robot and a policy server, and the robot's settings.
 
 The robot sends an observation stamped with the control tick it was taken at; the server answers
-with a chunk whose action `i` applies at tick `timestep + i`. Chunks arrive while the robot keeps
-acting, so an arriving chunk meets actions already queued for the same ticks: they are merged by
-one of LeRobot's aggregation rules (`latest_only`, `average`, `weighted_average`, `conservative`).
-Actions for ticks already executed are dropped: a late chunk never replays the past.
+with a chunk whose action `i` applies at tick `timestep + i`. How the robot merges the chunks it
+receives with the actions it still has queued is acting's (`rlctl.domain.acting.timed`).
 
 Pure data and numpy: the transport (gRPC, its byte format) and the threads live in adapters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 import numpy as np
 
+from rlctl.domain.acting.timed import aggregation
 from rlctl.domain.errors import InvalidInput, RlctlError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies.rtc import RTCConfig
-
-Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-# Same weights as LeRobot's async inference (`old`: the queued action, `new`: the arriving one).
-AGGREGATIONS: dict[str, Aggregate] = {
-    "latest_only": lambda old, new: new,
-    "average": lambda old, new: 0.5 * old + 0.5 * new,
-    "weighted_average": lambda old, new: 0.3 * old + 0.7 * new,
-    "conservative": lambda old, new: 0.7 * old + 0.3 * new,
-}
 
 # Bounds on the counts a request carries: past them a number is a mistake (or an attack), not a
 # chunk. No policy predicts ten thousand actions at once; ticks stay exact in a JSON double.
@@ -84,17 +72,6 @@ def largest_magnitude(arrays: Mapping[str, Any]) -> tuple[str, float] | None:
 
 AggregateName = Literal["latest_only", "average", "weighted_average", "conservative"]
 OnStall = Literal["hold", "safe_action"]
-
-
-def aggregation(name: str) -> Aggregate:
-    try:
-        return AGGREGATIONS[name]
-    except KeyError:
-        raise InvalidInput(
-            f"unknown aggregation {name!r}",
-            where="policy.aggregate",
-            hint=f"choose one of {', '.join(AGGREGATIONS)}",
-        ) from None
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -229,53 +206,3 @@ class PolicyDescription:
     actions_per_chunk: int
     # The policy's view of the features the robot offered (its renames applied), if it offered.
     observation_features: dict[str, FeatureSpec] = attrs.field(factory=dict)
-
-
-class TimedActionQueue:
-    """Actions keyed by the control tick they apply at.
-
-    `merge` takes an arriving chunk: ticks at or before `executed` are dropped; a tick also queued
-    is aggregated (`fn(queued, arriving)`); queued ticks the chunk does not cover are dropped, as
-    LeRobot's client does (the newest chunk decides how far the queue reaches).
-    """
-
-    def __init__(self) -> None:
-        self._actions: dict[int, np.ndarray] = {}
-
-    def merge(self, start: int, actions: np.ndarray, executed: int, fn: Aggregate) -> int:
-        """Merge `actions[..., i, :]` for ticks `start + i`; return how many were kept."""
-        steps = actions.shape[-2]
-        merged: dict[int, np.ndarray] = {}
-        for i in range(steps):
-            tick = start + i
-            if tick <= executed:
-                continue
-            new = actions[..., i, :]
-            old = self._actions.get(tick)
-            merged[tick] = new if old is None else fn(old, new)
-        self._actions = merged
-        return len(merged)
-
-    def pop(self, tick: int) -> np.ndarray | None:
-        """The action for `tick` (removed), or None; earlier actions are discarded unexecuted."""
-        for stale in [t for t in self._actions if t < tick]:
-            del self._actions[stale]
-        return self._actions.pop(tick, None)
-
-    def upcoming(self, tick: int, limit: int) -> np.ndarray | None:
-        """The queued actions for `tick`, `tick + 1`, … (at most `limit`, up to the first gap),
-        stacked on axis -2; None when `tick` has none."""
-        actions: list[np.ndarray] = []
-        while len(actions) < limit and tick + len(actions) in self._actions:
-            actions.append(self._actions[tick + len(actions)])
-        return np.stack(actions, axis=-2) if actions else None
-
-    def remaining(self, tick: int) -> int:
-        """How many queued actions apply at `tick` or later."""
-        return sum(1 for t in self._actions if t >= tick)
-
-    def needs_chunk(self, tick: int, chunk_size: int, threshold: float) -> bool:
-        return self.remaining(tick) / max(1, chunk_size) <= threshold
-
-    def clear(self) -> None:
-        self._actions.clear()

@@ -2,7 +2,8 @@
 
 For every trainable policy type: each chunk is predicted from the last `n_obs_steps`
 observations (those training gave it), never from a history that skipped the ticks between
-chunks; and a policy without a history reads an observation only when a new chunk is due.
+chunks; and a policy without a history reads an observation only when a new chunk is due
+(that rule, on numpy, is property-tested in tests/domain/test_acting.py).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from rlctl.adapters.policies.acting import ChunkedActing, ObservationHistory
 from rlctl.adapters.policies.base import build_policy
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy
 from rlctl.adapters.policies.processors import make_pre_post_processors
-from rlctl.domain.action_chunk import ActionQueue
+from rlctl.domain.acting import ObservationHistory, RealTimeChunks
+from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import (
     ACTConfig,
@@ -30,6 +31,7 @@ from rlctl.domain.policies import (
 )
 from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.policies.pi05 import PI05Config
+from rlctl.domain.processors.arrays import concatenate, stack
 
 STATE, ENV, ACTION_DIM = 3, 2, 2
 INPUTS = {
@@ -143,26 +145,19 @@ def test_each_chunk_is_predicted_from_the_last_observations(
         assert seen == expected, f"episode {episode}"
 
 
-def test_a_policy_without_history_reads_only_when_a_chunk_is_due() -> None:
-    acting = ChunkedActing(ActionQueue(3))
-    chunks = iter([np.arange(4.0)[None, :, None] + 10 * i for i in range(3)])
-    reads = []
-    actions = []
-    for _ in range(6):
-        if acting.reads_observation():
-            reads.append(len(actions))
-            actions.append(float(acting.act({}, lambda batch: next(chunks))[0, 0]))
-        else:
-            actions.append(float(acting.next_action()[0, 0]))
-    assert reads == [0, 3]
-    assert actions == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]
-
-
-def test_a_history_reads_every_observation_and_stacks_numpy_and_torch_alike() -> None:
-    acting = ChunkedActing(ActionQueue(3), n_obs_steps=2, history_keys=["x"])
-    assert acting.reads_observation()
+def test_a_history_and_real_time_chunks_stack_torch_tensors_as_torch_does() -> None:
+    # The domain's acting never imports torch: tensors are stacked through what they share.
+    values = [torch.full((1, 2), float(i), dtype=torch.float16) for i in range(3)]
     history = ObservationHistory(3, ["x"])
-    out = history.push({"x": np.zeros((1, 2))})
-    assert out["x"].shape == (1, 3, 2)
-    torch_out = ObservationHistory(2, ["x"]).push({"x": torch.ones(1, 2)})
-    assert torch_out["x"].shape == (1, 2, 2)
+    for value in values:
+        out = history.push({"x": value})
+    assert out["x"].dtype == torch.float16 and out["x"].device == values[0].device
+    assert torch.equal(out["x"], torch.stack(values, dim=1))
+    for axis in (0, 1, -1):
+        assert torch.equal(stack(values, axis=axis), torch.stack(values, dim=axis))
+        assert torch.equal(concatenate(values, axis=axis), torch.cat(values, dim=axis))
+    buffer = RealTimeChunks(2, chunk_size=4, execution_horizon=2, inference_delay=1)
+    buffer.push(ActionChunk(torch.arange(4.0).reshape(1, 4, 1)))
+    buffer.pop(), buffer.pop()
+    buffer.push(ActionChunk(torch.arange(10.0, 14.0).reshape(1, 4, 1)))
+    assert [float(buffer.pop()[0, 0]) for _ in range(2)] == [2.0, 11.0]

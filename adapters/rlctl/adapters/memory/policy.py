@@ -15,16 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import (
-    ActionBuffer,
-    ChunkedActing,
-    ConfigDescribed,
-    Leftover,
-    RealTimeChunks,
-)
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
-from rlctl.domain.action_chunk import ActionChunk, ActionQueue
+from rlctl.domain.acting import ChunkedActing, ConfigDescribed, Leftover
+from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.policies import PolicyConfig, RandomPolicyConfig
@@ -60,17 +54,9 @@ class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
         # With `rtc`, it acts as a flow-matching policy's loop does (real-time chunking) and
         # records the committed actions each chunk was asked with; it does not follow them.
         self.rtc = rtc if rtc is not None and rtc.enabled else None
-        buffer: ActionBuffer = (
-            ActionQueue(steps)
-            if self.rtc is None
-            else RealTimeChunks(
-                steps,
-                chunk_size=chunk_size,
-                execution_horizon=self.rtc.execution_horizon,
-                inference_delay=rtc_delay,
-            )
+        self._acting = ChunkedActing.for_config(
+            self._config, rtc=self.rtc, inference_delay=rtc_delay
         )
-        self._acting = ChunkedActing(buffer)
         # Every batch a chunk was predicted from (and what it was to follow), and the number
         # of select_action calls.
         self.predicted_from: list[Mapping[str, Any]] = []
@@ -101,9 +87,7 @@ class ScriptedPolicy(ConfigDescribed[PolicyConfig]):
     def _predict(self, batch: Mapping[str, Any], left: Leftover | None = None) -> Any:
         committed = None
         if self.rtc is not None and left is not None:
-            committed = CommittedActions(
-                actions=np.asarray(left.actions), inference_delay=left.inference_delay, rtc=self.rtc
-            )
+            committed = left.committed(self.rtc)
         return self.predict_chunk(batch, committed=committed).actions
 
     def reset(self) -> None:

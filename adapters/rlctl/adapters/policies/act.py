@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.acting import ActionBuffer
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d, stem
+from rlctl.domain.acting import ActionBuffer
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, ACTConfig

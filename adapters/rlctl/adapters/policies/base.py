@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.acting import ActionBuffer
 from rlctl.adapters.policies.implementations import PolicyImplementation, implementation_of
-from rlctl.domain.action_chunk import ActionQueue
+from rlctl.domain.acting import ActionBuffer, ActionQueue
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import PolicyConfig, known_policy_types
@@ -34,8 +33,9 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
     """Base class: `forward` gives the training loss, `predict_chunk` the inference output.
 
     A model keeps nothing between control ticks: the observation history and the actions
-    waiting to be executed live in `acting.ChunkedActing`, which the loaded policy drives. Its
-    processor hooks (`preprocessor_steps`, `arrange_processors`) are `PolicyImplementation`'s.
+    waiting to be executed live in `rlctl.domain.acting.ChunkedActing`, which the loaded policy
+    drives. Its processor hooks (`preprocessor_steps`, `arrange_processors`) are
+    `PolicyImplementation`'s.
     """
 
     def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlctl.adapters.policies.acting import ChunkedActing, Leftover, RealTimeChunks
 from rlctl.adapters.policies.base import PolicyModel, build_policy
 from rlctl.adapters.policies.checkpoint import (
     checkpoint_folder,
@@ -30,6 +29,7 @@ from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
+from rlctl.domain.acting import ChunkedActing, Leftover
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import ConfigError, HardwareError
 from rlctl.domain.features import FeatureSpec
@@ -56,17 +56,11 @@ class LoadedPolicy:
         self.preprocessor = preprocessor
         self.postprocessor = postprocessor
         self.rtc = _real_time_chunking(model.config, rtc)
-        buffer = model.action_buffer()
-        if self.rtc is not None:
-            buffer = RealTimeChunks(
-                model.config.n_action_steps,
-                chunk_size=int(getattr(model.config, "chunk_size", model.config.n_action_steps)),
-                execution_horizon=self.rtc.execution_horizon,
-                inference_delay=rtc_delay or 0,
-            )
-        self._acting = ChunkedActing(
-            buffer,
-            n_obs_steps=model.config.n_obs_steps,
+        self._acting = ChunkedActing.for_config(
+            model.config,
+            rtc=self.rtc,
+            inference_delay=rtc_delay or 0,
+            buffer=None if self.rtc is not None else model.action_buffer(),
             history_keys=model.history_keys,
         )
 

@@ -2,7 +2,8 @@
 
 The loop calls `select_action` once a tick and never waits on the network: a background thread
 sends the tick's observation when the queue falls to `chunk_size_threshold` of a chunk, and
-merges each arriving chunk into the queue (`TimedActionQueue`, LeRobot's aggregations). Every
+merges each arriving chunk into the queue (acting's `TimedActionQueue`, LeRobot's aggregations,
+with the history and the inference delay from the same `rlctl.domain.acting`). Every
 chunk has a deadline; a tick whose action has not arrived holds the last commanded action (or
 the configured safe action), logged once per stall, and acting resumes with the next chunk.
 Actions for ticks already past are dropped, so a late chunk is never replayed. A server that
@@ -25,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,8 +34,14 @@ import attrs
 import numpy as np
 import structlog
 
-from rlctl.adapters.policies.acting import ConfigDescribed, ObservationHistory
 from rlctl.adapters.remote.errors import ChunkLate, ChunkUnusable, ServerBusy, ServerUnavailable
+from rlctl.domain.acting import (
+    ConfigDescribed,
+    InferenceDelay,
+    ObservationHistory,
+    TimedActionQueue,
+    aggregation,
+)
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.config import structure
 from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
@@ -47,8 +53,6 @@ from rlctl.domain.remote_inference import (
     ChunkRequest,
     PolicyDescription,
     RemotePolicySettings,
-    TimedActionQueue,
-    aggregation,
     first_non_finite,
 )
 
@@ -85,7 +89,7 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         self._rtc = rtc if rtc is not None and rtc.enabled else None
         self._merge = aggregation("latest_only" if self._rtc else settings.aggregate)
         # Ticks acted between a request and its chunk, for the inference delay (recent max).
-        self.delays: deque[int] = deque(maxlen=DELAY_WINDOW)
+        self.delay = InferenceDelay(DELAY_WINDOW, fixed=settings.rtc_inference_delay)
         self.description = self._with_retries(
             lambda: client.describe(settings.server_policy, timeout=settings.connect_timeout_s)
         )
@@ -141,14 +145,7 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         committed: CommittedActions | None = None,
     ) -> ActionChunk:
         arrays, task = _split(observation)
-        request = self._request(arrays, task, 0)
-        if committed is not None:
-            request = attrs.evolve(
-                request,
-                committed=_host(committed.actions),
-                inference_delay=committed.inference_delay,
-                rtc=committed.rtc,
-            )
+        request = _following(self._request(arrays, task, 0), committed)
         reply = self._with_retries(
             lambda: self._client.predict(request, timeout=self._settings.connect_timeout_s)
         )
@@ -214,13 +211,8 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
         )
         if self._rtc is None:
             return request
-        committed = self._queue.upcoming(tick, self._rtc.execution_horizon)
-        if committed is None:
-            return request
-        delay = self._settings.rtc_inference_delay
-        if delay is None:
-            delay = max(self.delays, default=0)
-        return attrs.evolve(request, committed=committed, inference_delay=delay, rtc=self._rtc)
+        left = self._queue.leftover(tick, self._rtc.execution_horizon, self.delay.ticks())
+        return request if left is None else _following(request, left.committed(self._rtc))
 
     def _submit(self, request: ChunkRequest) -> None:
         self._slot = request
@@ -347,7 +339,7 @@ class RemotePolicy(ConfigDescribed[PolicyConfig]):
                 if error is not None:
                     self._error = error
                 if reply is not None:
-                    self.delays.append(max(0, self._executed + 1 - reply.timestep))
+                    self.delay.arrived(reply.timestep, self._executed)
                     self._queue.merge(reply.timestep, reply.actions, self._executed, self._merge)
                     self._chunk_size = reply.actions.shape[-2]
                     self.chunks_received += 1
@@ -372,6 +364,18 @@ def _check_usable(reply: ChunkReply) -> None:
         raise ChunkUnusable(
             "the chunk holds NaN or infinite actions; none is used", where="policy.server"
         )
+
+
+def _following(request: ChunkRequest, committed: CommittedActions | None) -> ChunkRequest:
+    """`request` asking for a chunk that follows `committed` (real-time chunking)."""
+    if committed is None:
+        return request
+    return attrs.evolve(
+        request,
+        committed=_host(committed.actions),
+        inference_delay=committed.inference_delay,
+        rtc=committed.rtc,
+    )
 
 
 def _host(value: Any) -> np.ndarray:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import ConfigDescribed
 from rlctl.adapters.policies.implementations import PolicyImplementation
 from rlctl.adapters.sim.envs.metaworld_env import ACTION_DIM, STATE_DIM, task_table
+from rlctl.domain.acting import ConfigDescribed
 from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.env_observation import env_policy_features
 from rlctl.domain.errors import ConfigError, InvalidInput

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlctl.adapters.policies.acting import ChunkedActing, ConfigDescribed
 from rlctl.adapters.policies.implementations import PolicyImplementation
-from rlctl.domain.action_chunk import ActionChunk, ActionQueue
+from rlctl.domain.acting import ChunkedActing, ConfigDescribed
+from rlctl.domain.action_chunk import ActionChunk
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.policies import RandomPolicyConfig
@@ -57,7 +57,7 @@ class RandomPolicy(ConfigDescribed[RandomPolicyConfig], PolicyImplementation[Ran
             output_features={"action": typed_feature("ACTION", shape=self._low.shape)},
         )
         self._rng = np.random.default_rng(seed)
-        self._acting = ChunkedActing(ActionQueue(n_action_steps))
+        self._acting = ChunkedActing.for_config(self._config)
 
     @classmethod
     def for_simulation(

@@ -2,12 +2,14 @@
 
 Steps are written against what both share (arithmetic, indexing, `.shape`, `.ndim`, `.clip`).
 What they do not share (turning a numpy constant into the input's own kind of array, casting,
-replacing zeros) dispatches here on a method only torch tensors have, so the domain never imports
-torch and a pipeline built in a test on numpy runs unchanged on CUDA tensors in training.
+replacing zeros, stacking) dispatches here on a method only torch tensors have, so the domain
+never imports torch and a pipeline built in a test on numpy runs unchanged on CUDA tensors in
+training.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,3 +60,32 @@ def replace_zeros(x: Any, fill: float) -> Any:
     if is_tensor(x):
         return x.masked_fill(zero, fill)
     return np.where(zero, x.dtype.type(fill), x)
+
+
+def stack(values: Sequence[Any], axis: int) -> Any:
+    """`values` (arrays of one shape) stacked along a new `axis`, as `np.stack` and
+    `torch.stack` do; tensors keep the first one's device and dtype."""
+    first = values[0]
+    if not is_tensor(first):
+        return np.stack(values, axis=axis)
+    axis = axis % (first.ndim + 1)
+    out = first.new_empty((*first.shape[:axis], len(values), *first.shape[axis:]))
+    for i, value in enumerate(values):
+        out[(slice(None),) * axis + (i,)] = value
+    return out
+
+
+def concatenate(values: Sequence[Any], axis: int) -> Any:
+    """`values` joined along an existing `axis`, as `np.concatenate` and `torch.cat` do;
+    tensors keep the first one's device and dtype."""
+    first = values[0]
+    if not is_tensor(first):
+        return np.concatenate(values, axis=axis)
+    axis = axis % first.ndim
+    sizes = [int(value.shape[axis]) for value in values]
+    out = first.new_empty((*first.shape[:axis], sum(sizes), *first.shape[axis + 1 :]))
+    start = 0
+    for value, size in zip(values, sizes, strict=True):
+        out[(slice(None),) * axis + (slice(start, start + size),)] = value
+        start += size
+    return out
