@@ -8,10 +8,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
 from rlctl.adapters.memory.policy import ScriptedPolicy
+from rlctl.adapters.remote import policy_service_pb2 as pb
 from rlctl.adapters.remote import wire
 from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector
 from rlctl.application.use_cases.serve_policy import PolicyService
@@ -46,26 +48,36 @@ def test_the_committed_actions_and_settings_travel_as_data() -> None:
     assert plain.committed is None and plain.rtc is None
 
 
+SETTINGS = attrs.asdict(RTCConfig())
+
+
 @pytest.mark.parametrize(
-    ("rtc", "committed", "complaint"),
+    ("settings", "committed", "complaint"),
     [
-        ({"execution_horizon": 0}, np.zeros((1, 3, 2), np.float32), "execution_horizon"),
-        ({"horizon": 3}, np.zeros((1, 3, 2), np.float32), "rtc settings"),
-        (None, np.zeros((1, 3, 2), np.float32), "rtc settings"),
-        ({}, np.zeros((3, 2), np.float32), "batch, steps, action_dim"),
+        ({"execution_horizon": 0}, {"actions": np.zeros((1, 3, 2), np.float32)}, "horizon"),
+        ({"prefix_attention_schedule": "x"}, {"actions": np.zeros((1, 3, 2))}, "rtc settings"),
+        (b"\x38\x03", {"actions": np.zeros((1, 3, 2), np.float32)}, "RTCSettings message"),
+        (None, {"actions": np.zeros((1, 3, 2), np.float32)}, "rtc settings"),
+        ({}, {"actions": np.zeros((3, 2), np.float32)}, "batch, steps, action_dim"),
+        ({}, {"actions": np.zeros((1, 3, 2), np.int64)}, "are floats"),
+        ({}, {"queued": np.zeros((1, 3, 2), np.float32)}, "one tensor named 'actions'"),
     ],
 )
 def test_malformed_committed_actions_are_refused(
-    rtc: dict[str, Any] | None, committed: np.ndarray, complaint: str
+    settings: dict[str, Any] | bytes | None, committed: dict[str, np.ndarray], complaint: str
 ) -> None:
-    fields: dict[str, Any] = {"timestep": 0, "inference_delay": 1}
-    if rtc is not None:
-        fields["rtc"] = rtc
-    message = wire.encode(
-        fields, {"observation.state": np.zeros((1, 2), np.float32), wire.COMMITTED: committed}
+    rtc = pb.RealTimeChunking(committed=wire.encode_tensors(committed), inference_delay=1)
+    if isinstance(settings, bytes):  # a field RTCSettings does not have (7: "horizon")
+        rtc.settings.CopyFrom(pb.RTCSettings(**SETTINGS))
+        rtc.settings.MergeFromString(settings)
+    elif settings is not None:
+        rtc.settings.CopyFrom(pb.RTCSettings(**{**SETTINGS, **settings}))
+    message = pb.ChunkRequest(
+        observation=wire.encode_tensors({"observation.state": np.zeros((1, 2), np.float32)}),
+        rtc=rtc,
     )
     with pytest.raises(InvalidInput, match=complaint):
-        wire.decode_request(message)
+        wire.decode_request(message.SerializeToString())
 
 
 def test_a_served_policy_is_asked_with_what_the_robot_has_queued() -> None:

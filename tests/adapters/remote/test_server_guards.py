@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -19,6 +20,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from rlctl.adapters.memory.policy import ScriptedPolicy
+from rlctl.adapters.remote import policy_service_pb2 as pb
 from rlctl.adapters.remote import wire
 from rlctl.adapters.remote.errors import ChunkUnusable, ServerBusy, ServerRefused
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
@@ -401,20 +403,21 @@ def test_features_that_do_not_fit_are_refused_with_every_difference() -> None:
 # --- max_actions and the other counts ----------------------------------------------------------
 
 
-def raw_request(**fields: Any) -> bytes:
-    return wire.encode(
-        {"timestep": 0, **fields}, {"observation.state": np.zeros((1, 2), np.float32)}
-    )
+def raw_request(extra: bytes = b"", **fields: Any) -> bytes:
+    """A Predict message as any client could write it: `fields` set, `extra` bytes appended."""
+    observation = wire.encode_tensors({"observation.state": np.zeros((1, 2), np.float32)})
+    message = pb.ChunkRequest(observation=observation, **fields)
+    return message.SerializeToString() + extra
 
 
 @pytest.mark.parametrize(
     ("fields", "complaint"),
     [
         ({"max_actions": -3}, "max_actions must be between 0 and 10000, got -3"),
-        ({"max_actions": 10**30}, "max_actions must be between 0 and 10000"),
-        ({"max_actions": 2.5}, "max_actions must be an integer"),
-        ({"max_actions": True}, "max_actions must be an integer"),
-        ({"max_actions": "3"}, "max_actions must be an integer"),
+        ({"max_actions": 2**62}, "max_actions must be between 0 and 10000"),
+        # max_actions as a double 2.5, and as the string "3": a known field of another type.
+        ({"extra": b"\x29" + struct.pack("<d", 2.5)}, "max_actions of the wrong type"),
+        ({"extra": b"\x2a\x013"}, "max_actions of the wrong type"),
         ({"timestep": -1}, "timestep must be between 0"),
         ({"timestep": 2**60}, "timestep must be between 0"),
     ],

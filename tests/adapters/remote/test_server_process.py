@@ -120,8 +120,9 @@ def test_refusals_get_their_status_while_another_client_is_served(
         pickle.loads(pickle.dumps(CreatesAFile(armed)))
         assert armed.exists()
         assert refused(honest, pickle.dumps(CreatesAFile(marker))) == "INVALID_ARGUMENT"
-        lying = wire.encode({"timestep": 0}, {"observation.state": np.zeros((1, 6), np.float32)})
-        lying = lying.replace(b'"shape": [1, 6]', b'"shape": [2, 6]')
+        # A safetensors header announcing more than its bytes: refused before an array is built.
+        lying = wire.encode_request(good).replace(b'"shape":[1,6]', b'"shape":[2,6]')
+        assert lying != wire.encode_request(good)
         assert refused(honest, lying) == "INVALID_ARGUMENT"
         nan = ChunkRequest(observation={"observation.state": np.full((1, 6), np.nan, np.float32)})
         assert refused(honest, wire.encode_request(nan)) == "INVALID_ARGUMENT"
@@ -133,7 +134,7 @@ def test_refusals_get_their_status_while_another_client_is_served(
         wait_until(lambda: policy.chunks_received > served + 2, loop)
         assert not marker.exists()
         log = server.log.read_text()
-        assert "refused: no valid token" in log and "wrong magic" in log
+        assert "refused: no valid token" in log and "not an rlctl ChunkRequest message" in log
     finally:
         loop.stop()
         policy.close()

@@ -1,4 +1,8 @@
-"""The robot's end of the wire: two calls (Describe, Predict) on a gRPC channel.
+"""The robot's end of the wire: the two calls of `policy_service.proto` (Describe, Predict).
+
+Each method takes a stream of one message; on the wire that is exactly a unary call, which is
+how this client makes it (the generated stub's streaming call spends a thread per call: half a
+millisecond a round trip here). Messages are written and read by `wire`.
 
 gRPC reconnects a channel by itself; a call made while the server is away fails at once with
 UNAVAILABLE (no wait-for-ready), so the caller decides how to wait. Failures become errors the
@@ -84,6 +88,7 @@ class GrpcPolicyClient:
     def _call(self, method: Any, body: bytes, timeout: float) -> bytes:
         try:
             reply: bytes = method(body, timeout=timeout, metadata=self._metadata)
+            return reply
         except grpc.RpcError as err:
             code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
             details = (err.details() if hasattr(err, "details") else "") or ""
@@ -107,7 +112,6 @@ class GrpcPolicyClient:
             ):
                 raise ServerBusy(details, where="policy.server") from None
             raise ServerRefused(code.name, details, self.address) from None
-        return reply
 
     def close(self) -> None:
         self._channel.close()

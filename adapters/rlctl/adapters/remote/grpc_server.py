@@ -1,4 +1,8 @@
-"""The `PolicyServer` port on gRPC: generic handlers over raw bytes (no generated code).
+"""The `PolicyServer` port on gRPC: the service of `policy_service.proto`, served on raw bytes.
+
+The methods are the proto's, each declared taking a stream of one message: its handler runs
+before that message is read, and decodes it itself (`wire`), so a malformed message gets
+`INVALID_ARGUMENT` with the reason instead of gRPC's bare "Exception deserializing request".
 
 Every call is checked before a byte of its message is read, cheapest first:
 
@@ -8,7 +12,7 @@ Every call is checked before a byte of its message is read, cheapest first:
    call is refused `RESOURCE_EXHAUSTED` at once instead of queueing (the methods are served as
    request-streaming, so a handler runs before its message is read);
 3. the message's size (gRPC refuses one over the limit with `RESOURCE_EXHAUSTED` unread), then
-   its bytes (`wire.decode`): nothing a client sends is ever unpickled.
+   its bytes (`wire`: protobuf and safetensors): nothing a client sends is ever unpickled.
 
 Connections are bounded too: `max_connections` at once (the next ones are closed on arrival), a
 connection that has not finished its handshake within seconds is closed, and one without calls
@@ -36,7 +40,7 @@ from typing import Any, NoReturn
 import grpc
 import structlog
 
-from rlctl.adapters.remote import wire
+from rlctl.adapters.remote import policy_service_pb2, wire
 from rlctl.adapters.remote.errors import BUSY, NON_FINITE_CHUNK, REFUSAL_KEY
 from rlctl.application.ports.policy_service import ChunkService
 from rlctl.domain.errors import ConfigError, InvalidInput, RlctlError
@@ -44,7 +48,8 @@ from rlctl.domain.remote_inference import NonFiniteChunk
 
 log = structlog.get_logger()
 
-SERVICE = "rlctl.policy.v1.PolicyService"
+_SERVICE = policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"]
+SERVICE = _SERVICE.full_name  # rlctl.policy.v1.PolicyService
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 DEFAULT_WORKERS = 8
 DEFAULT_MAX_CONNECTIONS = 64
@@ -200,10 +205,11 @@ class GrpcPolicyServer:
             ],
             maximum_concurrent_rpcs=(self._workers + SPARE_THREADS) * CALLS_PER_WORKER,
         )
-        handlers = {
-            "Describe": self._handler(lambda body: _describe(service, body)),
-            "Predict": self._handler(lambda body: _predict(service, body)),
+        answers: dict[str, Callable[[bytes], bytes]] = {
+            "Describe": lambda body: _describe(service, body),
+            "Predict": lambda body: _predict(service, body),
         }
+        handlers = {method: self._handler(answers[method]) for method in served_methods()}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         if self._tls is not None:
@@ -396,6 +402,17 @@ def _peer_host(peer: str) -> str:
     if kind in ("ipv4", "ipv6"):
         return rest.rpartition(":")[0] or rest
     return peer
+
+
+def served_methods() -> list[str]:
+    """The proto's methods, each taking a stream of one message and answering one: what the
+    handlers serve (and a test checks)."""
+    names = []
+    for method in _SERVICE.methods:
+        if not method.client_streaming or method.server_streaming:
+            raise AssertionError(f"{method.name} must take a stream of one message, answer one")
+        names.append(method.name)
+    return names
 
 
 def _describe(service: ChunkService, body: bytes) -> bytes:

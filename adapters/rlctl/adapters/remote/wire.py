@@ -1,16 +1,22 @@
-"""The bytes on the wire: a JSON header and raw tensor bytes. Data only, never pickle.
+"""The bytes on the wire: the protobuf messages of `policy_service.proto`, their tensors as
+safetensors buffers. Data only, never pickle.
 
-    message = b"RLC1" | header length (u32, little-endian) | header (UTF-8 JSON) | tensor bytes
+Encoding turns the domain's requests, replies and features into those messages; decoding turns
+bytes back, and checks everything before a single array is built, each failure an
+`InvalidInput` naming what is wrong:
 
-The header is a JSON object with the message's fields and a `tensors` list, each entry naming a
-tensor, its dtype (from a short allow-list), its shape and its byte count; the tensors' bytes
-follow in that order, C-contiguous, little-endian. Decoding checks every one of these before a
-single array is built: a wrong magic (a pickle, anything else), a header that is not a JSON
-object, an unknown dtype, a shape whose size does not match its bytes, bytes left over or
-missing — each is an `InvalidInput` naming what is wrong. (What the values mean — NaN or
-infinity in an observation, features a policy cannot read — is the service's to judge.)
+- the message: bytes that are not the expected protobuf message (a pickle, anything else), or
+  that carry a field this version does not know or one of the wrong type, are refused whole;
+- each safetensors buffer: its header's length within `MAX_HEADER_BYTES` and within the buffer,
+  a JSON object naming each tensor once, with a dtype from a short allow-list (`DTYPES`), a
+  shape of at most `MAX_DIMS` sizes, and a byte range of exactly its shape's size, the ranges
+  following each other to the end of the buffer. Only then does the `safetensors` library read
+  the tensors (and check the layout again); the arrays handed back are writable copies.
 
-Features travel whole (LeRobot's info.json entry plus their kind), and arrive as `FeatureSpec`s.
+(What the values mean — NaN or infinity in an observation, features a policy cannot read — is
+the service's to judge.) The message's whole size is bounded by gRPC before it is read
+(`--max-message-mb`). Features travel whole (LeRobot's info.json entry plus their kind) and
+arrive as `FeatureSpec`s.
 """
 
 from __future__ import annotations
@@ -23,294 +29,446 @@ from typing import Any
 
 import attrs
 import numpy as np
+import safetensors.numpy
+from google.protobuf import unknown_fields
+from google.protobuf.message import DecodeError, Message
+from safetensors import SafetensorError
 
-from rlctl.domain.config import structure, unstructure
+from rlctl.adapters.remote import policy_service_pb2 as pb
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.features import FeatureKind, FeatureSpec
 from rlctl.domain.policies.rtc import RTCConfig
 from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescription
 
-MAGIC = b"RLC1"
-_HEAD = struct.Struct("<4sI")
 MAX_HEADER_BYTES = 1 << 20
 MAX_DIMS = 8
-DTYPES = {
-    name: np.dtype(name).newbyteorder("<")
-    for name in (
-        "float32",
-        "float64",
-        "float16",
-        "uint8",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "bool",
+# safetensors' dtype names, and the numpy dtypes they travel as (little-endian).
+DTYPES: dict[str, np.dtype[Any]] = {
+    name: np.dtype(numpy).newbyteorder("<")
+    for name, numpy in (
+        ("F32", "float32"),
+        ("F64", "float64"),
+        ("F16", "float16"),
+        ("U8", "uint8"),
+        ("I8", "int8"),
+        ("I16", "int16"),
+        ("I32", "int32"),
+        ("I64", "int64"),
+        ("BOOL", "bool"),
     )
 }
+_TRAVELS = {dtype.name for dtype in DTYPES.values()}
+_LENGTH = struct.Struct("<Q")
+_METADATA = "__metadata__"
+ACTIONS = "actions"  # the one tensor of a reply, and of real-time chunking's committed actions
 
 
-def encode(fields: Mapping[str, Any], tensors: Mapping[str, Any] | None = None) -> bytes:
-    entries = []
-    blobs: list[memoryview] = []
-    for name, value in (tensors or {}).items():
+# --- tensors -----------------------------------------------------------------------------------
+
+
+def encode_tensors(tensors: Mapping[str, Any]) -> bytes:
+    """Arrays as one safetensors buffer (C-contiguous copies only where needed)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in tensors.items():
         array = np.asarray(value)
-        if array.dtype.name not in DTYPES:
+        if array.dtype.name not in _TRAVELS or name == _METADATA:
             raise InvalidInput(f"{name}: dtype {array.dtype} cannot travel", where=name)
-        # A view of the array's memory (copied only when not C-contiguous little-endian): the
-        # join below is the one copy, which matters for camera frames of megabytes.
-        contiguous = np.ascontiguousarray(array, dtype=DTYPES[array.dtype.name])
-        data = memoryview(contiguous.reshape(-1).view(np.uint8))
-        entries.append(
-            {
-                "name": name,
-                "dtype": array.dtype.name,
-                "shape": list(array.shape),
-                "nbytes": data.nbytes,
-            }
-        )
-        blobs.append(data)
-    header = json.dumps({**fields, "tensors": entries}, allow_nan=False).encode()
-    return b"".join([_HEAD.pack(MAGIC, len(header)), header, *blobs])
+        # safetensors reads the array's memory as it is laid out (it swaps big-endian bytes
+        # itself); 0-d arrays stay 0-d.
+        arrays[name] = array if array.flags.c_contiguous else array.copy(order="C")
+    return safetensors.numpy.save(arrays)
 
 
-def decode(message: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header's fields and the tensors, or an `InvalidInput` saying what is malformed."""
-    if len(message) < _HEAD.size:
-        raise InvalidInput("message too short to be an rlctl message", where="message")
-    magic, header_len = _HEAD.unpack_from(message)
-    if magic != MAGIC:
+def decode_tensors(buffer: bytes, where: str) -> dict[str, np.ndarray]:
+    """The arrays of a safetensors buffer, in its header's order, or an `InvalidInput` saying
+    what is malformed; nothing is built before the header is checked whole."""
+    if len(buffer) < _LENGTH.size:
         raise InvalidInput(
-            "not an rlctl message (wrong magic bytes); pickles and other formats are refused",
-            where="message",
+            f"{len(buffer)} bytes are too short to be a safetensors buffer", where=where
         )
-    if header_len > min(MAX_HEADER_BYTES, len(message) - _HEAD.size):
-        raise InvalidInput(f"header length {header_len} past the message", where="message")
-    body = _HEAD.size + header_len
+    (header_len,) = _LENGTH.unpack_from(buffer)
+    if header_len > MAX_HEADER_BYTES:
+        raise InvalidInput(
+            f"a header of {header_len} bytes is over the limit of {MAX_HEADER_BYTES}", where=where
+        )
+    if _LENGTH.size + header_len > len(buffer):
+        raise InvalidInput(f"header length {header_len} past the buffer", where=where)
     try:
-        fields = json.loads(bytes(message[_HEAD.size : body]).decode("utf-8"))
+        header = json.loads(
+            buffer[_LENGTH.size : _LENGTH.size + header_len].decode("utf-8"),
+            object_pairs_hook=_no_repeats,
+        )
+    except _Repeated as err:
+        raise InvalidInput(f"tensor {err.args[0]!r} appears twice", where=where) from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise InvalidInput(f"header is not JSON: {err}", where="message.header") from None
-    if not isinstance(fields, dict) or not isinstance(fields.get("tensors", []), list):
-        raise InvalidInput("header must be a JSON object with a tensors list", where="header")
-    # The one copy of the tensors' bytes, writable (torch.from_numpy wants that).
-    payload = bytearray(memoryview(message)[body:])
-    tensors: dict[str, np.ndarray] = {}
-    offset = 0
-    for entry in fields.pop("tensors", []):
-        name, dtype, shape, nbytes = _entry(entry)
-        if name in tensors:
-            raise InvalidInput(f"tensor {name!r} appears twice", where=name)
-        if offset + nbytes > len(payload):
-            raise InvalidInput(f"{name}: {nbytes} bytes announced, fewer sent", where=name)
-        array = np.frombuffer(payload, dtype=dtype, count=math.prod(shape), offset=offset)
-        tensors[name] = array.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
-        offset += nbytes
-    if offset != len(payload):
-        raise InvalidInput(f"{len(payload) - offset} bytes after the last tensor", where="message")
-    return fields, tensors
+        raise InvalidInput(f"the header is not JSON: {err}", where=where) from None
+    if not isinstance(header, dict):
+        raise InvalidInput("the header must be a JSON object of tensors", where=where)
+    data_bytes = len(buffer) - _LENGTH.size - header_len
+    spans = sorted(
+        (_span(name, entry, where), name) for name, entry in header.items() if name != _METADATA
+    )
+    end = 0
+    for (begin, stop), name in spans:
+        if stop > data_bytes:
+            raise InvalidInput(f"{name}: {stop - begin} bytes announced, fewer sent", where=where)
+        if begin != end:
+            raise InvalidInput(
+                f"{name}: its bytes begin at {begin}, not at {end} where the tensor before ends",
+                where=where,
+            )
+        end = stop
+    if end != data_bytes:
+        raise InvalidInput(f"{data_bytes - end} bytes after the last tensor", where=where)
+    try:
+        arrays = safetensors.numpy.load(bytes(buffer))
+    except SafetensorError as err:
+        raise InvalidInput(f"not a safetensors buffer: {err}", where=where) from None
+    # Writable copies (torch.from_numpy wants them), apart from the message's memory.
+    return {name: np.array(arrays[name]) for name in header if name != _METADATA}
 
 
-def _entry(entry: Any) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
+class _Repeated(Exception):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(key)
+        out[key] = value
+    return out
+
+
+def _span(name: str, entry: Any, where: str) -> tuple[int, int]:
+    """The byte range `entry` announces for tensor `name`, checked against its dtype and shape."""
+    if not name:
+        raise InvalidInput("a tensor needs a name", where=where)
     if not isinstance(entry, dict):
-        raise InvalidInput("a tensor entry must be an object", where="header.tensors")
-    name, dtype_name, shape, nbytes = (entry.get(k) for k in ("name", "dtype", "shape", "nbytes"))
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("a tensor needs a name", where="header.tensors")
+        raise InvalidInput(f"{name}: a tensor entry must be an object", where=where)
+    dtype_name, shape, offsets = (entry.get(k) for k in ("dtype", "shape", "data_offsets"))
     if not isinstance(dtype_name, str) or dtype_name not in DTYPES:
         raise InvalidInput(
-            f"{name}: dtype {dtype_name!r} is not one of {', '.join(DTYPES)}", where=name
+            f"{name}: dtype {dtype_name!r} is not one of {', '.join(DTYPES)}", where=where
+        )
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(map(_size, shape)):
+        raise InvalidInput(
+            f"{name}: shape {shape!r:.100} is not a list of at most {MAX_DIMS} sizes", where=where
         )
     if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_DIMS
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(map(_size, offsets))
+        or offsets[0] > offsets[1]
     ):
-        raise InvalidInput(f"{name}: shape {shape!r} is not a list of sizes", where=name)
-    dtype = DTYPES[dtype_name]
-    expected = math.prod(shape) * dtype.itemsize
-    if not isinstance(nbytes, int) or nbytes != expected:
         raise InvalidInput(
-            f"{name}: shape {shape} of {dtype_name} is {expected} bytes, {nbytes!r} announced",
-            where=name,
+            f"{name}: data_offsets {offsets!r:.100} are not a [begin, end] pair", where=where
         )
-    return name, dtype, tuple(shape), nbytes
+    expected = math.prod(shape) * DTYPES[dtype_name].itemsize
+    if offsets[1] - offsets[0] != expected:
+        raise InvalidInput(
+            f"{name}: shape {shape} of {dtype_name} is {expected} bytes, "
+            f"{offsets[1] - offsets[0]} announced",
+            where=where,
+        )
+    return offsets[0], offsets[1]
 
 
-# --- the messages ------------------------------------------------------------------------------
+def _size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-COMMITTED = "rtc.committed"  # the committed actions' tensor name, apart from observations
+# --- messages ----------------------------------------------------------------------------------
+
+
+def parse[M: Message](kind: type[M], body: bytes, where: str) -> M:
+    """`body` as a `kind` message holding no field this version does not know."""
+    try:
+        message = kind.FromString(body)
+    except DecodeError as err:
+        raise InvalidInput(
+            f"not an rlctl {kind.DESCRIPTOR.name} message ({_reason(err)}); pickles and other "
+            "formats are refused",
+            where=where,
+        ) from None
+    check_known(message, where)
+    return message
+
+
+def _reason(err: DecodeError) -> str:
+    return str(err).rpartition(": ")[2] or "malformed"
+
+
+def check_known(message: Message, where: str) -> None:
+    """Refuse a message (or a message inside it) carrying fields this version does not know,
+    or a known field sent with another type: never silently ignored."""
+    unknown = unknown_fields.UnknownFieldSet(message)
+    if len(unknown):
+        known = {field.number: field.name for field in message.DESCRIPTOR.fields}
+        numbers = sorted({field.field_number for field in unknown})
+        said = [f"{known[n]} of the wrong type" if n in known else f"field {n}" for n in numbers]
+        raise InvalidInput(
+            f"not an rlctl {message.DESCRIPTOR.name} message: {', '.join(said)} unknown here; "
+            "pickles and other formats are refused",
+            where=where,
+            hint="the robot and the policy server must run the same rlctl version",
+        )
+    for field, value in message.ListFields():
+        if field.message_type is not None:
+            for item in value if field.is_repeated else [value]:
+                check_known(item, f"{where}.{field.name}")
+
+
+# --- requests ----------------------------------------------------------------------------------
+
+
+def request_message(request: ChunkRequest) -> pb.ChunkRequest:
+    """The request as its message; `encode_request` writes the same bytes faster."""
+    message = _request_head(request)
+    message.observation = encode_tensors(request.observation)
+    return message
+
+
+def _request_head(request: ChunkRequest) -> pb.ChunkRequest:
+    """The request's message without its observation."""
+    message = pb.ChunkRequest(
+        task=list(request.task),
+        timestep=request.timestep,
+        policy=request.policy,
+        max_actions=request.max_actions,
+    )
+    if request.committed is not None and request.rtc is not None:
+        message.rtc.CopyFrom(
+            pb.RealTimeChunking(
+                committed=encode_tensors({ACTIONS: request.committed}),
+                inference_delay=request.inference_delay,
+                settings=pb.RTCSettings(**attrs.asdict(request.rtc)),
+            )
+        )
+    return message
 
 
 def encode_request(request: ChunkRequest) -> bytes:
-    fields: dict[str, Any] = {
-        "policy": request.policy,
-        "task": list(request.task),
-        "timestep": request.timestep,
-        "max_actions": request.max_actions,
-    }
-    tensors = dict(request.observation)
-    if request.committed is not None and request.rtc is not None:
-        fields["rtc"] = unstructure(request.rtc)
-        fields["inference_delay"] = request.inference_delay
-        tensors[COMMITTED] = request.committed
-    return encode(fields, tensors)
+    # The observation (megabytes of camera frames) is framed as protobuf frames a bytes field and
+    # appended: parsed, the same message as `request_message` (fields may come in any order),
+    # without copying the frames into a message and out again (a millisecond a frame here).
+    head = _request_head(request).SerializeToString()
+    return b"".join([head, *_bytes_field(_OBSERVATION, encode_tensors(request.observation))])
 
 
-def decode_request(message: bytes) -> ChunkRequest:
-    fields, tensors = decode(message)
-    task = fields.get("task", [])
-    if not isinstance(task, list) or not all(isinstance(t, str) for t in task):
-        raise InvalidInput("task must be a list of strings", where="request.task")
-    committed = tensors.pop(COMMITTED, None)
-    if not tensors:
-        raise InvalidInput("a request carries at least one observation tensor", where="request")
-    rtc = _rtc(fields.get("rtc")) if committed is not None else None
-    if committed is not None and (committed.ndim != 3 or committed.dtype.kind != "f"):
+_OBSERVATION = pb.ChunkRequest.DESCRIPTOR.fields_by_name["observation"].number
+
+
+def _bytes_field(number: int, data: bytes) -> list[bytes]:
+    """A bytes field as protobuf writes it: its key (number, length-delimited), length, bytes."""
+    return [_varint(number << 3 | 2), _varint(len(data)), data]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_request(body: bytes) -> ChunkRequest:
+    message = parse(pb.ChunkRequest, body, "request")
+    observation = decode_tensors(message.observation, "request.observation")
+    if not observation:
         raise InvalidInput(
-            "committed actions are floats (batch, steps, action_dim)", where="request.rtc"
+            "a request carries at least one observation tensor", where="request.observation"
         )
+    committed, rtc, delay = None, None, 0
+    if message.HasField("rtc"):
+        tensors = decode_tensors(message.rtc.committed, "request.rtc.committed")
+        committed = tensors.get(ACTIONS)
+        if set(tensors) != {ACTIONS} or committed is None:
+            raise InvalidInput(
+                f"committed actions are one tensor named {ACTIONS!r}, got {sorted(tensors)}",
+                where="request.rtc",
+            )
+        if committed.ndim != 3 or committed.dtype.kind != "f":
+            raise InvalidInput(
+                "committed actions are floats (batch, steps, action_dim)", where="request.rtc"
+            )
+        if not message.rtc.HasField("settings"):
+            raise InvalidInput(
+                "committed actions come with their rtc settings", where="request.rtc"
+            )
+        rtc = _rtc(message.rtc.settings)
+        delay = message.rtc.inference_delay
     # ChunkRequest bounds its counts (max_actions, timestep, inference_delay) itself.
     return ChunkRequest(
-        observation=tensors,
-        task=tuple(task),
-        timestep=_int(fields, "timestep"),
-        policy=_str(fields, "policy"),
-        max_actions=_int(fields, "max_actions"),
+        observation=observation,
+        task=tuple(message.task),
+        timestep=message.timestep,
+        policy=message.policy,
+        max_actions=message.max_actions,
         committed=committed,
-        inference_delay=_int(fields, "inference_delay"),
+        inference_delay=delay,
         rtc=rtc,
     )
 
 
-def _rtc(data: Any) -> RTCConfig:
-    if not isinstance(data, dict):
-        raise InvalidInput("committed actions come with their rtc settings", where="request.rtc")
+def _rtc(settings: pb.RTCSettings) -> RTCConfig:
     try:
-        return structure(data, RTCConfig)
+        return RTCConfig(
+            enabled=settings.enabled,
+            prefix_attention_schedule=settings.prefix_attention_schedule,
+            max_guidance_weight=settings.max_guidance_weight,
+            execution_horizon=settings.execution_horizon,
+            debug=settings.debug,
+            debug_maxlen=settings.debug_maxlen,
+        )
     except ConfigError as err:
         raise InvalidInput(f"rtc settings: {err.message}", where="request.rtc") from None
 
 
-def encode_reply(reply: ChunkReply) -> bytes:
-    return encode(
-        {"timestep": reply.timestep, "inference_s": reply.inference_s}, {"actions": reply.actions}
+# --- replies -----------------------------------------------------------------------------------
+
+
+def reply_message(reply: ChunkReply) -> pb.ChunkReply:
+    return pb.ChunkReply(
+        actions=encode_tensors({ACTIONS: reply.actions}),
+        timestep=reply.timestep,
+        inference_s=reply.inference_s,
     )
 
 
-def decode_reply(message: bytes) -> ChunkReply:
-    fields, tensors = decode(message)
-    actions = tensors.get("actions")
+def encode_reply(reply: ChunkReply) -> bytes:
+    return reply_message(reply).SerializeToString()
+
+
+def reply_from(message: pb.ChunkReply) -> ChunkReply:
+    check_known(message, "reply")
+    actions = decode_tensors(message.actions, "reply.actions").get(ACTIONS)
     if actions is None or actions.ndim != 3:
         raise InvalidInput("a reply carries actions (batch, steps, action_dim)", where="reply")
-    inference_s = fields.get("inference_s", 0.0)
     return ChunkReply(
         actions=actions.astype(np.float32, copy=False),
-        timestep=_int(fields, "timestep"),
-        inference_s=float(inference_s) if isinstance(inference_s, int | float) else 0.0,
+        timestep=message.timestep,
+        inference_s=message.inference_s if math.isfinite(message.inference_s) else 0.0,
     )
+
+
+def decode_reply(body: bytes) -> ChunkReply:
+    return reply_from(parse(pb.ChunkReply, body, "reply"))
+
+
+# --- describing a policy -----------------------------------------------------------------------
+
+
+def describe_message(policy: str, provided: Mapping[str, FeatureSpec] | None) -> pb.DescribeRequest:
+    message = pb.DescribeRequest(policy=policy)
+    if provided is not None:
+        message.provided.CopyFrom(encode_features(provided))
+    return message
 
 
 def encode_describe(policy: str, provided: Mapping[str, FeatureSpec] | None) -> bytes:
-    features = encode_features(provided) if provided is not None else None
-    return encode({"policy": policy, "provided": features})
+    return describe_message(policy, provided).SerializeToString()
 
 
-def decode_describe(message: bytes) -> tuple[str, dict[str, FeatureSpec] | None]:
-    fields, _ = decode(message)
-    provided = fields.get("provided")
+def decode_describe(body: bytes) -> tuple[str, dict[str, FeatureSpec] | None]:
+    message = parse(pb.DescribeRequest, body, "request")
+    provided = message.provided if message.HasField("provided") else None
     features = decode_features(provided, "request.provided") if provided is not None else None
-    return _str(fields, "policy"), features
+    return message.policy, features
 
 
-def encode_description(description: PolicyDescription) -> bytes:
-    return encode(
-        {
-            "name": description.name,
-            "config": description.config,
-            "actions_per_chunk": description.actions_per_chunk,
-            "observation_features": encode_features(description.observation_features),
-        }
+def description_message(description: PolicyDescription) -> pb.PolicyDescription:
+    return pb.PolicyDescription(
+        name=description.name,
+        config_json=json.dumps(description.config, allow_nan=False),
+        actions_per_chunk=description.actions_per_chunk,
+        observation_features=encode_features(description.observation_features),
     )
 
 
-def decode_description(message: bytes) -> PolicyDescription:
-    fields, _ = decode(message)
-    config = fields.get("config")
+def encode_description(description: PolicyDescription) -> bytes:
+    return description_message(description).SerializeToString()
+
+
+def description_from(message: pb.PolicyDescription) -> PolicyDescription:
+    check_known(message, "reply")
+    try:
+        config = json.loads(message.config_json)
+    except (json.JSONDecodeError, RecursionError):
+        config = None
     if not isinstance(config, dict):
         raise InvalidInput("a description carries the policy's config", where="reply.config")
     return PolicyDescription(
-        name=_str(fields, "name"),
+        name=message.name,
         config=config,
-        actions_per_chunk=_int(fields, "actions_per_chunk"),
+        actions_per_chunk=message.actions_per_chunk,
         observation_features=decode_features(
-            fields.get("observation_features") or {}, "reply.observation_features"
+            message.observation_features, "reply.observation_features"
         ),
     )
 
 
+def decode_description(body: bytes) -> PolicyDescription:
+    return description_from(parse(pb.PolicyDescription, body, "reply"))
+
+
 # --- features ----------------------------------------------------------------------------------
 
-_KIND = "kind"
 
-
-def encode_features(features: Mapping[str, FeatureSpec]) -> dict[str, dict[str, Any]]:
+def encode_features(features: Mapping[str, FeatureSpec]) -> pb.Features:
     """Each feature as its info.json entry (dtype, shape, names, info…) plus its kind."""
-    out: dict[str, dict[str, Any]] = {}
+    message = pb.Features()
     for key, spec in features.items():
         if not isinstance(spec, FeatureSpec):
             raise InvalidInput(
                 f"{key}: a feature to send must be a FeatureSpec, got {type(spec).__name__}",
                 where=key,
             )
-        out[key] = {**spec.to_info(), _KIND: spec.kind.value}
-    return out
+        rest = spec.to_info()
+        dtype, shape = rest.pop("dtype"), rest.pop("shape")
+        message.features.add(
+            key=key,
+            dtype=dtype,
+            shape=shape,
+            kind=spec.kind.value,
+            info_json=json.dumps(rest, allow_nan=False),
+        )
+    return message
 
 
-def decode_features(data: Any, where: str) -> dict[str, FeatureSpec]:
-    """`encode_features`'s mapping back as specs keyed by their keys; an `InvalidInput` naming
-    the feature for anything else."""
-    if not isinstance(data, dict):
-        raise InvalidInput("features must be an object of key to feature", where=where)
+def decode_features(message: pb.Features, where: str) -> dict[str, FeatureSpec]:
+    """`encode_features`'s message back as specs keyed by their keys, in order; an
+    `InvalidInput` naming the feature for anything else."""
     out: dict[str, FeatureSpec] = {}
-    for key, entry in data.items():
-        if not isinstance(entry, dict):
-            raise InvalidInput(f"{key}: a feature must be an object", where=f"{where}.{key}")
-        fields = dict(entry)
-        kind_name = fields.pop(_KIND, None)
+    for feature in message.features:
+        key = feature.key
+        if not key or key in out:
+            said = f"{key} is given twice" if key else "a feature lacks its key"
+            raise InvalidInput(said, where=where)
+        place = f"{where}.{key}"
         try:
-            kind = FeatureKind(kind_name) if kind_name is not None else None
+            rest = json.loads(feature.info_json) if feature.info_json else {}
+        except (json.JSONDecodeError, RecursionError):
+            rest = None
+        if not isinstance(rest, dict):
+            raise InvalidInput(f"{key}: a feature's info must be a JSON object", where=place)
+        shape = list(feature.shape)
+        if not feature.dtype or len(shape) > MAX_DIMS or not all(d >= 0 for d in shape):
+            raise InvalidInput(
+                f"{key}: a feature has a dtype name and a list of at most {MAX_DIMS} sizes, got "
+                f"{feature.dtype!r} {shape!r:.100}",
+                where=place,
+            )
+        try:
+            kind = FeatureKind(feature.kind) if feature.kind else None
         except ValueError:
             raise InvalidInput(
-                f"{key}: unknown feature kind {kind_name!r}",
-                where=f"{where}.{key}",
+                f"{key}: unknown feature kind {feature.kind!r:.50}",
+                where=place,
                 hint=f"one of {', '.join(k.value for k in FeatureKind)}",
             ) from None
-        shape = fields.get("shape")
-        if (
-            not isinstance(fields.get("dtype"), str)
-            or not isinstance(shape, list)
-            or len(shape) > MAX_DIMS
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-        ):
-            raise InvalidInput(
-                f"{key}: a feature has a dtype name and a list of sizes, got {entry!r:.200}",
-                where=f"{where}.{key}",
-            )
-        out[key] = attrs.evolve(FeatureSpec.from_info(key, fields), declared_kind=kind)
+        spec = FeatureSpec.from_info(key, {**rest, "dtype": feature.dtype, "shape": shape})
+        out[key] = attrs.evolve(spec, declared_kind=kind)
     return out
-
-
-def _int(fields: Mapping[str, Any], key: str) -> int:
-    value = fields.get(key, 0)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidInput(f"{key} must be an integer", where=f"message.{key}")
-    return value
-
-
-def _str(fields: Mapping[str, Any], key: str) -> str:
-    value = fields.get(key, "")
-    if not isinstance(value, str):
-        raise InvalidInput(f"{key} must be a string", where=f"message.{key}")
-    return value
