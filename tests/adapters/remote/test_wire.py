@@ -147,6 +147,15 @@ def test_a_field_unknown_inside_a_nested_message_is_refused_too() -> None:
     assert "same rlctl version" in (raised.value.hint or "")
 
 
+def test_a_field_unknown_inside_a_repeated_message_is_refused_too() -> None:
+    feature = pb.Feature(key="observation.state", dtype="float32", shape=[6])
+    feature.MergeFromString(b"\xb8\x01\x05")  # field 23 of Feature
+    body = pb.DescribeRequest(provided=pb.Features(features=[feature])).SerializeToString()
+    with pytest.raises(InvalidInput, match="Feature message: field 23") as raised:
+        wire.decode_describe(body)
+    assert raised.value.where == "request.provided.features"
+
+
 def test_malformed_replies_are_refused_with_the_reason() -> None:
     for body, complaint in [
         (pickle.dumps([1.0]), "not an rlctl ChunkReply message"),

@@ -214,10 +214,15 @@ def check_known(message: Message, where: str) -> None:
             where=where,
             hint="the robot and the policy server must run the same rlctl version",
         )
-    for field, value in message.ListFields():
-        if field.message_type is not None:
-            for item in value if field.is_repeated else [value]:
+    # Only the message fields are visited: reading a bytes field copies it (camera frames).
+    for field in message.DESCRIPTOR.fields:
+        if field.message_type is None:
+            continue
+        if field.is_repeated:
+            for item in getattr(message, field.name):
                 check_known(item, f"{where}.{field.name}")
+        elif message.HasField(field.name):
+            check_known(getattr(message, field.name), f"{where}.{field.name}")
 
 
 # --- requests ----------------------------------------------------------------------------------
