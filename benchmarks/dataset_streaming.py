@@ -28,7 +28,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,8 +71,6 @@ def fake_hub_module() -> Any:
 
 
 def start_hub(latency_s: float) -> tuple[Any, Any]:
-    from http.server import ThreadingHTTPServer
-
     fake = fake_hub_module()
     hub = fake.FakeHub(max_requests=10**9)
     handle = hub.handle
@@ -84,12 +81,7 @@ def start_hub(latency_s: float) -> tuple[Any, Any]:
 
     if latency_s:
         hub.handle = slow
-    handler = type("Handler", (fake._Handler,), {"hub": hub})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return hub, server
+    return hub, fake.FakeHubServer(hub).start()
 
 
 def picture(h: int, w: int, episode: int, t: int) -> np.ndarray:
@@ -205,8 +197,7 @@ def measure(episodes: int, args: argparse.Namespace, work: Path) -> dict[str, An
         pull(PullDatasetRequest(REPO))
         pull_s = time.perf_counter() - start
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return {
         "episodes": episodes,

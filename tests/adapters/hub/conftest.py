@@ -1,12 +1,14 @@
 """A fake Hugging Face Hub on 127.0.0.1, and an environment that points huggingface_hub at it.
 
-The server speaks the endpoints huggingface_hub 2.4 calls for what rlctl does: repo info at a
-revision, the tree and paths-info listings (parquet and mp4 files listed as the Hub lists LFS
-files: the git hash of their pointer, and `lfs` with the content's sha256), refs, file resolve
-(HEAD and GET, with ETag, X-Repo-Commit, Content-Length and byte ranges, `bytes=a-b` or
-`bytes=a-`), and the upload side (create repo, validate README YAML, preupload, NDJSON commit,
-branches, tags). Every file is uploaded inline ("regular" mode), so no LFS or Xet storage is
-involved.
+The server speaks the endpoints huggingface_hub 2.4 calls for what rlctl does, `HfFileSystem`
+included: repo info at a revision, the tree listing (paged with a `Link: <…>; rel="next"` header
+when `tree_page_size` is set, 404 EntryNotFound for a folder the commit lacks) and paths-info
+(parquet and mp4 files listed as the Hub lists LFS files: the git hash of their pointer, and
+`lfs` with the content's sha256), refs, file resolve (HEAD and GET, with ETag, X-Repo-Commit,
+Content-Length and byte ranges, `bytes=a-b` or `bytes=a-`, 416 past the end; `ignore_ranges`
+makes it answer every GET with the whole file, as a server that does not do ranges would), and
+the upload side (create repo, validate README YAML, preupload, NDJSON commit, branches, tags).
+Every file is uploaded inline ("regular" mode), so no LFS or Xet storage is involved.
 
 Errors carry the headers the Hub sets (`X-Error-Code: RepoNotFound | RevisionNotFound |
 GatedRepo | EntryNotFound`, `X-Error-Message`), since that is how huggingface_hub tells them
@@ -18,11 +20,13 @@ refuses any socket connection that is not to the loopback address.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import itertools
 import json
 import shutil
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -78,6 +82,9 @@ class FakeHub:
         self.interruptions: dict[str, list[int]] = {}
         # Body bytes of every file GET (ranged or whole), to tell a streamed read from a download.
         self.bytes_sent = 0
+        # Entries per page of a tree listing (None: all in one), and whether Range is ignored.
+        self.tree_page_size: int | None = None
+        self.ignore_ranges = False
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
         self.url = ""
@@ -191,9 +198,7 @@ class FakeHub:
                 },
             )
         if action == "tree":
-            prefix = "/".join(rest[2:])
-            recursive = parse_qs(urlsplit(h.path).query).get("recursive", [""])[0].lower() == "true"
-            return send(h, 200, tree(files, prefix, recursive))
+            return self._tree(h, files, "/".join(rest[2:]))
         if action == "paths-info":
             wanted = parse_qs(body.decode()).get("paths", [])
             return send(h, 200, [e for e in tree(files, "", True) if e["path"] in wanted])
@@ -222,6 +227,25 @@ class FakeHub:
             repo.tags[tag] = commit
             return send(h, 200, {})
         return send(h, 404, {"error": "unknown endpoint"})
+
+    def _tree(self, h: BaseHTTPRequestHandler, files: dict[str, bytes], prefix: str) -> None:
+        query = parse_qs(urlsplit(h.path).query)
+        entries = tree(files, prefix, query.get("recursive", [""])[0].lower() == "true")
+        if prefix and not entries:
+            return send(
+                h,
+                404,
+                {"error": f"{prefix} does not exist on this revision"},
+                {"X-Error-Code": "EntryNotFound"},
+            )
+        start = int(query.get("cursor", ["0"])[0])
+        size = self.tree_page_size or len(entries)
+        headers = {}
+        if start + size < len(entries):
+            base = self.url + urlsplit(h.path).path
+            flags = "&".join(f"{k}={v[0]}" for k, v in query.items() if k != "cursor")
+            headers["Link"] = f'<{base}?{flags}&cursor={start + size}>; rel="next"'
+        return send(h, 200, entries[start : start + size], headers)
 
     def _create_repo(self, h: BaseHTTPRequestHandler, payload: dict, token: str) -> None:
         if token == READ_ONLY_TOKEN:
@@ -323,16 +347,23 @@ class FakeHub:
                 {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit},
             )
         start, end = 0, len(content) - 1
-        ranged = h.headers.get("Range")
+        ranged = None if self.ignore_ranges else h.headers.get("Range")
         if ranged and ranged.startswith("bytes="):
             first, _, last = ranged[len("bytes=") :].partition("-")
             start = int(first or 0)
             end = min(end, int(last)) if last else end
+            if start >= len(content):
+                return send(
+                    h,
+                    416,
+                    {"error": "range not satisfiable"},
+                    {"Content-Range": f"bytes */{len(content)}"},
+                )
         partial = bool(ranged) and (start > 0 or end < len(content) - 1)
         headers = {
             "ETag": f'"{hashlib.sha256(content).hexdigest()}"',
             "X-Repo-Commit": commit,
-            "Accept-Ranges": "bytes",
+            "Accept-Ranges": "none" if self.ignore_ranges else "bytes",
         }
         if partial:
             headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
@@ -410,6 +441,9 @@ def send(
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes: with Nagle's algorithm each answer on a kept-alive
+    # connection would wait for the client's delayed ACK (about 40 ms), which no real Hub adds.
+    disable_nagle_algorithm = True
     hub: FakeHub
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -446,23 +480,76 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
+class FakeHubServer(ThreadingHTTPServer):
+    """Serves a `FakeHub` on 127.0.0.1 from a background thread; `stop()` returns within a bound.
+
+    Not `serve_forever()`: its `shutdown()` waits without a bound for the loop to notice (forever
+    when the loop never ran or died). Here the loop polls a stop flag, `stop()` waits for it at
+    most `STOP_WAIT_S`, shuts the open connections (handlers waiting on a kept-alive client wake
+    and end) and closes the socket. Handler threads are daemons, never joined.
+    """
+
+    STOP_WAIT_S = 5.0
+    daemon_threads = True
+    block_on_close = False
+    timeout = 0.05  # how often the loop looks at the stop flag
+
+    def __init__(self, hub: FakeHub) -> None:
+        super().__init__(("127.0.0.1", 0), type("Handler", (_Handler,), {"hub": hub}))
+        self.hub = hub
+        hub.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._serve, name="fake-hub", daemon=True)
+
+    def start(self) -> FakeHubServer:
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.handle_request()
+            except (OSError, ValueError):  # the socket was closed under the loop
+                return
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client gone mid-answer (reset, or shut by `stop()`) is no error of the fake Hub's.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+    def stop(self) -> None:
+        """Stop serving within about `STOP_WAIT_S`, whatever clients and handlers do."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(self.STOP_WAIT_S)
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self.server_close()
+
+
 @pytest.fixture
 def fake_hub() -> Iterator[FakeHub]:
     hub = FakeHub()
-    handler = type("Handler", (_Handler,), {"hub": hub})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
+    server = FakeHubServer(hub).start()
     try:
         yield hub
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        server.stop()
 
 
 @pytest.fixture
@@ -477,10 +564,13 @@ def hub_env(fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    # A dropped connection is retried after time.sleep(1): no need to wait in a test.
+    # A dropped connection or a 5xx is retried after time.sleep(1 or more): no need to wait in
+    # a test.
     import huggingface_hub.file_download as file_download
+    import huggingface_hub.utils._http as http
 
     monkeypatch.setattr(file_download, "time", _NoSleep())
+    monkeypatch.setattr(http, "time", _NoSleep())
     return home
 
 
