@@ -122,6 +122,9 @@ def test_only_meta_is_downloaded_and_unselected_episodes_are_never_fetched(
     episode = meta.episodes[6]
     needed = set(LeRobotLayout().episode_files(meta, [6]))
     assert {f for f in fetched if not f.startswith("meta/")} == needed, episode
+    for get in fake_hub.file_gets():  # data and videos: by ranges, of the pinned commit
+        if "/meta/" not in get.path:
+            assert f"/resolve/{streamed.commit}/" in get.path and "range" in get.headers
 
 
 def test_shuffled_order_is_seeded_by_seed_and_epoch_and_covers_every_frame_once(pushed):
@@ -221,6 +224,23 @@ def test_the_hub_going_away_mid_stream_is_one_error_with_a_hint(fake_hub, pushed
         next(iter(streamed))
 
     assert "cannot reach the Hub" in error.value.message
+    assert "rlctl dataset pull" in error.value.hint
+
+
+@pytest.mark.parametrize("backend", ["pyav", "torchcodec"])
+def test_a_video_the_hub_stops_sending_is_one_error_naming_it(fake_hub, pushed, backend):
+    if backend == "torchcodec":
+        pytest.importorskip("torchcodec")
+    streamed = StreamingLeRobotDataset(REPO, shuffle=False, video_backend=backend)
+    files = fake_hub.repo("dataset", REPO).commits[streamed.commit]
+    for path in files:
+        if path.endswith(".mp4"):
+            fake_hub.interrupt(path, times=1000, after_bytes=0)
+
+    with pytest.raises(HubError) as error:
+        list(streamed)
+
+    assert "cannot reach the Hub" in error.value.message and ".mp4" in error.value.where
     assert "rlctl dataset pull" in error.value.hint
 
 

@@ -53,10 +53,11 @@ def read_piece(
     source: StreamSource, meta: DatasetMeta, path: Path, episodes: Sequence[EpisodeRecord]
 ) -> FrameTable:
     """The rows of `episodes` (all held by the data file at `path` under the root)."""
-    remote = source.files.open(source.path_in_repo(path))
+    in_repo = source.path_in_repo(path)
+    remote = source.files.open(in_repo)
     chosen = sorted(episodes, key=lambda e: e.dataset_from_index)
     columns = stored_columns(meta)
-    with remote_table(remote.url, path):
+    with remote_table(source.files.url(in_repo), path):
         parquet = pq.ParquetFile(remote, pre_buffer=True)
         names = parquet.schema_arrow.names
         missing = [key for key in columns if key not in names]

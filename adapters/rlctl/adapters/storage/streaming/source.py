@@ -16,7 +16,7 @@ import structlog
 
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
 from rlctl.adapters.hub.layout import METADATA_PATTERNS
-from rlctl.adapters.hub.ranged_file import HubFiles, RemoteFile
+from rlctl.adapters.hub.streamed_files import HubFile, HubFiles
 from rlctl.adapters.storage.lerobot_v3.decoders import backend_name
 from rlctl.application.ports.hub import HubNotCached, HubRevisionNotFound, RepoRef, check_repo_id
 from rlctl.application.ports.video import VideoDecoder
@@ -83,7 +83,7 @@ class RemoteVideos:
     def __init__(self, source: StreamSource) -> None:
         self.source = source
 
-    def __call__(self, path: Path) -> RemoteFile:
+    def __call__(self, path: Path) -> HubFile:
         return self.source.files.open(self.source.path_in_repo(Path(path)))
 
 
