@@ -403,12 +403,15 @@ def command_section(command: click.Command, ctx: click.Context, collector: Rows)
 
 
 def render() -> str:
-    from rlctl.adapters.sim.registry import load_builtin_env_types
+    import rlctl.domain.policies  # creates the kinds of every part
+    import rlctl.entrypoints.parts  # noqa: F401
+    from rlctl.domain.plugins import plugin_kinds
     from rlctl.entrypoints.cli.main import cli
 
-    # Env types register when their modules are imported; plugins are left out on purpose,
-    # so the page is the same on every machine.
-    load_builtin_env_types()
+    # Built-in types register when their modules are imported; plugins are left out on
+    # purpose, so the page is the same on every machine.
+    for kind in plugin_kinds():
+        kind.load_builtins()
     lines = [HEADER]
     collector = Rows()
     for command, ctx in walk(cli, "rlctl"):

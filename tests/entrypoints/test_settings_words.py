@@ -292,8 +292,11 @@ def test_every_registered_kind_was_walked():
 
     for cls in COMMANDS.values():
         visit(cls)
+    # Motor buses are picked by the arm types, by name, not by a setting.
+    from rlctl.entrypoints.parts import MotorBusConfig
+
     for base, members in _REGISTRIES.items():
-        if base.__module__.startswith("rlctl.") and members:
+        if base.__module__.startswith("rlctl.") and members and base is not MotorBusConfig:
             assert set(members.values()) <= reached, base.__name__
 
 

@@ -15,28 +15,23 @@ from pathlib import Path
 from rlctl.adapters.cameras.config import OpenCVCameraConfig
 from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.hub.settings import HubSettings
+from rlctl.adapters.motors.config import MotorBusConfig
 from rlctl.adapters.robots.config import RobotConfig
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
+from rlctl.adapters.sim.registry import ENV_TYPES  # noqa: F401  (hooks env structuring)
 from rlctl.adapters.teleop.config import TeleoperatorConfig
 
 __all__ = [
-    "TYPE_LOADERS",
     "DisplaySettings",
     "EnvConfig",
+    "MotorBusConfig",
     "OpenCVCameraConfig",
     "PushtEnv",
     "RobotConfig",
     "TeleoperatorConfig",
     "lerobot_home",
 ]
-
-# How to make every kind of a tagged union known (entry points, built-in modules), by base:
-# what `--help` calls before it lists the types of a section.
-TYPE_LOADERS = {
-    "EnvConfig": "rlctl.adapters.sim.registry:known_env_types",
-    "PolicyConfig": "rlctl.domain.policies.registry:known_policy_types",
-}
 
 
 def lerobot_home() -> Path:

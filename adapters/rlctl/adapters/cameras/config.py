@@ -18,6 +18,7 @@ import attrs
 
 from rlctl.domain.config import Register, converter, structure_values, tagged_union
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
     from rlctl.application.ports.camera import Camera
@@ -129,6 +130,11 @@ def _structure_index_or_path(data: Any, _: type) -> int | str:
 
 converter.register_structure_hook_func(lambda t: t == dict[str, CameraConfig], _structure_cameras)
 converter.register_structure_hook_func(lambda t: t == int | str, _structure_index_or_path)
+
+
+# Every camera type: the ones above and the `rlctl.cameras` entry points of installed packages
+# (rlctl's own are declared there too, in adapters/pyproject.toml).
+CAMERA_TYPES = PluginKind(CameraConfig, "rlctl.cameras", (), noun="camera")
 
 
 def build_cameras(configs: Mapping[str, CameraConfig]) -> dict[str, Camera]:

@@ -1,32 +1,25 @@
-"""Motor buses for arm adapters, with a clear message when a vendor SDK is not installed."""
+"""Motor buses for arm adapters, picked by name through the `rlctl.motors` registry, with a
+clear message when a vendor library is not installed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from rlctl.adapters.motors.config import MOTOR_BUS_TYPES
 from rlctl.application.ports.motors import MotorBus
-from rlctl.domain.errors import NotSupported
 from rlctl.domain.motors import Motor
 
 
+def motor_bus(bus_type: str, motors: Mapping[str, Motor], **settings: Any) -> MotorBus:
+    """The bus of type `bus_type` (`feetech`, `dynamixel`, a plugin's) for `motors`; `settings` are
+    its config's fields (`port=...`)."""
+    return MOTOR_BUS_TYPES.make(bus_type, **settings).build(motors)
+
+
 def feetech_bus(port: str, motors: Mapping[str, Motor], *, retries: int = 2) -> MotorBus:
-    try:
-        from rlctl.adapters.motors.feetech import FeetechMotorBus
-    except ImportError as error:
-        raise _missing("Feetech", "feetech", error) from error
-    return FeetechMotorBus(port, motors, retries=retries)
+    return motor_bus("feetech", motors, port=port, retries=retries)
 
 
 def dynamixel_bus(port: str, motors: Mapping[str, Motor], *, retries: int = 2) -> MotorBus:
-    try:
-        from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
-    except ImportError as error:
-        raise _missing("Dynamixel", "dynamixel", error) from error
-    return DynamixelMotorBus(port, motors, retries=retries)
-
-
-def _missing(vendor: str, extra: str, error: ImportError) -> NotSupported:
-    return NotSupported(
-        f"the {vendor} SDK is not installed ({error.name or error})",
-        hint=f"install it: pip install 'rlctl[{extra}]'",
-    )
+    return motor_bus("dynamixel", motors, port=port, retries=retries)

@@ -21,6 +21,7 @@ from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.domain.config import Register, converter, tagged_union
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
     from rlctl.application.ports.robot import CalibrationStore, Robot
@@ -135,6 +136,11 @@ def _structure_max_relative(data: Any, _: type) -> float | dict[str, float] | No
 
 
 converter.register_structure_hook_func(lambda t: t == MaxRelativeTarget, _structure_max_relative)
+
+
+# Every robot type: the ones above, rlctl's own in other modules, and the `rlctl.robots` entry
+# points of installed packages (rlctl's own are declared there too, in adapters/pyproject.toml).
+ROBOT_TYPES = PluginKind(RobotConfig, "rlctl.robots", (), noun="robot")
 
 
 def make_robot(config: RobotConfig, *, calibration_store: CalibrationStore) -> Robot:

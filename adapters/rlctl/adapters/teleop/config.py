@@ -15,6 +15,7 @@ import attrs
 
 from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.domain.config import Register, tagged_union
+from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
     from rlctl.application.ports.robot import CalibrationStore
@@ -106,6 +107,11 @@ class ScriptedTeleopConfig(TeleoperatorConfig):
     joints: tuple[str, ...] = ("shoulder_pan", "shoulder_lift", "elbow_flex", "gripper")
     period_s: float = 3.0
     amplitude: float = 30.0
+
+
+# Every teleoperator type: the ones above, rlctl's own in other modules, and the
+# `rlctl.teleoperators` entry points of installed packages (rlctl's own are declared there too).
+TELEOPERATOR_TYPES = PluginKind(TeleoperatorConfig, "rlctl.teleoperators", (), noun="teleoperator")
 
 
 def make_teleoperator(

@@ -9,7 +9,6 @@ settings of the type given on the command line, else of its default, and names t
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 import types
@@ -79,12 +78,11 @@ def union_base_of(cls: type) -> type | None:
 
 def all_types(base: type) -> dict[str, type]:
     """Every kind of `base` by name, plugins included when the base has a loader."""
-    from rlctl.entrypoints.parts import TYPE_LOADERS
+    from rlctl.domain.plugins import plugin_kind
 
-    loader = TYPE_LOADERS.get(base.__name__)
-    if loader is not None:
-        module, _, name = loader.partition(":")
-        getattr(importlib.import_module(module), name)()
+    kind = plugin_kind(base)
+    if kind is not None:
+        kind.known()
     return registered_types(base)
 
 

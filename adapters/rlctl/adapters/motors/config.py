@@ -1,0 +1,86 @@
+"""Motor buses by name: a tagged union on `type`, each member naming the bus class it builds.
+
+An arm picks its bus by name (`motor_bus("feetech", motors, port=...)` in
+`rlctl.adapters.robots.buses`), and a package adds a bus family the way it adds a robot: a config
+class here or in the package, a bus class serving the `MotorBus` port, and an entry point in the
+group `rlctl.motors`. Importing this module is cheap: the vendor libraries load when a bus is
+built, and a missing one is named with the extra that installs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from rlctl.domain.config import Register, tagged_union
+from rlctl.domain.errors import NotSupported
+from rlctl.domain.motors import Motor
+from rlctl.domain.plugins import PluginKind
+
+if TYPE_CHECKING:
+    from rlctl.application.ports.motors import MotorBus
+
+
+@tagged_union
+@attrs.frozen(kw_only=True)
+class MotorBusConfig:
+    # The device the bus is on (/dev/ttyACM0).
+    port: str
+
+    type_name: ClassVar[str]
+    register: ClassVar[Register]
+    # "package.module:Class", called as Class(port, motors, **options()).
+    adapter: ClassVar[str]
+    # What a person calls the library, and the extra of rlctl that installs it.
+    library: ClassVar[str]
+    extra: ClassVar[str]
+
+    def options(self) -> dict[str, Any]:
+        """The bus class's keyword arguments besides the port and the motors."""
+        return {}
+
+    def build(self, motors: Mapping[str, Motor]) -> MotorBus:
+        module, _, name = self.adapter.partition(":")
+        try:
+            bus_class = getattr(importlib.import_module(module), name)
+        except ImportError as error:
+            raise NotSupported(
+                f"{self.library} is not installed ({error.name or error})",
+                where=f"{self.type_name} motor bus",
+                hint=f"install it: pip install 'rlctl[{self.extra}]'",
+            ) from error
+        bus: MotorBus = bus_class(self.port, motors, **self.options())
+        return bus
+
+
+@attrs.frozen(kw_only=True)
+class SerialBusConfig(MotorBusConfig):
+    # Extra attempts after a lost or corrupt reply.
+    retries: int = 2
+
+    def options(self) -> dict[str, Any]:
+        return {"retries": self.retries}
+
+
+@MotorBusConfig.register("feetech")
+@attrs.frozen(kw_only=True)
+class FeetechBusConfig(SerialBusConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.motors.feetech:FeetechMotorBus"
+    library: ClassVar[str] = "the Feetech SDK"
+    extra: ClassVar[str] = "feetech"
+
+
+@MotorBusConfig.register("dynamixel")
+@attrs.frozen(kw_only=True)
+class DynamixelBusConfig(SerialBusConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.motors.dynamixel:DynamixelMotorBus"
+    library: ClassVar[str] = "the Dynamixel SDK"
+    extra: ClassVar[str] = "dynamixel"
+
+
+# Every bus type: the ones above and the `rlctl.motors` entry points of installed packages
+# (rlctl's own are declared there too, in adapters/pyproject.toml).
+MOTOR_BUS_TYPES = PluginKind(MotorBusConfig, "rlctl.motors", (), noun="motor bus")
