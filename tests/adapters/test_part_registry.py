@@ -11,10 +11,10 @@ from typing import ClassVar
 import attrs
 import pytest
 
-from rlctl.adapters.cameras.config import CAMERA_TYPES
+from rlctl.adapters.cameras.config import CAMERA_TYPES, CameraConfig
 from rlctl.adapters.motors.config import MOTOR_BUS_TYPES, MotorBusConfig
 from rlctl.adapters.robots.buses import motor_bus
-from rlctl.adapters.robots.config import ROBOT_TYPES
+from rlctl.adapters.robots.config import ROBOT_TYPES, RobotConfig
 from rlctl.adapters.sim.registry import ENV_TYPES
 from rlctl.adapters.teleop.config import TELEOPERATOR_TYPES
 from rlctl.domain.errors import ConfigError, NotSupported
@@ -67,10 +67,29 @@ def test_a_bus_whose_library_is_missing_names_the_extra_that_installs_it():
         library: ClassVar[str] = "the Elsewhere SDK"
         extra: ClassVar[str] = "elsewhere"
 
-    with pytest.raises(NotSupported, match="the Elsewhere SDK is not installed") as caught:
+    with pytest.raises(NotSupported, match="rlctl_no_such_vendor_sdk is not installed") as caught:
         ElsewhereBusConfig(port="/dev/ttyX").build(MOTORS)
-    assert caught.value.hint == "install it: pip install 'rlctl[elsewhere]'"
+    assert caught.value.hint == "the Elsewhere SDK is missing: pip install 'rlctl[elsewhere]'"
     assert caught.value.where == "elsewhere motor bus"
+
+
+def test_a_robot_or_camera_whose_adapter_cannot_be_imported_says_what_is_missing():
+    # A plugin's adapter imports its device library only when the part is built: a missing one
+    # is an error that names it, not a traceback.
+    @attrs.frozen(kw_only=True)
+    class FarawayRobotConfig(RobotConfig):
+        adapter: ClassVar[str] = "rlctl_no_such_robot_library.arm:make"
+
+    @attrs.frozen(kw_only=True)
+    class FarawayCameraConfig(CameraConfig):
+        adapter: ClassVar[str] = "rlctl.adapters.cameras.config:NoSuchCamera"
+
+    with pytest.raises(NotSupported, match="robot FarawayRobotConfig cannot be built") as caught:
+        FarawayRobotConfig().build(None)  # type: ignore[arg-type]
+    assert "rlctl_no_such_robot_library is not installed" in caught.value.message
+    assert caught.value.hint == "install the package that provides rlctl_no_such_robot_library"
+    with pytest.raises(ConfigError, match="has no 'NoSuchCamera'"):
+        FarawayCameraConfig().build()
 
 
 def test_an_arm_builds_its_bus_by_name():

@@ -13,8 +13,8 @@ import pytest
 
 from rlctl.domain import plugins
 from rlctl.domain.config import Register, structure, tagged_union
-from rlctl.domain.errors import ConfigError
-from rlctl.domain.plugins import PluginKind, plugin_kind
+from rlctl.domain.errors import ConfigError, NotSupported
+from rlctl.domain.plugins import PluginKind, load_adapter, plugin_kind
 
 
 @tagged_union
@@ -130,3 +130,14 @@ def test_every_part_of_rlctl_has_its_kind():
 
     groups = {kind.group for kind in plugins.plugin_kinds()}
     assert {"rlctl.policies"} <= groups
+
+
+def test_an_adapter_is_loaded_by_its_path_and_a_missing_one_is_named():
+    assert load_adapter("rlctl.domain.plugins:PluginKind", part="gadget x") is PluginKind
+    with pytest.raises(NotSupported, match="gadget x cannot be built: rlctl_no_such_sdk") as caught:
+        load_adapter("rlctl_no_such_sdk.driver:Gadget", part="gadget x", install="pip install sdk")
+    assert caught.value.where == "gadget x" and caught.value.hint == "pip install sdk"
+    with pytest.raises(ConfigError, match="has no 'Missing'"):
+        load_adapter("rlctl.domain.plugins:Missing", part="gadget x")
+    with pytest.raises(ConfigError, match=r"is not 'package\.module:name'"):
+        load_adapter("rlctl.domain.plugins", part="gadget x")

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any
 
 from rlctl.domain.config import converter, is_tagged_union, registered_types, structure
-from rlctl.domain.errors import ConfigError
+from rlctl.domain.errors import ConfigError, NotSupported
 
 # The domain logs through the standard library; the CLI routes it to structlog.
 log = logging.getLogger(__name__)
@@ -168,6 +168,39 @@ class PluginKind[T]:
             return union_hook(data, cls)
 
         converter.register_structure_hook_func(lambda t: t is base, structure_member)
+
+
+def load_adapter(path: str, *, part: str, install: str | None = None) -> Any:
+    """What a part's config names as its adapter (`"package.module:factory"`), imported only when
+    the part is built, so that settings and `--help` never import a device's library.
+
+    `part` says which part it is in errors ("robot toy"); `install` is the fix when the module
+    or a library it imports is missing (default: install the package that provides it).
+    """
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ConfigError(
+            f"{part}: its adapter {path!r} is not 'package.module:name'",
+            where=part,
+            hint="the config class's `adapter` names the module and the factory in it",
+        )
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as error:
+        missing = error.name or str(error)
+        raise NotSupported(
+            f"{part} cannot be built: {missing} is not installed (imported by {module})",
+            where=part,
+            hint=install or f"install the package that provides {missing}",
+        ) from error
+    try:
+        return getattr(loaded, name)
+    except AttributeError:
+        raise ConfigError(
+            f"{part}: its adapter module {module} has no {name!r}",
+            where=part,
+            hint="the config class's `adapter` names the module and the factory in it",
+        ) from None
 
 
 def _declares(ep: EntryPoint, cls: type) -> bool:

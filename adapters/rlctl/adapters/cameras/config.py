@@ -10,15 +10,20 @@ plus its adapter module.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from rlctl.domain.config import Register, converter, structure_values, tagged_union
+from rlctl.domain.config import (
+    Register,
+    converter,
+    structure_values,
+    tagged_union,
+    type_name_of,
+)
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.plugins import PluginKind
+from rlctl.domain.plugins import PluginKind, load_adapter
 
 if TYPE_CHECKING:
     from rlctl.application.ports.camera import Camera
@@ -40,8 +45,8 @@ class CameraConfig:
     adapter: ClassVar[str]
 
     def build(self) -> Camera:
-        module, _, name = self.adapter.partition(":")
-        return getattr(importlib.import_module(module), name)(self)
+        name = type_name_of(self) or type(self).__name__
+        return load_adapter(self.adapter, part=f"camera {name}")(self)
 
     def frame_size(self, camera: str) -> tuple[int, int]:
         """(height, width) of the frames, as the robot's features declare them."""

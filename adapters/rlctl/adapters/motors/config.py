@@ -9,16 +9,14 @@ built, and a missing one is named with the extra that installs it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from rlctl.domain.config import Register, tagged_union
-from rlctl.domain.errors import NotSupported
 from rlctl.domain.motors import Motor
-from rlctl.domain.plugins import PluginKind
+from rlctl.domain.plugins import PluginKind, load_adapter
 
 if TYPE_CHECKING:
     from rlctl.application.ports.motors import MotorBus
@@ -43,15 +41,11 @@ class MotorBusConfig:
         return {}
 
     def build(self, motors: Mapping[str, Motor]) -> MotorBus:
-        module, _, name = self.adapter.partition(":")
-        try:
-            bus_class = getattr(importlib.import_module(module), name)
-        except ImportError as error:
-            raise NotSupported(
-                f"{self.library} is not installed ({error.name or error})",
-                where=f"{self.type_name} motor bus",
-                hint=f"install it: pip install 'rlctl[{self.extra}]'",
-            ) from error
+        bus_class = load_adapter(
+            self.adapter,
+            part=f"{self.type_name} motor bus",
+            install=f"{self.library} is missing: pip install 'rlctl[{self.extra}]'",
+        )
         bus: MotorBus = bus_class(self.port, motors, **self.options())
         return bus
 

@@ -6,10 +6,12 @@ Importing this module is cheap: the adapter's module is imported when a device i
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
+
+from rlctl.domain.config import type_name_of
+from rlctl.domain.plugins import load_adapter
 
 if TYPE_CHECKING:
     from rlctl.application.ports.robot import CalibrationKey, CalibrationStore, Robot
@@ -35,8 +37,7 @@ class DeviceConfig:
 
     def _make(self, calibration_store: CalibrationStore) -> Any:
         # What the factory returns is the subclass's `build` type: a Robot or a Teleoperator.
-        module, _, name = self.adapter.partition(":")
-        factory = getattr(importlib.import_module(module), name)
+        factory = load_adapter(self.adapter, part=f"{self.calibration_kind[:-1]} {_name(self)}")
         return factory(self, calibration_store=calibration_store)
 
     def calibration_key(self, device_type: str) -> CalibrationKey:
@@ -45,3 +46,7 @@ class DeviceConfig:
         from rlctl.application.ports.robot import CalibrationKey
 
         return CalibrationKey(self.calibration_kind, device_type, self.id, self.calibration_dir)
+
+
+def _name(config: DeviceConfig) -> str:
+    return type_name_of(config) or type(config).__name__
