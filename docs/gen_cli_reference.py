@@ -288,6 +288,9 @@ class Rows:
             if attrs.has(type(value)):
                 yield from self._section(key, value, note)
                 continue
+            if isinstance(value, Required) and attrs.has(field.type):  # a required section
+                yield from self.of(field.type, None, f"{key}.")
+                continue
             if value is None and bases:
                 yield f"{key}.type", code("null"), f"{_type_choices(bases[0])}. {note}".strip()
                 continue

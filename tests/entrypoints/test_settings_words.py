@@ -75,8 +75,12 @@ def _is_bool(tp: Any) -> bool:
 
 
 def _filler(tp: Any) -> Any:
-    """A value for a required field, so that a kind with one (a port) can be built."""
+    """A value for a required field, so that a kind with one (a port, an arm's section) can be
+    built."""
     tp = _without_none(tp)
+    if attrs.has(tp):
+        attrs.resolve_types(tp)
+        return {f.name: _filler(f.type) for f in attrs.fields(tp) if f.default is attrs.NOTHING}
     return {str: "/dev/null", int: 1, float: 1.0}.get(tp)
 
 

@@ -340,7 +340,10 @@ def _describe(err: BaseException, path: str = "") -> list[Problem]:
         # A config's own check knows the setting it is about; cattrs only knows the section.
         return [Problem(err.where or path, err.message, err.hint)]
     if isinstance(err, KeyError):
-        key = f"{path}.{err.args[0]}" if path else str(err.args[0])
+        # cattrs notes the missing field on the error too, so `path` may already end with it.
+        name = str(err.args[0])
+        named = path == name or path.endswith(f".{name}")
+        key = path if named else (f"{path}.{name}" if path else name)
         return [Problem(key, "required but missing")]
     return [Problem(path or "<root>", str(err))]
 

@@ -7,6 +7,7 @@ the refusal is said once per episode."""
 from __future__ import annotations
 
 import math
+import typing
 
 import numpy as np
 import pytest
@@ -18,18 +19,25 @@ from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.tables import servo_model
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.arm_follower import ArmFollower
+from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
-from rlctl.adapters.robots.config import ArmFollowerConfig, RobotConfig
+from rlctl.adapters.robots.config import ArmFollowerConfig, BimanualFollowerConfig, RobotConfig
 from rlctl.adapters.robots.koch_follower import koch_follower
 from rlctl.adapters.robots.so_follower import so_follower
 from rlctl.application.ports.robot import CalibrationKey
 from rlctl.domain.calibration import Calibration, MotorCalibration
 from rlctl.domain.config import registered_types
+from rlctl.domain.errors import InvalidInput
 
 ARM_TYPES = sorted(
     name
     for name, cls in registered_types(RobotConfig).items()
     if issubclass(cls, ArmFollowerConfig)
+)
+BIMANUAL_TYPES = sorted(
+    name
+    for name, cls in registered_types(RobotConfig).items()
+    if issubclass(cls, BimanualFollowerConfig)
 )
 
 
@@ -115,6 +123,103 @@ def check_every_kind_of_garbage(robot, bus, motors, calibration, max_step):
     holds = [e for e in logs if e["event"].startswith("action refused")]
     assert len(holds) == 1, holds  # once per episode
     assert "non-finite" in holds[0]["reason"]
+
+
+def arm_config_class(config_cls: type) -> type:
+    """The class of a bimanual config's `left_arm_config` (its annotations are strings)."""
+    return typing.get_type_hints(config_cls)["left_arm_config"]
+
+
+@pytest.mark.parametrize("robot_type", BIMANUAL_TYPES)
+def test_garbage_in_either_half_never_moves_a_motor_of_a_bimanual_robot_outside_its_range(
+    robot_type, tmp_path
+):
+    """NaN, infinities and absurd values in one arm's half of the action: that arm holds its last
+    safe command, neither arm's goals leave their calibrated ranges, the other arm still moves."""
+    config_cls = registered_types(RobotConfig)[robot_type]
+    arm_cls = arm_config_class(config_cls)
+    store = CalibrationFiles(tmp_path)
+    probe = config_cls(
+        id="duo", left_arm_config=arm_cls(port="/dev/a"), right_arm_config=arm_cls(port="/dev/b")
+    ).build(store)
+    assert isinstance(probe, BimanualFollower)
+    sides = {side: arm.arm for side, arm in probe.arms.items()}
+    motors = dict(sides["left"].bus.motors)
+    full_turn = sides["left"].calibration_plan.full_turn_motors
+    family = str(servo_model(next(iter(motors.values())).model).family)
+    models = {m.id: m.model for m in motors.values()}
+    base = calibration_for(motors, full_turn)
+    calibrations = {
+        "left": base,
+        # The right arm's ranges differ from the left's: each half is checked against its own.
+        "right": Calibration(
+            {
+                name: base[name]
+                if name in full_turn
+                else MotorCalibration(base[name].id, 0, 0, base[name].range_min + 150, 3000)
+                for name in base
+            }
+        ),
+    }
+    with (
+        VirtualServoBus(family, models, tau_s=0.01) as left,
+        VirtualServoBus(family, models, tau_s=0.01) as right,
+    ):
+        buses = {"left": left, "right": right}
+        for side, arm in sides.items():
+            store.save(arm.calibration_key, calibrations[side])
+        n = len(motors)
+        for use_degrees in (True, False):
+            for max_step in (None, 5.0):
+                arm_settings = dict(use_degrees=use_degrees, max_relative_target=max_step)
+                robot = config_cls(
+                    id="duo",
+                    left_arm_config=arm_cls(port=left.port, **arm_settings),
+                    right_arm_config=arm_cls(port=right.port, **arm_settings),
+                ).build(store)
+                robot.connect()
+                try:
+                    with structlog.testing.capture_logs() as logs:
+                        robot.reset()
+                        mid = robot.get_observation()["observation.state"].astype(np.float64)
+                        for _ in range(3):
+                            robot.send_action(mid)
+                        robot.get_observation()
+                        safe = {side: goals(buses[side], motors) for side in buses}
+                        for i, side in enumerate(("left", "right")):
+                            half = slice(i * n, (i + 1) * n)
+                            other = slice((1 - i) * n, (2 - i) * n)
+                            other_side = "right" if side == "left" else "left"
+                            for k, (label, make) in enumerate(GARBAGE):
+                                action = mid.copy()
+                                action[half] = make(mid[half])
+                                action[other] = mid[other] + (2.0 if k % 2 == 0 else -2.0)
+                                before = goals(buses[other_side], motors)
+                                sent = robot.send_action(action)
+                                assert np.all(np.isfinite(sent)), (side, label)
+                                robot.get_observation()
+                                assert goals(buses[side], motors) == safe[side], (side, label)
+                                assert goals(buses[other_side], motors) != before, (side, label)
+                                for s, bus in buses.items():
+                                    for name, ticks in goals(bus, motors).items():
+                                        entry = calibrations[s][name]
+                                        assert entry.range_min <= ticks <= entry.range_max, (
+                                            s,
+                                            side,
+                                            label,
+                                            name,
+                                        )
+                            safe = {s: goals(buses[s], motors) for s in buses}
+                    holds = [e for e in logs if e["event"].startswith("action refused")]
+                    # Once per episode and arm, each naming its side.
+                    assert sorted(e["robot"] for e in holds) == [
+                        f"{robot_type} left arm",
+                        f"{robot_type} right arm",
+                    ]
+                    with pytest.raises(InvalidInput, match=f"takes {2 * n}"):
+                        robot.send_action(mid[:n])
+                finally:
+                    robot.disconnect()
 
 
 @pytest.mark.parametrize("build", [so_follower, koch_follower], ids=["so", "koch"])

@@ -29,7 +29,7 @@ from rlctl.application.robot_features import (
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, GuardDecision, step_caps
-from rlctl.domain.errors import HardwareError
+from rlctl.domain.errors import HardwareError, RlctlError
 from rlctl.domain.features import FeatureSpec
 
 if TYPE_CHECKING:
@@ -48,9 +48,12 @@ class ArmFollower:
         robot_type: str,
         max_relative_target: float | Mapping[str, float] | None = None,
         disable_torque_on_disconnect: bool = True,
+        label: str | None = None,
     ) -> None:
-        """`camera_sizes`: (height, width) per camera, as configured (known before connect)."""
+        """`camera_sizes`: (height, width) per camera, as configured (known before connect).
+        `label` names the arm in what it reports (the side of a bimanual robot)."""
         self.arm = arm
+        self.label = label or robot_type
         self._cameras = dict(cameras)
         self._sizes = dict(camera_sizes)
         self._robot_type = robot_type
@@ -69,6 +72,7 @@ class ArmFollower:
         *,
         robot_type: str,
         cameras: Mapping[str, Camera] | None = None,
+        label: str | None = None,
     ) -> ArmFollower:
         """The follower a config describes, on `arm`; `cameras` replace the configured ones
         (fakes in tests) but keep their configured frame sizes."""
@@ -79,6 +83,7 @@ class ArmFollower:
             robot_type=robot_type,
             max_relative_target=config.max_relative_target,
             disable_torque_on_disconnect=config.disable_torque_on_disconnect,
+            label=label,
         )
 
     @property
@@ -115,7 +120,11 @@ class ArmFollower:
         except BaseException:
             self.disconnect()
             raise
-        self._check_frame_sizes()
+        try:
+            check_frame_sizes(self._cameras, self._sizes)
+        except HardwareError:
+            self.disconnect()
+            raise
 
     def calibration_targets(self) -> Sequence[CalibrationTarget]:
         return [self.arm]
@@ -131,7 +140,10 @@ class ArmFollower:
     def get_observation(self) -> dict[str, Any]:
         observation: dict[str, Any] = {STATE_KEY: self.arm.positions()}
         for name, camera in self._cameras.items():
-            observation[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
+            try:
+                observation[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
+            except RlctlError as error:
+                raise located(error, f"camera {name!r}") from error
         return observation
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
@@ -158,7 +170,7 @@ class ArmFollower:
         if decision.first_hold:
             log.warning(
                 "action refused, holding the last safe command",
-                robot=self._robot_type,
+                robot=self.label,
                 reason=decision.reason,
                 note="said once per episode; every refused action is held the same way",
             )
@@ -175,14 +187,26 @@ class ArmFollower:
         if errors:
             raise errors[0]
 
-    def _check_frame_sizes(self) -> None:
-        for name, camera in self._cameras.items():
-            expected = self._sizes[name]
-            if (camera.height, camera.width) != expected:
-                self.disconnect()
-                raise HardwareError(
-                    f"camera {name!r} gives {camera.width}x{camera.height} frames, the robot "
-                    f"declares {expected[1]}x{expected[0]}",
-                    where=camera.name,
-                    hint="set the camera's width and height to what it delivers",
-                )
+
+def located(error: RlctlError, place: str) -> RlctlError:
+    """The same error with `place` (the camera's name, the arm's side) before its `where`:
+    `camera 'front', /dev/video0`. Said once, however often it is passed up."""
+    if (error.where or "").startswith(place):
+        return error
+    copy = type(error).__new__(type(error))
+    where = f"{place}, {error.where}" if error.where else place
+    RlctlError.__init__(copy, error.message, where=where, hint=error.hint)
+    return copy
+
+
+def check_frame_sizes(cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]) -> None:
+    """Refuse a connected camera whose frames are not the (height, width) declared for it."""
+    for name, camera in cameras.items():
+        expected = sizes[name]
+        if (camera.height, camera.width) != expected:
+            raise HardwareError(
+                f"camera {name!r} gives {camera.width}x{camera.height} frames, the robot "
+                f"declares {expected[1]}x{expected[0]}",
+                where=camera.name,
+                hint="set the camera's width and height to what it delivers",
+            )

@@ -81,6 +81,63 @@ class SO100FollowerConfig(SOFollowerConfig):
     pass
 
 
+@attrs.frozen(kw_only=True)
+class SOFollowerArmConfig:
+    """One arm of a bimanual SO robot: LeRobot 0.6.1's `SOFollowerConfig` (no id, no type; the
+    robot's id names both arms' calibration files)."""
+
+    # The arm's motors board (`rlctl find-port`).
+    port: str
+    disable_torque_on_disconnect: bool = True
+    # Caps each joint's step: one number for all, or one per motor.
+    max_relative_target: MaxRelativeTarget = None
+    # The arm's own cameras, named `<side>_<name>` in the dataset.
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # Joints in degrees (LeRobot 0.6.1's default) or in -100..100 of their range.
+    use_degrees: bool = True
+    position_p_coefficient: int = 16
+    position_i_coefficient: int = 0
+    position_d_coefficient: int = 32
+    num_read_retries: int = 2
+
+
+@attrs.frozen(kw_only=True)
+class BimanualFollowerConfig(RobotConfig):
+    """Two follower arms as one robot, as LeRobot's bimanual robots are: features `left_*` and
+    `right_*`, each arm calibrated in its own file, `<id>_left.json` and `<id>_right.json`,
+    under the single arm's type. `cameras` are the robot's own (not on an arm): their names are
+    kept as they are; an arm's cameras are named `left_<name>` / `right_<name>`."""
+
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+
+    def without_cameras(self) -> RobotConfig:
+        arms = {
+            side: attrs.evolve(getattr(self, side), cameras={})
+            for side in ("left_arm_config", "right_arm_config")
+        }
+        return attrs.evolve(self, cameras={}, **arms)  # type: ignore[arg-type]
+
+
+@RobotConfig.register("bi_so_follower")
+@attrs.frozen(kw_only=True)
+class BiSOFollowerConfig(BimanualFollowerConfig):
+    adapter: ClassVar[str] = "rlctl.adapters.robots.bi_so_follower:bi_so_follower"
+
+    # The left arm: an SO follower's settings, less its id (`<id>_left`) and type.
+    left_arm_config: SOFollowerArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: SOFollowerArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> SOFollowerConfig:
+        """The single SO follower LeRobot makes of one side: id `<id>_<side>`."""
+        arm: SOFollowerArmConfig = getattr(self, f"{side}_arm_config")
+        return SO101FollowerConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
+
+
 @RobotConfig.register("koch_follower")
 @attrs.frozen(kw_only=True)
 class KochFollowerConfig(ArmFollowerConfig):

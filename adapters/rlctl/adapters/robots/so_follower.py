@@ -87,6 +87,7 @@ def so_follower(
     calibration_store: CalibrationStore,
     bus: MotorBus | None = None,
     cameras: Mapping[str, Camera] | None = None,
+    label: str | None = None,
 ) -> ArmFollower:
     arm = so_arm(config, ROBOT_TYPE, calibration_store, bus=bus, configure=_configure(config))
-    return ArmFollower.from_config(config, arm, robot_type=ROBOT_TYPE, cameras=cameras)
+    return ArmFollower.from_config(config, arm, robot_type=ROBOT_TYPE, cameras=cameras, label=label)

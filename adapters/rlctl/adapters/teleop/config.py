@@ -58,6 +58,38 @@ class SO100LeaderConfig(SOLeaderConfig):
     pass
 
 
+@attrs.frozen(kw_only=True)
+class SOLeaderArmConfig:
+    """One arm of a bimanual SO leader: LeRobot 0.6.1's `SOLeaderConfig` (no id, no type)."""
+
+    # The arm's motors board (`rlctl find-port`).
+    port: str
+    use_degrees: bool = True
+    num_read_retries: int = 2
+
+
+@TeleoperatorConfig.register("bi_so_leader")
+@attrs.frozen(kw_only=True)
+class BiSOLeaderConfig(TeleoperatorConfig):
+    """Two SO leader arms as one teleoperator (LeRobot's `bi_so_leader`): actions `left_*` then
+    `right_*`, each arm calibrated as `so_leader` `<id>_left` / `<id>_right`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.bi_so_leader:bi_so_leader"
+
+    # The left arm: an SO leader's settings, less its id (`<id>_left`) and type.
+    left_arm_config: SOLeaderArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: SOLeaderArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> SOLeaderConfig:
+        arm: SOLeaderArmConfig = getattr(self, f"{side}_arm_config")
+        return SO101LeaderConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
+
+
 @TeleoperatorConfig.register("koch_leader")
 @attrs.frozen(kw_only=True)
 class KochLeaderConfig(TeleoperatorConfig):

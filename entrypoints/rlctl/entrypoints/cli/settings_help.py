@@ -157,6 +157,9 @@ def setting_rows(
                 type(value), attrs.asdict(value, recurse=False), f"{key}.", chosen
             )
             continue
+        if value is None and isinstance(field.type, type) and attrs.has(field.type):
+            yield from setting_rows(field.type, None, f"{key}.", chosen)  # a required section
+            continue
         if bases:
             kinds = ", ".join(all_types(bases[0]))
             yield SettingRow(f"{key}.type", "type", "null", f"One of: {kinds}. {note}".strip())

@@ -38,5 +38,7 @@ def setup_motors_command(config: SetupMotorsCommandSettings) -> None:
         return
     setup = container.setup_motors()
     for target in targets:
+        if len(targets) > 1:  # a bimanual device: say which arm's board to connect
+            click.echo(f"{target.calibration_key.label}, on {target.bus.port}:")
         done = setup(target)
-        click.echo(f"{target.calibration_key.type}: {len(done)} motors set up")
+        click.echo(f"{target.calibration_key.label}: {len(done)} motors set up")
