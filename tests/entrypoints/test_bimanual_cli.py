@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +20,11 @@ from click.testing import CliRunner
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.bimanual import BimanualFollower
+from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.so_follower import SO_JOINTS
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.application.ports.robot import CalibrationKey
+from rlctl.domain.calibration import Calibration, MotorCalibration
 from rlctl.entrypoints.cli.main import cli
 
 QUIET = ["--controls=off", "--progress=silent"]
@@ -263,3 +267,84 @@ def test_a_missing_arm_or_id_is_named_before_anything_opens(tmp_path, monkeypatc
     assert not (tmp_path / "x").exists()
     result = CliRunner().invoke(cli, ["record", "--robot.type=so101_follower", "--dataset.root=x"])
     assert "robot.port: required but missing" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.lerobot
+def test_lerobot_reads_a_bimanual_recording_and_the_calibrations_as_rlctl_does(
+    rig, tmp_path, lerobot
+):
+    """A bimanual recording made by `rlctl record` read by LeRobot 0.6.1: the same frames, names
+    and robot type, under the features LeRobot's own `bi_so_follower` records; and LeRobot's
+    `BiSOFollower` / `BiSOLeader` load the arms' calibration files rlctl uses."""
+    root = tmp_path / "interop"
+    result = invoke(
+        "record",
+        *rig.args(),
+        "--robot.cameras={top: {type: synthetic, width: 64, height: 48, fps: 15}}",
+        f"--dataset.root={root}",
+        "--dataset.single_task=hand over the cube",
+        "--dataset.num_episodes=2",
+        "--dataset.fps=15",
+        "--dataset.episode_time_s=0.6",
+        "--dataset.reset_time_s=0",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    calibration = tmp_path / "calibration"
+    # Calibrations as rlctl writes them, different per arm.
+    store = CalibrationFiles(calibration)
+    for n, side in enumerate(("left", "right")):
+        entries = {
+            joint: MotorCalibration(i, n, 10 * i - 40 + n, 400 + 20 * i + n, 3600 - 30 * i - n)
+            for i, joint in enumerate(SO_JOINTS, 1)
+        }
+        store.save(CalibrationKey("robots", "so_follower", f"duo_{side}"), Calibration(entries))
+    job = tmp_path / "job.json"
+    job.write_text(
+        json.dumps(
+            {
+                "dataset_root": str(root),
+                "out": str(tmp_path / "items.npz"),
+                "follower_id": "duo",
+                "leader_id": "hands",
+            }
+        )
+    )
+    script = Path(__file__).with_name("lerobot_bimanual.py")
+    theirs = lerobot(script, job, env={**os.environ, "HF_LEROBOT_CALIBRATION": str(calibration)})
+
+    robot, leader, dataset = theirs["robot"], theirs["leader"], theirs["dataset"]
+    assert robot["name"] == "bi_so_follower" and leader["name"] == "bi_so_leader"
+    assert robot["action"] == NAMES and leader["action"] == NAMES
+    reader = LeRobotDatasetReader(root)
+    ours = {key: spec.names for key, spec in reader.meta.features.items()}
+    assert robot["dataset_features"]["action"] == ours["action"] == NAMES
+    assert robot["dataset_features"]["observation.state"] == ours["observation.state"]
+    for kind, device, name in (("robots", robot, "duo"), ("teleoperators", leader, "hands")):
+        for side in ("left", "right"):
+            folder = "so_follower" if kind == "robots" else "so_leader"
+            path = calibration / kind / folder / f"{name}_{side}.json"
+            assert device["arms"][side]["path"] == str(path)
+            assert device["arms"][side]["calibration"] == json.loads(path.read_text())
+            assert (
+                store.load(CalibrationKey(kind, folder, f"{name}_{side}")).to_data()
+                == (device["arms"][side]["calibration"])
+            )
+
+    assert dataset["robot_type"] == reader.meta.robot_type == "bi_so_follower"
+    assert dataset["len"] == len(reader) == 18 and dataset["episodes"] == 2
+    for key in ("action", "observation.state"):
+        assert dataset["names"][key] == ours[key]
+    with np.load(tmp_path / "items.npz") as arrays:
+        for i in range(len(reader)):
+            item = reader[i]
+            assert dataset["tasks"][i] == item["task"] == "hand over the cube"
+            for key in ("action", "observation.state", "episode_index", "frame_index", "index"):
+                np.testing.assert_array_equal(arrays[f"{i}/{key}"], item[key].numpy(), key)
+            np.testing.assert_allclose(
+                arrays[f"{i}/timestamp"], item["timestamp"].numpy(), atol=1e-6
+            )
+            image = arrays[f"{i}/observation.images.top"]
+            assert image.shape == (3, 48, 64)
+            assert np.abs(image - item["observation.images.top"].numpy()).mean() < 0.02
