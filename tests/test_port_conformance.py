@@ -79,6 +79,7 @@ from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolic
 from rlctl.adapters.reports.renderer import HtmlReportRenderer
 from rlctl.adapters.reports.run_folder import LocalRunFolder
 from rlctl.adapters.robots.arm_follower import ArmFollower
+from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
@@ -108,7 +109,10 @@ from rlctl.adapters.telemetry.metrics import (
 )
 from rlctl.adapters.telemetry.progress import RichProgress, _RichTask
 from rlctl.adapters.teleop.arm_leader import ArmLeader
+from rlctl.adapters.teleop.bimanual_leader import BimanualLeader
 from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
+from rlctl.adapters.teleop.gamepad import GamepadTeleop
+from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
@@ -196,17 +200,22 @@ def calibration_store(
     return [files, fake]
 
 
-def robot(arm: ArmFollower, sim: SimRobot, fake: ScriptedRobot) -> list[Robot]:
-    return [arm, sim, fake]
+def robot(
+    arm: ArmFollower, arms: BimanualFollower, sim: SimRobot, fake: ScriptedRobot
+) -> list[Robot]:
+    return [arm, arms, sim, fake]
 
 
 def teleoperator(
     arm: ArmLeader,
+    arms: BimanualLeader,
+    pad: GamepadTeleop,
+    keys: KeyboardEndEffectorTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
-    return [arm, replay, expert, fake]
+    return [arm, arms, pad, keys, replay, expert, fake]
 
 
 def episode_actions(

@@ -93,16 +93,16 @@ class BimanualFollower:
         self._split = len(left.action_features[ACTION_KEY].names or ())
         self._camera_keys = self._name_cameras()
 
-    def _name_cameras(self) -> dict[str, tuple[str | None, str]]:
+    def _name_cameras(self) -> dict[str, tuple[Side | None, str]]:
         """Dataset key -> (side or None for the robot's own, the camera's own key)."""
-        keys: dict[str, tuple[str | None, str]] = {}
+        keys: dict[str, tuple[Side | None, str]] = {}
         per_arm = {
             side: [k for k in arm.observation_features if k.startswith(IMAGES_PREFIX)]
             for side, arm in self.arms.items()
         }
         own = [f"{IMAGES_PREFIX}{name}" for name in self._cameras]
         # LeRobot's order: the left arm's cameras, the robot's own, the right arm's.
-        entries: list[tuple[str, str | None, str]] = [
+        entries: list[tuple[str, Side | None, str]] = [
             (f"{IMAGES_PREFIX}left_{k[len(IMAGES_PREFIX) :]}", "left", k) for k in per_arm["left"]
         ]
         entries += [(k, None, k) for k in own]

@@ -100,6 +100,34 @@ class KochLeaderConfig(TeleoperatorConfig):
     gripper_open_pos: float = 50.0
 
 
+@TeleoperatorConfig.register("gamepad")
+@attrs.frozen(kw_only=True)
+class GamepadTeleopConfig(TeleoperatorConfig):
+    """A gamepad through hidapi: end-effector deltas `delta_x, delta_y, delta_z` and a gripper
+    command, LeRobot's mapping (docs/guides/teleoperators.md)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.gamepad:gamepad"
+
+    # Add the gripper command (0 close, 1 stay, 2 open) after the three deltas.
+    use_gripper: bool = True
+    # LeRobot reads the gamepad through pygame unless this is set; rlctl always reads it
+    # through hidapi, so the setting is accepted and changes nothing.
+    hidapi_fallback: bool = False
+
+
+@TeleoperatorConfig.register("keyboard_ee")
+@attrs.frozen(kw_only=True)
+class KeyboardEndEffectorTeleopConfig(TeleoperatorConfig):
+    """The keyboard as LeRobot's `keyboard_ee`: arrows, Shift and Ctrl give end-effector deltas
+    and a gripper command (docs/guides/teleoperators.md). Needs a desktop session pynput can
+    listen to (X11, Windows, macOS with input monitoring allowed)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.keyboard:keyboard_ee"
+
+    # Add the gripper command (0 close, 1 stay, 2 open) after the three deltas.
+    use_gripper: bool = True
+
+
 @TeleoperatorConfig.register("metaworld_expert")
 @attrs.frozen(kw_only=True)
 class MetaWorldExpertConfig(TeleoperatorConfig):
