@@ -80,7 +80,7 @@ def dataset_card(
         f"{header}\n"
         f"# {repo_id}\n\n"
         f"A robot-learning dataset in [LeRobot]({LEROBOT_URL})'s {meta.codebase_version} "
-        "format, pushed with rlctl. It loads with "
+        "format, made with rlctl. It loads with "
         f'`LeRobotDataset("{repo_id}")` or `rlctl dataset pull {repo_id}`.\n\n'
         "## Summary\n\n"
         "| | |\n| --- | --- |\n"

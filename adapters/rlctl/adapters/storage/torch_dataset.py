@@ -82,6 +82,11 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
     def camera_keys(self) -> list[str]:
         return self.reader.camera_keys
 
+    @property
+    def hf_dataset(self) -> Any:
+        """The data rows as a Hugging Face `datasets.Dataset`, as LeRobot's `hf_dataset`."""
+        return self.reader.hf_dataset
+
     def set_image_transforms(self, image_transforms: ImageTransform | None) -> None:
         self.reader.set_image_transforms(image_transforms)
 

@@ -229,5 +229,8 @@ class DataFileAppender:
             if previous is not None:
                 committed = pq.ParquetFile(previous, memory_map=True)
                 for group in range(committed.num_row_groups):
-                    out.write_table(committed.read_row_group(group))
+                    # Read back, a 2-D feature is `datasets`' extension type when that library
+                    # is imported in this process (it registers the type): the file's type is
+                    # its storage, so cast back.
+                    out.write_table(committed.read_row_group(group).cast(self._schema))
             out.write_table(table, row_group_size=max(1, table.num_rows))

@@ -239,11 +239,13 @@ def read_parquet_table(
     """A whole parquet file as one Arrow table, memory-mapped while it is decoded."""
     with reading(path, what, root):
         check_regular_file(path, what, root)
-        return pq.read_table(
-            path,
-            columns=list(columns) if columns is not None else None,
-            filters=filters,
-            memory_map=True,
+        return plain_table(
+            pq.read_table(
+                path,
+                columns=list(columns) if columns is not None else None,
+                filters=filters,
+                memory_map=True,
+            )
         )
 
 
@@ -252,4 +254,38 @@ def read_parquet_schema(
 ) -> pa.Schema:
     with reading(path, what, root):
         check_regular_file(path, what, root)
-        return pq.read_schema(path, memory_map=True)
+        return plain_schema(pq.read_schema(path, memory_map=True))
+
+
+def plain_field(field: pa.Field) -> pa.Field:
+    """`field` as pyarrow reads it when no extension type is registered: `datasets` registers
+    its ArrayND types on import, and a table read while it is imported would otherwise hold
+    them instead of the nested lists they store (and readers, writers and checks would see
+    other types depending on what else the process imported)."""
+    kind = field.type
+    if not isinstance(kind, pa.ExtensionType):
+        return field
+    metadata = dict(field.metadata or {})
+    metadata[b"ARROW:extension:name"] = kind.extension_name.encode()
+    metadata[b"ARROW:extension:metadata"] = kind.__arrow_ext_serialize__()
+    return pa.field(field.name, kind.storage_type, field.nullable, metadata)
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    if not any(isinstance(field.type, pa.ExtensionType) for field in schema):
+        return schema
+    return pa.schema([plain_field(field) for field in schema], metadata=schema.metadata)
+
+
+def plain_table(table: pa.Table) -> pa.Table:
+    """`table` with extension-typed columns as their storage (see `plain_field`); no copy."""
+    schema = plain_schema(table.schema)
+    if schema is table.schema:
+        return table
+    columns = [
+        pa.chunked_array([chunk.storage for chunk in column.chunks], field.type)
+        if isinstance(column.type, pa.ExtensionType)
+        else column
+        for column, field in zip(table.columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -194,6 +194,7 @@ class LeRobotDatasetReader:
 
     def _attach(self, table: FrameTable, frames: VideoFrameFetcher) -> None:
         self._table = table
+        self._hf_dataset: Any = None
         self._check_task_indices()
         self._images = {
             key: ImageColumn(key, self._table.arrow[key], self.root, _files(self._table))
@@ -251,6 +252,25 @@ class LeRobotDatasetReader:
 
     def clear_image_transforms(self) -> None:
         self._image_transforms = None
+
+    @property
+    def hf_dataset(self) -> Any:
+        """The selected rows as a Hugging Face `datasets.Dataset`, LeRobot's `hf_dataset`
+        (filter, select, map, to_pandas), over the rows already read: no copy, no cache files.
+        Needs the `datasets` extra."""
+        if self._hf_dataset is None:
+            try:
+                from rlctl.adapters.storage.lerobot_v3.hf_table import hf_dataset
+            except ModuleNotFoundError as err:
+                if err.name != "datasets":
+                    raise
+                raise InvalidInput(
+                    "hf_dataset needs the Hugging Face `datasets` library, not installed here",
+                    where=str(self.root),
+                    hint="pip install 'rlctl[datasets]'",
+                ) from err
+            self._hf_dataset = hf_dataset(self._table, self.meta)
+        return self._hf_dataset
 
     def close(self) -> None:
         """Close this process's open video files; the reader reopens them when used again."""

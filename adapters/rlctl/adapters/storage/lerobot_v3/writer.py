@@ -23,6 +23,7 @@ import attrs
 import structlog
 
 from rlctl.adapters.storage.dataset_lock import LOCK_NAME, DatasetLock
+from rlctl.adapters.storage.lerobot_v3.card import write_local_card
 from rlctl.adapters.storage.lerobot_v3.commit import DatasetFiles, EpisodeCommitter, warm_up
 from rlctl.adapters.storage.lerobot_v3.data_writer import (
     DataFileAppender,
@@ -436,7 +437,7 @@ class LeRobotV3WriteSession:
         with self._lock:
             if not self._finalized:
                 self._finalized = True
-                self._shut_down()
+                self._shut_down(card=True)
         self._raise_failure()
         return LeRobotMetaReader().read_meta(self._root)
 
@@ -514,9 +515,12 @@ class LeRobotV3WriteSession:
                 "could not finalize the dataset at exit", root=str(self._root), error=str(err)
             )
 
-    def _shut_down(self) -> None:
+    def _shut_down(self, *, card: bool = False) -> None:
         try:
             self._stop_work()
+            if card and self._committer.failure is None:
+                # Inside the lock: another writer may resume the dataset as soon as it is free.
+                write_local_card(self._root, LeRobotMetaReader().read_meta(self._root))
         finally:
             self._write_lock.release()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlctl.adapters.storage.lerobot_v3.errors import plain_table
 from rlctl.adapters.storage.lerobot_v3.table import (
     FrameTable,
     checked_rows,
@@ -68,7 +69,7 @@ def read_piece(
         # No group meeting the episodes: the file disagrees with meta/episodes; reading it all
         # lets the local reader's checks say how.
         groups = _row_groups(parquet, chosen) or list(range(parquet.metadata.num_row_groups))
-        table = parquet.read_row_groups(groups, columns=columns)
+        table = plain_table(parquet.read_row_groups(groups, columns=columns))
         rows = checked_rows(source.root, path, table, chosen)
         return frame_table(source.root, meta, [(path, chosen)], [rows])
 
