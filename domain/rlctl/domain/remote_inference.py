@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from rlctl.domain.acting.timed import aggregation
-from rlctl.domain.errors import InvalidInput, RlctlError
+from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies.rtc import RTCConfig
 
@@ -29,6 +29,34 @@ MAX_TICK = 2**53
 class NonFiniteChunk(RlctlError):
     """A policy answered an observation with NaN or infinite actions: none of them may reach an
     arm. The request failed, not the server: the next observation may be answered."""
+
+
+# Why a chunk did not come, told apart by the acting engine (`rlctl.application.acting_engine`):
+# each one holds the arm for a while, none of them is a reason to stop.
+
+
+class ServerUnavailable(HardwareError):
+    """The policy server cannot be reached (down, restarting, network lost)."""
+
+
+class ChunkLate(HardwareError):
+    """The server did not answer before the chunk's deadline."""
+
+
+class ChunkUnusable(HardwareError):
+    """The policy answered this observation with NaN or infinite actions (a server refused to
+    send them, or they arrived anyway): no action of it may reach the arm. Like a late chunk,
+    the robot holds and asks again with its next observation."""
+
+
+class ServerBusy(HardwareError):
+    """The server has as many requests in flight as it admits (from this host, or in all):
+    asked again a little later, it answers. The robot holds meanwhile, as for a late chunk."""
+
+
+class PolicyFailed(HardwareError):
+    """The model running here raised while computing a chunk (out of memory, a bad tensor):
+    the robot holds and asks again with its next observation; failing again and again stops."""
 
 
 def check_count(value: Any, name: str, *, where: str, upper: int, hint: str | None = None) -> int:

@@ -1,28 +1,23 @@
-"""What can go wrong talking to a policy server, told apart for the `RemotePolicy`."""
+"""What can go wrong talking to a policy server, told apart for the acting engine.
+
+The kinds the engine acts on (hold, ask again) live in the domain, shared with a model running
+here; this module adds what only the wire knows (a server's refusal and its metadata)."""
 
 from __future__ import annotations
 
-from rlctl.domain.errors import HardwareError, RlctlError
-
-
-class ServerUnavailable(HardwareError):
-    """The policy server cannot be reached (down, restarting, network lost)."""
-
-
-class ChunkLate(HardwareError):
-    """The server did not answer before the chunk's deadline."""
-
-
-class ChunkUnusable(HardwareError):
-    """The server's policy answered this observation with NaN or infinite actions (the server
-    refused to send them, or they arrived anyway): no action of it may reach the arm. Like a
-    late chunk, the robot holds and asks again with its next observation."""
-
-
-class ServerBusy(HardwareError):
-    """The server has as many requests in flight as it admits (from this host, or in all):
-    asked again a little later, it answers. The robot holds meanwhile, as for a late chunk."""
-
+from rlctl.domain.errors import RlctlError
+from rlctl.domain.remote_inference import (
+    ChunkLate as ChunkLate,
+)
+from rlctl.domain.remote_inference import (
+    ChunkUnusable as ChunkUnusable,
+)
+from rlctl.domain.remote_inference import (
+    ServerBusy as ServerBusy,
+)
+from rlctl.domain.remote_inference import (
+    ServerUnavailable as ServerUnavailable,
+)
 
 # The trailing metadata a server sets on a refusal the robot can act on: hold and ask again.
 REFUSAL_KEY = "rlctl-refusal"

@@ -3,6 +3,8 @@
 A `PolicyServer` is a transport (gRPC in the adapters) that hands every request it accepts to a
 `ChunkService` and returns its answer; authentication, message limits and decoding are its job,
 what to answer is the service's. A `PolicyConnector` gives a robot a `Policy` that runs on a server.
+A `ChunkClient` is where the acting engine (`rlctl.application.acting_engine`) gets its chunks:
+a server over the network, or a model running in this process.
 """
 
 from __future__ import annotations
@@ -31,6 +33,27 @@ class ChunkService(Protocol):
         ...
 
     def predict(self, request: ChunkRequest) -> ChunkReply: ...
+
+
+class ChunkClient(Protocol):
+    """Chunks for a robot's acting engine: from a server (the gRPC client), or from a model in
+    this process (`LocalChunks`). Called from the engine's worker thread, one call at a time.
+
+    `predict` raises the domain's `ServerUnavailable`/`ServerBusy`/`ChunkLate` (the robot
+    holds and asks again, backing off), `ChunkUnusable`/`PolicyFailed` (the robot holds and
+    asks again with its next observation), or another `RlctlError` (the loop stops)."""
+
+    def describe(
+        self,
+        policy: str = "",
+        provided: Mapping[str, FeatureSpec] | None = None,
+        *,
+        timeout: float = 10.0,
+    ) -> PolicyDescription: ...
+
+    def predict(self, request: ChunkRequest, *, timeout: float) -> ChunkReply: ...
+
+    def close(self) -> None: ...
 
 
 class PolicyServer(Protocol):

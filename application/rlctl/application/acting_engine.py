@@ -1,0 +1,478 @@
+"""The acting engine: a control loop acts from a queue while the next chunk is computed elsewhere.
+
+One engine, whatever computes the chunks (a `ChunkClient`): a policy server over the network
+(`rlctl policy serve`, the gRPC client) or a model in this process (`LocalChunks`, a worker
+thread). It is the `Policy` port, so a loop calls `select_action` once a tick and never waits
+on the model: a background thread asks for a chunk when the queue falls to a threshold, and
+merges each arriving chunk into the queue (acting's `TimedActionQueue`, LeRobot's aggregations,
+with the history and the inference delay from the same `rlctl.domain.acting`). A tick whose
+action has not arrived holds the last commanded action (or the configured safe action), said
+once per stall, and acting resumes with the next chunk. Actions for ticks already past are
+dropped, so a late chunk is never replayed.
+
+What holds the arm, told apart (`rlctl.domain.remote_inference`): a server away or busy is
+retried with backoff; a chunk past its deadline is asked again; a chunk holding NaN or infinity
+is never used (the robot holds, asks again with its next observation, and says so once until a
+usable chunk arrives); a model that raises holds the same way, and `MAX_FAILURES` failures in a
+row stop the loop with the model's error.
+
+Without `realtime` (a simulation, which can wait), a tick with no action waits for its chunk;
+a chunk that cannot be used is an error there (the same observation would get the same answer).
+
+With real-time chunking (`rtc_config`), each request carries the actions queued from its tick
+on (up to the execution horizon) and the inference delay, measured as the most ticks acted
+between a request and its chunk lately (or `rtc_inference_delay`); a flow-matching policy
+generates a chunk that follows them, and it replaces the queue (`latest_only`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+
+from rlctl.application.ports.policy_service import ChunkClient, ChunkService
+from rlctl.domain.acting import (
+    ConfigDescribed,
+    InferenceDelay,
+    ObservationHistory,
+    TimedActionQueue,
+    aggregation,
+)
+from rlctl.domain.action_chunk import ActionChunk
+from rlctl.domain.config import structure
+from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
+from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
+from rlctl.domain.policies.rtc import CommittedActions
+from rlctl.domain.remote_inference import (
+    ChunkLate,
+    ChunkReply,
+    ChunkRequest,
+    ChunkUnusable,
+    NonFiniteChunk,
+    PolicyDescription,
+    PolicyFailed,
+    RemotePolicySettings,
+    ServerBusy,
+    ServerUnavailable,
+    first_non_finite,
+)
+
+log = structlog.get_logger()
+
+FIRST_BACKOFF_S = 0.05
+DELAY_WINDOW = 100
+# A model that fails this many chunks in a row is broken, not unlucky: the loop stops.
+MAX_FAILURES = 3
+
+
+class AsyncActing(ConfigDescribed[PolicyConfig]):
+    """`select_action` from a queue that a worker fills from `client`.
+
+    `label` names the source in what the log says ("policy server", "policy");
+    `queue_threshold`: ask for the next chunk when at most this many actions are queued
+    (else `settings.chunk_size_threshold`, a fraction of a chunk)."""
+
+    def __init__(
+        self,
+        client: ChunkClient,
+        settings: RemotePolicySettings,
+        *,
+        realtime: bool = True,
+        label: str = "policy server",
+        queue_threshold: int | None = None,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._realtime = realtime
+        self._label = label
+        self._queue_threshold = queue_threshold
+        # Real-time chunking: every request carries the actions still queued, and a chunk
+        # generated to follow them replaces them (no averaging with what it already follows).
+        rtc = settings.rtc_config
+        self._rtc = rtc if rtc is not None and rtc.enabled else None
+        self._merge = aggregation("latest_only" if self._rtc else settings.aggregate)
+        # Ticks acted between a request and its chunk, for the inference delay (recent max).
+        self.delay = InferenceDelay(DELAY_WINDOW, fixed=settings.rtc_inference_delay)
+        self.description = self._with_retries(
+            lambda: client.describe(settings.server_policy, timeout=settings.connect_timeout_s)
+        )
+        self._config = structure(self.description.config, PolicyConfig)  # type: ignore[type-abstract]
+        self._chunk_size = settings.actions_per_chunk or max(1, self.description.actions_per_chunk)
+        self._history: ObservationHistory | None = None
+        self._queue = TimedActionQueue()
+        self._cond = threading.Condition()
+        self._slot: ChunkRequest | None = None
+        self._in_flight = False
+        self._sent_at: float | None = None
+        self._generation = 0
+        self._tick = 0
+        self._executed = -1
+        self._last: np.ndarray | None = None
+        self._stalled = False
+        self._error: RlctlError | None = None
+        self._closed = False
+        self._unusable_said = False
+        self._failures = 0
+        # Why the last request brought no chunk (a deadline, an unusable chunk), for the error
+        # a loop that cannot hold is given.
+        self._last_problem: str | None = None
+        # What a loop, a benchmark or a test reads.
+        self.held_ticks = 0
+        self.stalls = 0
+        self.last_tick_held = False
+        self.chunks_received = 0
+        self.chunks_unusable = 0
+        self.failures = 0
+        self.round_trips_s: list[float] = []
+        self.inference_s: list[float] = []
+        self._worker = threading.Thread(target=self._work, name="acting-engine", daemon=True)
+        self._worker.start()
+
+    # --- the Policy port ----------------------------------------------------------------------
+
+    @property
+    def actions_per_chunk(self) -> int:
+        return self.description.actions_per_chunk
+
+    def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+        description: PolicyDescription = self._with_retries(
+            lambda: self._client.describe(
+                self._settings.server_policy,
+                dict(provided),
+                timeout=self._settings.connect_timeout_s,
+            )
+        )
+        return dict(description.observation_features)
+
+    def predict_chunk(
+        self,
+        observation: Mapping[str, Any],
+        noise: Any | None = None,
+        *,
+        committed: CommittedActions | None = None,
+    ) -> ActionChunk:
+        arrays, task = split_observation(observation)
+        request = following(self._request(arrays, task, 0), committed)
+        reply = self._with_retries(
+            lambda: self._client.predict(request, timeout=self._settings.connect_timeout_s)
+        )
+        check_usable(reply)
+        return ActionChunk(actions=reply.actions)
+
+    def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        arrays, task = split_observation(observation)
+        if self._config.n_obs_steps > 1:
+            if self._history is None:
+                self._history = ObservationHistory(self._config.n_obs_steps, list(arrays))
+            arrays = self._history.push(arrays)
+        with self._cond:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            tick = self._tick
+            if not self._in_flight and self._needs_chunk(tick):
+                self._submit(self._request(arrays, task, tick))
+            action = self._queue.pop(tick)
+            if action is None and (not self._realtime or self._last is None):
+                action = self._wait_for(tick, arrays, task)
+            self.last_tick_held = action is None
+            if action is None:
+                action = self._stall_action()
+            elif self._stalled:
+                self._stalled = False
+                log.info(f"{self._label}: acting again", tick=tick, held_ticks=self.held_ticks)
+            self._last = action
+            self._executed = tick
+            self._tick += 1
+            return action
+
+    def reset(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._queue.clear()
+            self._slot = None
+            self._tick, self._executed = 0, -1
+            self._last = None
+            self._stalled = False
+            self._error = None
+            self._failures = 0
+        if self._history is not None:
+            self._history.reset()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._worker.join(timeout=self._settings.chunk_deadline_s + 1.0)
+        self._client.close()
+
+    # --- the loop's side ----------------------------------------------------------------------
+
+    def _needs_chunk(self, tick: int) -> bool:
+        if self._queue_threshold is not None:
+            return self._queue.remaining(tick) <= self._queue_threshold
+        return self._queue.needs_chunk(tick, self._chunk_size, self._settings.chunk_size_threshold)
+
+    def _request(self, arrays: dict[str, np.ndarray], task: list[str], tick: int) -> ChunkRequest:
+        request = ChunkRequest(
+            observation=arrays,
+            task=tuple(task),
+            timestep=tick,
+            policy=self._settings.server_policy,
+            max_actions=self._settings.actions_per_chunk,
+        )
+        if self._rtc is None:
+            return request
+        left = self._queue.leftover(tick, self._rtc.execution_horizon, self.delay.ticks())
+        return request if left is None else following(request, left.committed(self._rtc))
+
+    def _submit(self, request: ChunkRequest) -> None:
+        self._slot = request
+        self._in_flight = True
+        self._cond.notify_all()
+
+    def _wait_for(self, tick: int, arrays: dict[str, np.ndarray], task: list[str]) -> Any:
+        """Block (lock held by the caller, released while waiting) until `tick` has an action."""
+        give_up = time.monotonic() + self._settings.connect_timeout_s
+        while True:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            if not self._in_flight:
+                self._submit(self._request(arrays, task, tick))
+            left = give_up - time.monotonic()
+            if left <= 0:
+                break
+            self._cond.wait(min(left, 0.05))
+            action = self._queue.pop(tick)
+            if action is not None:
+                return action
+        if self._settings.safe_action is not None and self._realtime:
+            return None  # the stall path sends the safe action
+        raise HardwareError(
+            f"no action from the {self._label} within {self._settings.connect_timeout_s} s"
+            + (f" (the last request: {self._last_problem})" if self._last_problem else ""),
+            where="policy.server" if self._label == "policy server" else "policy",
+            hint="check `rlctl policy serve` is running and reachable; "
+            "--policy.connect_timeout_s waits longer"
+            if self._label == "policy server"
+            else "--policy.connect_timeout_s waits longer for the model's first chunk",
+        )
+
+    def _stall_action(self) -> np.ndarray:
+        if not self._stalled:
+            self._stalled = True
+            self.stalls += 1
+            waited = None if self._sent_at is None else time.perf_counter() - self._sent_at
+            log.warning(
+                f"{self._label}: no fresh action, holding",
+                tick=self._tick,
+                holding="safe action" if self._settings.on_stall == "safe_action" else "last",
+                waiting_s=None if waited is None else round(waited, 3),
+            )
+        self.held_ticks += 1
+        if self._settings.on_stall == "safe_action" or self._last is None:
+            safe = np.asarray(self._settings.safe_action, dtype=np.float32)
+            shape = self._last.shape if self._last is not None else (1, safe.shape[-1])
+            return np.broadcast_to(safe, shape).copy()
+        return self._last
+
+    # --- the worker's side --------------------------------------------------------------------
+
+    def _work(self) -> None:
+        backoff = FIRST_BACKOFF_S
+        down = False
+        deadline = self._settings.chunk_deadline_s
+        while True:
+            with self._cond:
+                while self._slot is None and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                request = self._slot
+                self._slot = None
+                if request is None:
+                    continue
+                generation = self._generation
+                self._sent_at = sent = time.perf_counter()
+            try:
+                reply = self._client.predict(request, timeout=deadline)
+                check_usable(reply)
+            except (ChunkUnusable, PolicyFailed) as err:
+                failed = isinstance(err, PolicyFailed)
+                self.failures += failed
+                self.chunks_unusable += not failed
+                self._last_problem = err.message
+                if not self._realtime:
+                    self._done(None, generation, error=err)
+                    continue
+                if failed:
+                    self._failures += 1
+                    if self._failures >= MAX_FAILURES:
+                        self._done(None, generation, error=_gave_up(err, self._failures))
+                        continue
+                if not self._unusable_said:
+                    self._unusable_said = True
+                    log.warning(
+                        f"{self._label}: "
+                        + ("the model failed" if failed else "chunk unusable")
+                        + ", holding; asking again with the next observation",
+                        reason=err.message,
+                    )
+                self._done(None, generation)
+                continue
+            except ChunkLate as err:
+                self._last_problem = err.message
+                log.warning(f"{self._label}: chunk past its deadline", deadline_s=deadline)
+                self._done(None, generation)
+                continue
+            except (ServerUnavailable, ServerBusy) as err:
+                self._last_problem = err.message
+                if not down:
+                    log.warning(
+                        f"{self._label} busy, asking again"
+                        if isinstance(err, ServerBusy)
+                        else f"{self._label} unreachable, reconnecting",
+                        error=err.message,
+                    )
+                down = True
+                time.sleep(backoff)
+                backoff = min(backoff * 2, self._settings.reconnect_max_s)
+                self._done(None, generation)
+                continue
+            except RlctlError as err:
+                self._done(None, generation, error=err)
+                continue
+            if down:
+                log.info(f"{self._label} answering again")
+                down, backoff = False, FIRST_BACKOFF_S
+            if self._unusable_said:
+                log.info(f"{self._label}: usable chunks again")
+                self._unusable_said = False
+            self._failures = 0
+            self._last_problem = None
+            self.round_trips_s.append(time.perf_counter() - sent)
+            self.inference_s.append(reply.inference_s)
+            self._done(reply, generation)
+
+    def _done(
+        self, reply: ChunkReply | None, generation: int, error: RlctlError | None = None
+    ) -> None:
+        with self._cond:
+            self._in_flight = False
+            self._sent_at = None
+            if generation == self._generation:
+                if error is not None:
+                    self._error = error
+                if reply is not None:
+                    self.delay.arrived(reply.timestep, self._executed)
+                    self._queue.merge(reply.timestep, reply.actions, self._executed, self._merge)
+                    self._chunk_size = reply.actions.shape[-2]
+                    self.chunks_received += 1
+            self._cond.notify_all()
+
+    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        give_up = time.monotonic() + self._settings.connect_timeout_s
+        backoff = FIRST_BACKOFF_S
+        while True:
+            try:
+                return call()
+            except (ServerUnavailable, ServerBusy):
+                if time.monotonic() + backoff > give_up:
+                    raise
+                time.sleep(backoff)
+                backoff = min(backoff * 2, self._settings.reconnect_max_s)
+
+
+class LocalChunks:
+    """The `ChunkClient` of a model running in this process: the engine's worker calls the
+    same `ChunkService` a policy server runs (`PolicyService`: its checks, its non-finite
+    refusal), so local and remote acting differ only in the transport. A model that raises is
+    a `PolicyFailed` (the robot holds and asks again); NaN actions are a `ChunkUnusable`."""
+
+    def __init__(self, service: ChunkService) -> None:
+        self._service = service
+
+    def describe(
+        self,
+        policy: str = "",
+        provided: Mapping[str, FeatureSpec] | None = None,
+        *,
+        timeout: float = 10.0,
+    ) -> PolicyDescription:
+        return self._service.describe(policy, provided)
+
+    def predict(self, request: ChunkRequest, *, timeout: float) -> ChunkReply:
+        try:
+            return self._service.predict(request)
+        except NonFiniteChunk as err:
+            raise ChunkUnusable(err.message, where=err.where, hint=err.hint) from err
+        except RlctlError:
+            raise
+        except Exception as err:  # the model's own failure (torch, CUDA, a plugin's code)
+            raise PolicyFailed(
+                f"the policy failed computing a chunk: {type(err).__name__}: {err}",
+                where="policy",
+                hint="run with --debug to see where; the arm held meanwhile",
+            ) from err
+
+    def close(self) -> None:
+        pass
+
+
+def _gave_up(err: RlctlError, failures: int) -> RlctlError:
+    return PolicyFailed(
+        f"the policy failed {failures} chunks in a row, the last: {err.message}",
+        where=err.where,
+        hint=err.hint,
+    )
+
+
+def check_usable(reply: ChunkReply) -> None:
+    """Whatever a server sent, no NaN or infinity reaches the queue (or an arm)."""
+    if first_non_finite({"actions": reply.actions}) is not None:
+        raise ChunkUnusable(
+            "the chunk holds NaN or infinite actions; none is used", where="policy.server"
+        )
+
+
+def following(request: ChunkRequest, committed: CommittedActions | None) -> ChunkRequest:
+    """`request` asking for a chunk that follows `committed` (real-time chunking)."""
+    if committed is None:
+        return request
+    return attrs.evolve(
+        request,
+        committed=_host(committed.actions),
+        inference_delay=committed.inference_delay,
+        rtc=committed.rtc,
+    )
+
+
+def _host(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def split_observation(observation: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """A policy batch as the wire carries it: numeric arrays on the host, and the task texts."""
+    arrays: dict[str, np.ndarray] = {}
+    task: list[str] = []
+    for key, value in observation.items():
+        if key == "task":
+            task = [value] if isinstance(value, str) else [str(t) for t in value]
+            continue
+        if hasattr(value, "detach"):
+            value = value.detach().cpu().numpy()
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":
+            raise InvalidInput(f"{key}: {array.dtype} values cannot be sent", where=key)
+        arrays[key] = array
+    return arrays, task
