@@ -22,6 +22,12 @@ import typing
 
 from rlctl.adapters.cameras.opencv import OpenCVCamera
 from rlctl.adapters.clock.system import SystemClock
+from rlctl.adapters.control.rollout_keys import (
+    EitherControls,
+    FootPedal,
+    NoRolloutControls,
+    RolloutKeyboard,
+)
 from rlctl.adapters.control.stop_signals import StopSignals
 from rlctl.adapters.control.terminal import KeyboardControls, NoControls, TerminalConsole
 from rlctl.adapters.display.rerun_display import RerunDisplay
@@ -31,7 +37,12 @@ from rlctl.adapters.hub.layout import LeRobotLayout
 from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
 from rlctl.adapters.memory.camera import SyntheticCamera
 from rlctl.adapters.memory.clock import ManualClock
-from rlctl.adapters.memory.control import NoInterrupts, ScriptedConsole, ScriptedControls
+from rlctl.adapters.memory.control import (
+    NoInterrupts,
+    ScriptedConsole,
+    ScriptedControls,
+    ScriptedRolloutControls,
+)
 from rlctl.adapters.memory.dataset_store import InMemoryDatasetStore
 from rlctl.adapters.memory.dataset_tools import (
     InMemoryDatasetFolders,
@@ -51,6 +62,7 @@ from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
 from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
 from rlctl.adapters.memory.policy_server import (
+    InProcessChunkClient,
     InProcessPolicyConnector,
     InProcessPolicyServer,
     ScriptedChunkService,
@@ -64,7 +76,7 @@ from rlctl.adapters.memory.progress import (
 from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
 from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
-from rlctl.adapters.memory.teleoperator import ScriptedTeleoperator
+from rlctl.adapters.memory.teleoperator import ScriptedLeaderArm, ScriptedTeleoperator
 from rlctl.adapters.memory.training import (
     ScriptedProcesses,
     ScriptedSession,
@@ -74,6 +86,7 @@ from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
+from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
 from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
 from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolicy
 from rlctl.adapters.reports.renderer import HtmlReportRenderer
@@ -121,9 +134,10 @@ from rlctl.adapters.video.pyav_decoder import PyAVVideoDecoder
 from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder, PyAVVideoWriter
 from rlctl.adapters.video.torchcodec_decoder import TorchCodecVideoDecoder
 from rlctl.application import ports
+from rlctl.application.acting_engine import LocalChunks
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.clock import Clock
-from rlctl.application.ports.control import Console, Interrupts, RecordControls
+from rlctl.application.ports.control import Console, Interrupts, RecordControls, RolloutControls
 from rlctl.application.ports.dataset import (
     DatasetMetaReader,
     LanguageAnnotations,
@@ -144,12 +158,21 @@ from rlctl.application.ports.hub import DatasetIntegrity, DatasetLayout, Hub
 from rlctl.application.ports.live_display import LiveDisplay
 from rlctl.application.ports.motors import MotorBus
 from rlctl.application.ports.policy import Policy, PolicyLoader
-from rlctl.application.ports.policy_service import ChunkService, PolicyConnector, PolicyServer
+from rlctl.application.ports.policy_service import (
+    ChunkClient,
+    ChunkService,
+    PolicyConnector,
+    PolicyServer,
+)
 from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, Robot
 from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
 from rlctl.application.ports.simulation import Simulation, VectorSimulator
-from rlctl.application.ports.teleoperator import EpisodeActions, Teleoperator
+from rlctl.application.ports.teleoperator import (
+    ActuatedTeleoperator,
+    EpisodeActions,
+    Teleoperator,
+)
 from rlctl.application.ports.training import (
     MetricsSink,
     TrainingBackend,
@@ -174,6 +197,16 @@ def record_controls(
     keyboard: KeyboardControls, none: NoControls, fake: ScriptedControls
 ) -> list[RecordControls]:
     return [keyboard, none, fake]
+
+
+def rollout_controls(
+    keyboard: RolloutKeyboard,
+    none: NoRolloutControls,
+    pedal: FootPedal,
+    both: EitherControls,
+    fake: ScriptedRolloutControls,
+) -> list[RolloutControls]:
+    return [keyboard, none, pedal, both, fake]
 
 
 def console(terminal: TerminalConsole, fake: ScriptedConsole) -> list[Console]:
@@ -216,6 +249,10 @@ def teleoperator(
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
     return [arm, arms, pad, keys, replay, expert, fake]
+
+
+def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:
+    return [fake]
 
 
 def episode_actions(
@@ -375,6 +412,12 @@ def policy_loader(lerobot: LeRobotPolicyLoader, fake: InMemoryPolicyLoader) -> l
 
 def chunk_service(service: PolicyService, fake: ScriptedChunkService) -> list[ChunkService]:
     return [service, fake]
+
+
+def chunk_client(
+    grpc: GrpcPolicyClient, local: LocalChunks, fake: InProcessChunkClient
+) -> list[ChunkClient]:
+    return [grpc, local, fake]
 
 
 def policy_server(grpc: GrpcPolicyServer, fake: InProcessPolicyServer) -> list[PolicyServer]:

@@ -103,7 +103,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self.description = self._with_retries(
             lambda: client.describe(settings.server_policy, timeout=settings.connect_timeout_s)
         )
-        self._config = structure(self.description.config, PolicyConfig)  # type: ignore[type-abstract]
+        self._config = structure(self.description.config, PolicyConfig)
         self._chunk_size = settings.actions_per_chunk or max(1, self.description.actions_per_chunk)
         self._history: ObservationHistory | None = None
         self._queue = TimedActionQueue()
@@ -139,7 +139,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
 
     @property
     def actions_per_chunk(self) -> int:
-        return self.description.actions_per_chunk
+        return int(self.description.actions_per_chunk)
 
     def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
         description: PolicyDescription = self._with_retries(

@@ -67,13 +67,15 @@ def compose_acting_policy(
     *,
     resolve_policy: Callable[[], Callable[..., Any]],
     choose: Callable[..., Any],
+    inference: Any = None,
 ) -> Any:
-    """`rlctl record`'s policy (`choose_acting_policy`): a saved one (its `path` resolved once),
-    one on a server, or None."""
+    """`rlctl record`'s and `rlctl rollout`'s policy (`choose_acting_policy`): a saved one (its
+    `path` resolved once), one on a server, or None; `inference` (rollout): in the tick, or in
+    the acting engine's worker."""
     path = settings.path
     if path and not settings.server:
         path = str(resolve_policy()(path))
-    return choose(settings, path=path, device=settings.device)
+    return choose(settings, path=path, device=settings.device, inference=inference)
 
 
 def compose_policy_serving(
@@ -376,6 +378,24 @@ class Container(containers.DeclarativeContainer):
         owns_process=owns_process,
         display=live_display,
         interrupts=recording_interrupts,
+    )
+    # `rlctl rollout`: each strategy's keys (or DAgger's pedal), `rollout_controls(strategy)`.
+    rollout_controls = providers.Factory(
+        lazy("rlctl.adapters.control.rollout_keys:rollout_controls")
+    )
+    rollout_interrupts = providers.Factory(
+        lazy("rlctl.adapters.control.stop_signals:StopSignals"),
+        what="the rollout's recording",
+        kept="every episode saved before is kept",
+    )
+    run_rollout = providers.Factory(
+        lazy("rlctl.application.use_cases.run_rollout:RunRollout"),
+        writer=dataset_writer,
+        clock=clock,
+        progress=progress,
+        owns_process=owns_process,
+        display=live_display,
+        interrupts=rollout_interrupts,
     )
     teleoperate_robot = providers.Factory(
         lazy("rlctl.application.use_cases.teleoperate_robot:TeleoperateRobot"),

@@ -11,7 +11,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from rlctl.application.ports.control import Control
+from rlctl.application.ports.control import Control, RolloutEvent
 from rlctl.domain.errors import InvalidInput
 
 
@@ -28,6 +28,32 @@ class ScriptedControls:
             self._pending.update(controls)
 
     def poll(self) -> frozenset[Control]:
+        with self._lock:
+            pressed = frozenset(self._pending | self._script.get(self.polls, frozenset()))
+            self._pending.clear()
+            self.polls += 1
+            return pressed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ScriptedRolloutControls:
+    """Rollout keys pressed at poll numbers (`{30: {RolloutEvent.PAUSE_RESUME}}`: the 31st
+    poll sees it), or when `press` is called."""
+
+    def __init__(self, at_poll: Mapping[int, Iterable[RolloutEvent]] | None = None) -> None:
+        self._script = {int(k): frozenset(v) for k, v in (at_poll or {}).items()}
+        self._pending: set[RolloutEvent] = set()
+        self._lock = threading.Lock()
+        self.polls = 0
+        self.closed = False
+
+    def press(self, *events: RolloutEvent) -> None:
+        with self._lock:
+            self._pending.update(events)
+
+    def poll(self) -> frozenset[RolloutEvent]:
         with self._lock:
             pressed = frozenset(self._pending | self._script.get(self.polls, frozenset()))
             self._pending.clear()

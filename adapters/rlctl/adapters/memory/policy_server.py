@@ -67,8 +67,19 @@ class InProcessPolicyConnector:
     def __init__(self, service: ChunkService) -> None:
         self.service = service
 
-    def connect(self, settings: RemotePolicySettings, *, realtime: bool = True) -> RemotePolicy:
-        return RemotePolicy(InProcessChunkClient(self.service), settings, realtime=realtime)
+    def connect(
+        self,
+        settings: RemotePolicySettings,
+        *,
+        realtime: bool = True,
+        queue_threshold: int | None = None,
+    ) -> RemotePolicy:
+        return RemotePolicy(
+            InProcessChunkClient(self.service),
+            settings,
+            realtime=realtime,
+            queue_threshold=queue_threshold,
+        )
 
 
 TICK_DIM = 2

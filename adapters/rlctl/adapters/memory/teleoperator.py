@@ -15,6 +15,7 @@ import numpy as np
 from rlctl.adapters.memory.robot import DEFAULT_JOINTS
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
 from rlctl.application.robot_features import action_feature, joint_names
+from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 
 Script = Callable[[int], Sequence[float]]
@@ -74,3 +75,41 @@ class ScriptedTeleoperator:
 
     def disconnect(self) -> None:
         self._connected = False
+
+
+class ScriptedLeaderArm(ScriptedTeleoperator):
+    """An actuated leader (`ActuatedTeleoperator`): with torque on its joints go where
+    `send_feedback` drives them and the script does not move them; with torque off a "hand"
+    moves them by the script, starting from where they were let go (the script's values are
+    offsets from that point). Everything done to it is kept for assertions."""
+
+    def __init__(self, joints: Sequence[str] = DEFAULT_JOINTS, script: Script | None = None) -> None:
+        super().__init__(joints, script, teleop_type="scripted_leader")
+        self.torque = False
+        self.position = np.zeros(len(self._names), dtype=np.float32)
+        self._released_at = self.position.copy()
+        self.feedback: list[np.ndarray] = []
+        self.torque_changes: list[bool] = []
+
+    def enable_torque(self) -> None:
+        self.torque = True
+        self.torque_changes.append(True)
+
+    def disable_torque(self) -> None:
+        self.torque = False
+        self.torque_changes.append(False)
+        self._released_at = self.position.copy()
+        self._tick = 0
+
+    def send_feedback(self, action: np.ndarray) -> None:
+        if not self.torque:
+            raise HardwareError("feedback sent to a leader with torque off", where=self._type)
+        self.position = np.asarray(action, dtype=np.float32).copy()
+        self.feedback.append(self.position.copy())
+
+    def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        if not self.torque:
+            offset = np.asarray(self._script(self._tick), dtype=np.float32)
+            self._tick += 1
+            self.position = self._released_at + offset
+        return self.position.copy()

@@ -26,15 +26,32 @@ class RemotePolicy(AsyncActing):
     """The acting engine over a policy server's client."""
 
     def __init__(
-        self, client: ChunkClient, settings: RemotePolicySettings, *, realtime: bool = True
+        self,
+        client: ChunkClient,
+        settings: RemotePolicySettings,
+        *,
+        realtime: bool = True,
+        queue_threshold: int | None = None,
     ) -> None:
-        super().__init__(client, settings, realtime=realtime, label="policy server")
+        super().__init__(
+            client,
+            settings,
+            realtime=realtime,
+            label="policy server",
+            queue_threshold=queue_threshold,
+        )
 
 
 class GrpcPolicyConnector:
     """The `PolicyConnector` port over gRPC."""
 
-    def connect(self, settings: RemotePolicySettings, *, realtime: bool = True) -> RemotePolicy:
+    def connect(
+        self,
+        settings: RemotePolicySettings,
+        *,
+        realtime: bool = True,
+        queue_threshold: int | None = None,
+    ) -> RemotePolicy:
         from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
         from rlctl.adapters.remote.grpc_server import is_loopback, read_token
         from rlctl.domain.remote_inference import parse_address
@@ -55,7 +72,9 @@ class GrpcPolicyConnector:
             tls_cert=Path(settings.tls_cert) if settings.tls_cert else None,
         )
         try:
-            return RemotePolicy(client, settings, realtime=realtime)
+            return RemotePolicy(
+                client, settings, realtime=realtime, queue_threshold=queue_threshold
+            )
         except BaseException:
             with contextlib.suppress(Exception):
                 client.close()

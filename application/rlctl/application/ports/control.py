@@ -2,6 +2,8 @@
 
 - `RecordControls`: keys pressed during recording (next, re-record, stop), latched until polled,
   so a key pressed between two ticks is never missed.
+- `RolloutControls`: keys (or a foot pedal) pressed while a policy acts on a robot: pause and
+  resume, a human's correction, upload, save the last seconds, next, re-record, stop.
 - `Console`: questions and answers for interactive procedures (calibration, motor setup): a
   prompt that waits for a line, messages, and a non-blocking "was Enter pressed?".
 - `Interrupts`: Ctrl-C and SIGTERM while a command runs. The first stops the work
@@ -33,6 +35,32 @@ class RecordControls(Protocol):
 
     def close(self) -> None:
         """Stop listening and give the terminal back as it was; safe to call twice."""
+        ...
+
+
+class RolloutEvent(enum.StrEnum):
+    # DAgger: pause the policy (the arm holds) / resume it.
+    PAUSE_RESUME = "pause_resume"
+    # DAgger: start / end a correction (a person drives with the teleoperator).
+    CORRECTION = "correction"
+    # Upload the dataset now (DAgger's upload key, the highlight push key).
+    UPLOAD = "upload"
+    # Highlight: store the ring buffer and record on / end that episode.
+    SAVE = "save"
+    # Episodic: end the phase now / record the episode again.
+    NEXT = "next"
+    RERECORD = "rerecord"
+    # End the rollout (what is recorded so far is kept).
+    STOP = "stop"
+
+
+class RolloutControls(Protocol):
+    def poll(self) -> frozenset[RolloutEvent]:
+        """Every event pressed since the last poll (empty when none); they are cleared."""
+        ...
+
+    def close(self) -> None:
+        """Stop listening and give the terminal (or the device) back; safe to call twice."""
         ...
 
 

@@ -68,9 +68,17 @@ class PolicyServer(Protocol):
 
 
 class PolicyConnector(Protocol):
-    def connect(self, settings: RemotePolicySettings, *, realtime: bool = True) -> Policy:
+    def connect(
+        self,
+        settings: RemotePolicySettings,
+        *,
+        realtime: bool = True,
+        queue_threshold: int | None = None,
+    ) -> Policy:
         """A `Policy` acting from the server `settings.server`.
 
         `realtime`: the caller's loop keeps its own pace (a robot), so a tick whose action has
-        not arrived holds instead of waiting; otherwise (a simulation) the tick waits for it."""
+        not arrived holds instead of waiting; otherwise (a simulation) the tick waits for it.
+        `queue_threshold`: ask for a chunk when at most this many actions are queued (else
+        `settings.chunk_size_threshold`)."""
         ...

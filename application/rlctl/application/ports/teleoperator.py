@@ -10,7 +10,7 @@ one float32 vector under the `action` feature, whose names must match the robot'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -46,6 +46,25 @@ class Teleoperator(Protocol):
         ...
 
     def disconnect(self) -> None: ...
+
+
+@runtime_checkable
+class ActuatedTeleoperator(Teleoperator, Protocol):
+    """A teleoperator whose joints can be driven (a leader arm with motors): before a person
+    takes over from a policy, it is brought to where the follower is, so nothing jumps."""
+
+    def enable_torque(self) -> None:
+        """Hold the joints (it resists the hand and follows `send_feedback`)."""
+        ...
+
+    def disable_torque(self) -> None:
+        """Let go: the joints move freely by hand."""
+        ...
+
+    def send_feedback(self, action: np.ndarray) -> None:
+        """Drive the joints towards `action` (the action's names and units), within their
+        calibrated range; torque must be on."""
+        ...
 
 
 @attrs.frozen(eq=False)

@@ -1,14 +1,20 @@
 """Which policy acts: in an evaluation, a saved one, one on a policy server, or a registered
-type built for the env; on a robot (`rlctl record`), a saved one, one on a server, or none."""
+type built for the env; on a robot (`rlctl record`, `rlctl rollout`), a saved one, one on a
+server, or none — and, for a saved one, whether the loop waits for its chunks or acts from a
+queue the acting engine fills in a worker (`--inference.type=sync|async|rtc`)."""
 
 from __future__ import annotations
 
+import attrs
+
+from rlctl.application.acting_engine import AsyncActing, LocalChunks
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.application.ports.policy_service import PolicyConnector
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_settings import EvalPolicySettings
 from rlctl.domain.remote_inference import RemotePolicySettings
+from rlctl.domain.rollout import InferenceConfig, RTCInferenceConfig
 
 
 def choose_policy(
@@ -45,22 +51,68 @@ def choose_acting_policy(
     path: str | None,
     device: str | None = None,
     connector: PolicyConnector | None = None,
+    inference: InferenceConfig | None = None,
 ) -> Policy | None:
     """The policy acting on a robot: loaded from `path` (a local checkpoint), reached on
     `settings.server` in real time (the robot never waits for a chunk: it holds or plays what
-    is queued), or None when a teleoperator drives alone."""
+    is queued), or None when a teleoperator drives alone.
+
+    `inference` (`rlctl rollout`): `sync` (or None) runs a saved policy in the loop's tick;
+    `async` and `rtc` run it in the acting engine's worker, exactly as a served policy runs
+    (the same queue, merge rules, delay measurement, real-time chunking and holds)."""
+    settings = _with_inference(settings, inference)
+    threshold = inference.asks_at() if inference is not None else None
     if settings.server:
         if path or connector is None:
             raise ConfigError(
                 "a policy runs here (--policy.path) or on a server (--policy.server), not both",
                 where="policy.server",
             )
-        return connector.connect(settings, realtime=True)
-    if path:
+        policy = connector.connect(settings, realtime=True, queue_threshold=threshold)
+        _check_rtc(policy, inference)
+        return policy
+    if not path:
+        return None
+    if inference is None or not inference.asynchronous:
         return loader.load(
             path,
             device=device,
             rtc=settings.rtc_config,
             rtc_delay=settings.rtc_inference_delay,
         )
-    return None
+    # The engine hands the model the actions still queued itself (real-time chunking), so the
+    # policy's own select_action buffer is not used: it is loaded as it was saved.
+    policy = loader.load(path, device=device)
+    _check_rtc(policy, inference)
+    from rlctl.application.use_cases.serve_policy import PolicyService
+
+    return AsyncActing(
+        LocalChunks(PolicyService({"local": policy})),
+        settings,
+        realtime=True,
+        label="policy",
+        queue_threshold=threshold,
+    )
+
+
+def _with_inference(
+    settings: RemotePolicySettings, inference: InferenceConfig | None
+) -> RemotePolicySettings:
+    if isinstance(inference, RTCInferenceConfig):
+        return attrs.evolve(settings, rtc_config=inference.rtc)
+    return settings
+
+
+def _check_rtc(policy: Policy, inference: InferenceConfig | None) -> None:
+    if (
+        isinstance(inference, RTCInferenceConfig)
+        and inference.rtc.enabled
+        and not policy.config.supports_rtc
+    ):
+        raise ConfigError(
+            f"real-time chunking needs a flow-matching policy; "
+            f"{policy.config.type_name} cannot follow the actions still queued",
+            where="inference.type",
+            hint="use --inference.type=async (chunks merged by --policy.aggregate) or "
+            "sync; RTC works with smolvla, pi0 and pi05",
+        )

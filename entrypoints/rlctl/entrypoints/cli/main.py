@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "record": "rlctl.entrypoints.cli.record:record_command",
     "replay": "rlctl.entrypoints.cli.replay:replay_command",
     "report": "rlctl.entrypoints.cli.report:report_command",
+    "rollout": "rlctl.entrypoints.cli.rollout:rollout_command",
     "setup-motors": "rlctl.entrypoints.cli.setup_motors:setup_motors_command",
     "teleoperate": "rlctl.entrypoints.cli.teleoperate:teleoperate_command",
 }
@@ -38,6 +39,7 @@ SUBCOMMAND_HELP = {
     "record": "Record episodes from a robot driven by a teleoperator (or a policy)...",
     "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",
     "report": "Write the report of a training run or an evaluation: an HTML page and a PNG of...",
+    "rollout": "Deploy a policy on a robot: act, watch, correct with a teleoperator, record.",
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
     "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
     "train": "Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID)...",

@@ -1,0 +1,259 @@
+"""`rlctl rollout` as a user types it, with a fake slow policy behind `--policy.path`: on the
+scripted robot (fast), on the Meta-World sim robot and on a virtual SO-101 (follower and leader
+on virtual servo buses the real Feetech SDK talks to), keys scripted; each dataset passes
+`rlctl dataset check`."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from dependency_injector import providers
+
+import rlctl.entrypoints.container as wiring
+from rlctl.adapters.memory.control import ScriptedRolloutControls
+from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
+from rlctl.adapters.motors.feetech import FeetechMotorBus
+from rlctl.adapters.motors.virtual_bus import VirtualServoBus
+from rlctl.adapters.robots.so_follower import SO_JOINTS
+from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.application.ports.control import RolloutEvent as E
+from rlctl.entrypoints.cli.main import cli
+
+QUIET = ["--controls=off", "--progress=silent"]
+POLICY = "fake/slow"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+class SlowPolicy(ScriptedPolicy):
+    """Takes `seconds` per chunk, like a VLA on a CPU; its chunks hold the robot's present
+    state plus a small step, so the arm moves gently wherever it is."""
+
+    def __init__(self, dim: int, seconds: float, chunk: int = 20) -> None:
+        def chunker(batch):
+            time.sleep(seconds)
+            state = np.asarray(batch["observation.state"], dtype=np.float32)
+            steps = np.arange(1, chunk + 1, dtype=np.float32)[None, :, None] * 0.05
+            return state[:, None, :] + steps
+
+        super().__init__(dim, chunk_size=chunk, chunker=chunker)
+        self.chunks = 0
+
+    def predict_chunk(self, observation, noise=None, *, committed=None):
+        self.chunks += 1
+        return super().predict_chunk(observation, noise, committed=committed)
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """Every container the command builds loads the fake policy and, when `keys` is set, gets
+    scripted key presses."""
+    seen: dict = {"keys": None, "policy": None}
+    build = wiring.build_container
+
+    def with_fakes(*args, **kwargs):
+        container = build(*args, **kwargs)
+        container.resolve_policy.override(providers.Object(lambda location: location))
+        container.policy_loader.override(
+            providers.Object(InMemoryPolicyLoader({POLICY: seen["policy"]}))
+        )
+        if seen["keys"] is not None:
+            keys = seen["keys"]
+            container.rollout_controls.override(providers.Callable(lambda *a: keys))
+        return container
+
+    monkeypatch.setattr(wiring, "build_container", with_fakes)
+    return seen
+
+
+SCRIPTED = ["--robot.type=scripted", "--robot.joints=[a,b,c,d]"]
+
+
+def test_base_on_the_scripted_robot_async_records_nothing_and_writes_a_report(fakes, tmp_path):
+    fakes["policy"] = SlowPolicy(4, seconds=0.1)
+    report = tmp_path / "base.json"
+    result = invoke(
+        "rollout",
+        "--strategy.type=base",
+        f"--policy.path={POLICY}",
+        "--inference.type=async",
+        *SCRIPTED,
+        "--fps=20",
+        "--duration=1.5",
+        "--task=wave",
+        f"--report_path={report}",
+        "--return_to_initial_position=false",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    assert "rollout (base): nothing recorded" in result.output
+    info = json.loads(report.read_text())
+    assert info["ticks"] == 30 and info["policy_ticks"] == 30 and info["strategy"] == "base"
+    assert fakes["policy"].chunks >= 2
+    assert fakes["policy"].predicted_from[0]["task"] == ["wave"]
+
+
+def test_a_recording_strategy_without_a_dataset_and_a_wrong_name_are_refused(fakes, tmp_path):
+    fakes["policy"] = SlowPolicy(4, seconds=0.0)
+    result = invoke("rollout", "--strategy.type=sentry", f"--policy.path={POLICY}", *SCRIPTED)
+    assert result.exit_code == 1 and "no dataset location given" in result.output
+    result = invoke(
+        "rollout",
+        "--strategy.type=sentry",
+        f"--policy.path={POLICY}",
+        "--dataset.repo_id=me/cubes",
+        *SCRIPTED,
+    )
+    assert result.exit_code == 1 and "starts with 'rollout_'" in result.output
+    assert "me/rollout_cubes" in result.output
+    result = invoke("rollout", *SCRIPTED, *QUIET)
+    assert result.exit_code == 1 and "no policy given" in result.output
+    result = invoke(
+        "rollout", "--strategy.type=dagger", f"--policy.path={POLICY}", *SCRIPTED,
+        f"--dataset.root={tmp_path / 'd'}", *QUIET,
+    )  # fmt: skip
+    assert result.exit_code == 1 and "needs a teleoperator" in result.output
+    result = invoke("rollout", "--inference.type=rtc", f"--policy.path={POLICY}", *SCRIPTED, *QUIET)
+    assert result.exit_code == 1 and "real-time chunking needs a flow-matching" in result.output
+
+
+def check(root: Path) -> None:
+    checked = invoke("dataset", "check", str(root))
+    assert checked.exit_code == 0, checked.output
+    assert "ok, 0 warnings" in checked.output
+
+
+def test_sentry_and_episodic_on_the_scripted_robot_pass_dataset_check(fakes, tmp_path):
+    fakes["policy"] = SlowPolicy(4, seconds=0.05, chunk=10)
+    root = tmp_path / "sentry"
+    result = invoke(
+        "rollout",
+        "--strategy.type=sentry",
+        "--strategy.episode_time_s=1",
+        f"--policy.path={POLICY}",
+        "--inference.type=async",
+        *SCRIPTED,
+        f"--dataset.root={root}",
+        "--fps=20",
+        "--duration=2.5",
+        "--task=watch",
+        "--return_to_initial_position=false",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.total_episodes == 3 and len(reader) == 50
+    assert reader[0]["task"] == "watch"
+    check(root)
+
+    root = tmp_path / "episodic"
+    result = invoke(
+        "rollout",
+        "--strategy.type=episodic",
+        f"--policy.path={POLICY}",
+        *SCRIPTED,
+        f"--dataset.root={root}",
+        "--dataset.num_episodes=2",
+        "--dataset.episode_time_s=0.5",
+        "--dataset.reset_time_s=0.25",
+        "--dataset.single_task=push",
+        "--fps=20",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert [e.length for e in reader.meta.episodes] == [10, 10]
+    assert reader[0]["task"] == "push"
+    check(root)
+
+
+def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
+    full_range = {
+        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
+        for i, motor in enumerate(SO_JOINTS, start=1)
+    }
+    folder = root / kind / device
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(full_range, indent=4))
+
+
+@pytest.fixture
+def so101(tmp_path, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
+    """A calibrated virtual SO-101 pair; a thread moves the leader's joints as a hand would."""
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
+    calibration = tmp_path / "calibration"
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
+    write_calibration(calibration, "robots", "so_follower", "f")
+    write_calibration(calibration, "teleoperators", "so_leader", "l")
+    follower = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7), tau_s=0.02).start()
+    leader = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7)).start()
+    stop = threading.Event()
+
+    def hand() -> None:
+        start = time.monotonic()
+        while not stop.wait(0.01):
+            t = time.monotonic() - start
+            for motor in leader.motors:
+                motor.move_by_hand(2048 + 300 * math.sin(2 * math.pi * t / 1.5 + motor.id))
+
+    mover = threading.Thread(target=hand, daemon=True)
+    mover.start()
+    yield follower, leader
+    stop.set()
+    mover.join(timeout=5)
+    follower.stop()
+    leader.stop()
+
+
+@pytest.mark.slow
+def test_dagger_on_a_virtual_so101_tags_the_corrections_and_passes_check(fakes, so101, tmp_path):
+    follower, leader = so101
+    fakes["policy"] = SlowPolicy(6, seconds=0.2)
+    # Policy for 10 ticks, pause; a correction: the follower slides to the leader (1 s, 10
+    # ticks), a person drives for 15 ticks; back to the policy.
+    fakes["keys"] = ScriptedRolloutControls(
+        {10: {E.PAUSE_RESUME}, 12: {E.CORRECTION}, 37: {E.CORRECTION}, 38: {E.PAUSE_RESUME}}
+    )
+    root = tmp_path / "dagger"
+    report = tmp_path / "dagger.json"
+    result = invoke(
+        "rollout",
+        "--strategy.type=dagger",
+        "--strategy.record_autonomous=true",
+        "--strategy.episode_time_s=60",
+        f"--policy.path={POLICY}",
+        "--inference.type=async",
+        "--robot.type=so101_follower",
+        f"--robot.port={follower.port}",
+        "--robot.id=f",
+        "--teleop.type=so101_leader",
+        f"--teleop.port={leader.port}",
+        "--teleop.id=l",
+        f"--dataset.root={root}",
+        "--dataset.single_task=fix it",
+        "--fps=10",
+        "--duration=6",
+        f"--report_path={report}",
+        "--progress=silent",
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.features["intervention"].dtype == "bool"
+    assert reader.meta.features["intervention"].shape == (1,)
+    tags = [bool(np.asarray(reader[i]["intervention"]).reshape(-1)[0]) for i in range(len(reader))]
+    info = json.loads(report.read_text())
+    assert info["human_ticks"] == 15 and tags.count(True) == 15
+    assert len(info["interventions"]) == 1
+    assert info["timeline"]["driver"].count("move") >= 10  # the slide (and the way back)
+    assert info["timeline"]["driver"][12:22] == ["move"] * 10
+    check(root)
