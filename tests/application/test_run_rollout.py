@@ -21,6 +21,7 @@ from rlctl.application.use_cases.record_episodes import DatasetTarget
 from rlctl.application.use_cases.run_rollout import RolloutSettings, RunRollout
 from rlctl.application.use_cases.serve_policy import PolicyService
 from rlctl.domain.errors import ConfigError, HardwareError
+from rlctl.domain.policies.rtc import RTCConfig
 from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.rollout import (
     BaseStrategyConfig,
@@ -164,7 +165,7 @@ def test_an_episode_ending_during_an_upload_is_saved_after_it_and_the_loop_goes_
 
 def test_highlight_stores_the_last_seconds_on_save_and_records_until_save_again():
     strategy = HighlightStrategyConfig(ring_buffer_seconds=1.0)
-    report, writer, robot, _ = rollout(
+    _report, writer, robot, _ = rollout(
         strategy,
         keys={25: {E.SAVE}, 30: {E.SAVE}, 50: {E.SAVE}},
         duration_s=6,
@@ -181,7 +182,7 @@ def test_highlight_stores_the_last_seconds_on_save_and_records_until_save_again(
 def test_the_ring_buffer_keeps_within_its_memory_bound():
     strategy = HighlightStrategyConfig(ring_buffer_seconds=100.0, ring_buffer_max_memory_mb=1)
     frame_bytes = DIM * 4 * 2 + len("pick")
-    report, writer, _, _ = rollout(
+    _report, writer, _, _ = rollout(
         strategy, keys={3000: {E.SAVE}}, duration_s=301, return_to_initial_position=False
     )
     stored = writer.datasets[ROOT].episodes[0].length
@@ -240,7 +241,7 @@ def test_dagger_with_record_autonomous_tags_every_frame():
 def test_an_actuated_leader_is_brought_to_the_follower_before_a_person_takes_over():
     leader = ScriptedLeaderArm(script=lambda t: [0.5 * t] * DIM)
     keys = {8: {E.PAUSE_RESUME}, 9: {E.CORRECTION}, 20: {E.CORRECTION}, 21: {E.PAUSE_RESUME}}
-    report, writer, robot, _ = rollout(
+    _report, writer, robot, _ = rollout(
         DAggerStrategyConfig(num_episodes=3),
         keys=keys,
         teleop=leader,
@@ -263,7 +264,7 @@ def test_an_actuated_leader_is_brought_to_the_follower_before_a_person_takes_ove
 def test_a_follower_slides_to_a_leader_that_cannot_be_driven():
     teleop = ScriptedTeleoperator(script=lambda t: [40.0] * DIM)
     keys = {8: {E.PAUSE_RESUME}, 9: {E.CORRECTION}}
-    report, _, robot, _ = rollout(
+    _report, _, robot, _ = rollout(
         DAggerStrategyConfig(num_episodes=3),
         keys=keys,
         teleop=teleop,
@@ -297,7 +298,7 @@ def test_a_diverging_policy_never_moves_the_arm_and_the_nan_is_not_stored():
     def chunker(batch):
         return np.full((1, 5, DIM), np.nan, np.float32)
 
-    report, writer, robot, _ = rollout(
+    _report, writer, robot, _ = rollout(
         SentryStrategyConfig(episode_time_s=10.0),
         policy=ScriptedPolicy(DIM, chunk_size=5, chunker=chunker),
         duration_s=1,
@@ -382,7 +383,7 @@ def test_a_failing_model_holds_then_stops_with_its_error():
     try:
         engine.select_action(batch)
         model.fail = 10
-        with pytest.raises(HardwareError, match="failed 3 chunks in a row.*CUDA out of memory"):
+        with pytest.raises(HardwareError, match=r"failed 3 chunks in a row.*CUDA out of memory"):
             for _ in range(200):
                 engine.select_action(batch)
                 threading.Event().wait(0.002)
@@ -395,11 +396,7 @@ def test_rtc_sends_the_model_the_actions_still_queued():
     model = GatedPolicy(DIM, chunk_size=10)
     engine = AsyncActing(
         LocalChunks(PolicyService({"local": model})),
-        RemotePolicySettings(
-            rtc_config=__import__("rlctl.domain.policies.rtc").domain.policies.rtc.RTCConfig(
-                execution_horizon=5
-            )
-        ),
+        RemotePolicySettings(rtc_config=RTCConfig(execution_horizon=5)),
         label="policy",
         queue_threshold=4,
     )

@@ -83,7 +83,9 @@ class ScriptedLeaderArm(ScriptedTeleoperator):
     moves them by the script, starting from where they were let go (the script's values are
     offsets from that point). Everything done to it is kept for assertions."""
 
-    def __init__(self, joints: Sequence[str] = DEFAULT_JOINTS, script: Script | None = None) -> None:
+    def __init__(
+        self, joints: Sequence[str] = DEFAULT_JOINTS, script: Script | None = None
+    ) -> None:
         super().__init__(joints, script, teleop_type="scripted_leader")
         self.torque = False
         self.position = np.zeros(len(self._names), dtype=np.float32)
