@@ -80,7 +80,7 @@ SCRIPTED = ["--robot.type=scripted", "--robot.joints=[a,b,c,d]"]
 
 
 def test_base_on_the_scripted_robot_async_records_nothing_and_writes_a_report(fakes, tmp_path):
-    fakes["policy"] = SlowPolicy(4, seconds=0.1)
+    fakes["policy"] = SlowPolicy(4, seconds=0.1, chunk=8)
     report = tmp_path / "base.json"
     result = invoke(
         "rollout",
@@ -89,7 +89,7 @@ def test_base_on_the_scripted_robot_async_records_nothing_and_writes_a_report(fa
         "--inference.type=async",
         *SCRIPTED,
         "--fps=20",
-        "--duration=1.5",
+        "--duration=1",
         "--task=wave",
         f"--report_path={report}",
         "--return_to_initial_position=false",
@@ -98,7 +98,7 @@ def test_base_on_the_scripted_robot_async_records_nothing_and_writes_a_report(fa
     assert result.exit_code == 0, result.output
     assert "rollout (base): nothing recorded" in result.output
     info = json.loads(report.read_text())
-    assert info["ticks"] == 30 and info["policy_ticks"] == 30 and info["strategy"] == "base"
+    assert info["ticks"] == 20 and info["policy_ticks"] == 20 and info["strategy"] == "base"
     assert fakes["policy"].chunks >= 2
     assert fakes["policy"].predicted_from[0]["task"] == ["wave"]
 
@@ -133,6 +133,7 @@ def check(root: Path) -> None:
     assert "ok, 0 warnings" in checked.output
 
 
+@pytest.mark.slow
 def test_sentry_and_episodic_on_the_scripted_robot_pass_dataset_check(fakes, tmp_path):
     fakes["policy"] = SlowPolicy(4, seconds=0.05, chunk=10)
     root = tmp_path / "sentry"
@@ -256,4 +257,30 @@ def test_dagger_on_a_virtual_so101_tags_the_corrections_and_passes_check(fakes, 
     assert len(info["interventions"]) == 1
     assert info["timeline"]["driver"].count("move") >= 10  # the slide (and the way back)
     assert info["timeline"]["driver"][12:22] == ["move"] * 10
+    check(root)
+
+
+@pytest.mark.slow
+def test_highlight_on_the_scripted_robot_stores_the_ring_and_what_follows(fakes, tmp_path):
+    fakes["policy"] = SlowPolicy(4, seconds=0.05, chunk=10)
+    fakes["keys"] = ScriptedRolloutControls({15: {E.SAVE}, 25: {E.SAVE}})
+    root = tmp_path / "highlight"
+    result = invoke(
+        "rollout",
+        "--strategy.type=highlight",
+        "--strategy.ring_buffer_seconds=0.5",
+        f"--policy.path={POLICY}",
+        "--inference.type=async",
+        *SCRIPTED,
+        f"--dataset.root={root}",
+        "--fps=20",
+        "--duration=2",
+        "--task=look",
+        "--progress=silent",
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    # The ring's last 10 ticks (0.5 s) before the first press, then 10 live ticks.
+    assert [e.length for e in reader.meta.episodes] == [20]
+    assert "intervention" not in reader.meta.features
     check(root)
