@@ -409,3 +409,34 @@ def test_rtc_sends_the_model_the_actions_still_queued():
         assert followed and followed[0].actions.shape[-2] <= 5
     finally:
         engine.close()
+
+
+def test_a_scene_that_ends_its_episode_is_set_again_and_sentry_cuts_the_episode_there():
+    robot = ScriptedRobot(episode_length=7)
+    policy = counting_policy()
+    _report, writer, robot, _ = rollout(
+        SentryStrategyConfig(episode_time_s=100.0),
+        robot=robot,
+        policy=policy,
+        duration_s=2,
+        return_to_initial_position=False,
+    )
+    # 20 ticks: the scene ends every 7 (reset at connection, then after each end).
+    assert [e.length for e in writer.datasets[ROOT].episodes] == [7, 7, 6]
+    assert robot.resets == 3
+    # The policy started afresh with each scene: its chunks begin again at 1.
+    assert [float(a[0]) for a in robot.sent[5:9]] == [1, 2, 1, 2]
+
+
+def test_episodic_sets_the_scene_for_each_episode():
+    robot = ScriptedRobot(episode_length=4)
+    _report, writer, robot, _ = rollout(
+        EpisodicStrategyConfig(),
+        robot=robot,
+        num_episodes=3,
+        episode_time_s=1.0,
+        reset_time_s=0.2,
+        return_to_initial_position=False,
+    )
+    assert [e.length for e in writer.datasets[ROOT].episodes] == [4, 4, 4]
+    assert robot.resets == 3

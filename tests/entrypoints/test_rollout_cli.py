@@ -43,6 +43,8 @@ class SlowPolicy(ScriptedPolicy):
         def chunker(batch):
             time.sleep(seconds)
             state = np.asarray(batch["observation.state"], dtype=np.float32)
+            if state.shape[-1] != dim:
+                state = np.zeros((state.shape[0], dim), np.float32)
             steps = np.arange(1, chunk + 1, dtype=np.float32)[None, :, None] * 0.05
             return state[:, None, :] + steps
 
@@ -175,6 +177,40 @@ def test_sentry_and_episodic_on_the_scripted_robot_pass_dataset_check(fakes, tmp
     reader = LeRobotDatasetReader(root)
     assert [e.length for e in reader.meta.episodes] == [10, 10]
     assert reader[0]["task"] == "push"
+    check(root)
+
+
+@pytest.mark.slow
+def test_episodic_on_the_metaworld_sim_robot_async_waits_for_chunks(fakes, tmp_path):
+    """A simulator keeps no wall-clock pace: the engine's ticks wait for their chunk (nothing
+    is held), and each episode ends when the env ends it."""
+    fakes["policy"] = SlowPolicy(4, seconds=0.05, chunk=5)
+    root = tmp_path / "mw"
+    report = tmp_path / "mw.json"
+    result = invoke(
+        "--debug",
+        "rollout",
+        "--strategy.type=episodic",
+        f"--policy.path={POLICY}",
+        "--inference.type=async",
+        "--robot.type=sim",
+        "--robot.env.type=metaworld",
+        "--robot.env.task=reach-v3",
+        "--robot.env.obs_type=state",
+        "--robot.env.episode_length=12",
+        f"--dataset.root={root}",
+        "--dataset.num_episodes=2",
+        "--dataset.episode_time_s=5",
+        "--dataset.reset_time_s=0",
+        "--fps=10",
+        f"--report_path={report}",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert [e.length for e in reader.meta.episodes] == [12, 12]
+    info = json.loads(report.read_text())
+    assert info["held_ticks"] == 0 and fakes["policy"].chunks >= 5
     check(root)
 
 

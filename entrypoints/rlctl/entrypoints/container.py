@@ -68,14 +68,18 @@ def compose_acting_policy(
     resolve_policy: Callable[[], Callable[..., Any]],
     choose: Callable[..., Any],
     inference: Any = None,
+    realtime: bool = True,
 ) -> Any:
     """`rlctl record`'s and `rlctl rollout`'s policy (`choose_acting_policy`): a saved one (its
     `path` resolved once), one on a server, or None; `inference` (rollout): in the tick, or in
-    the acting engine's worker."""
+    the acting engine's worker; `realtime`: the robot keeps the wall clock's pace (else, a
+    simulator, a tick waits for its action)."""
     path = settings.path
     if path and not settings.server:
         path = str(resolve_policy()(path))
-    return choose(settings, path=path, device=settings.device, inference=inference)
+    return choose(
+        settings, path=path, device=settings.device, inference=inference, realtime=realtime
+    )
 
 
 def compose_policy_serving(

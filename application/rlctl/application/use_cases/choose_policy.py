@@ -52,6 +52,7 @@ def choose_acting_policy(
     device: str | None = None,
     connector: PolicyConnector | None = None,
     inference: InferenceConfig | None = None,
+    realtime: bool = True,
 ) -> Policy | None:
     """The policy acting on a robot: loaded from `path` (a local checkpoint), reached on
     `settings.server` in real time (the robot never waits for a chunk: it holds or plays what
@@ -59,7 +60,9 @@ def choose_acting_policy(
 
     `inference` (`rlctl rollout`): `sync` (or None) runs a saved policy in the loop's tick;
     `async` and `rtc` run it in the acting engine's worker, exactly as a served policy runs
-    (the same queue, merge rules, delay measurement, real-time chunking and holds)."""
+    (the same queue, merge rules, delay measurement, real-time chunking and holds).
+    `realtime`: the robot keeps the wall clock's pace, so a tick without an action holds;
+    otherwise (a simulator) the tick waits for it."""
     settings = _with_inference(settings, inference)
     threshold = inference.asks_at() if inference is not None else None
     if settings.server:
@@ -68,7 +71,7 @@ def choose_acting_policy(
                 "a policy runs here (--policy.path) or on a server (--policy.server), not both",
                 where="policy.server",
             )
-        policy = connector.connect(settings, realtime=True, queue_threshold=threshold)
+        policy = connector.connect(settings, realtime=realtime, queue_threshold=threshold)
         _check_rtc(policy, inference)
         return policy
     if not path:
@@ -89,7 +92,7 @@ def choose_acting_policy(
     return AsyncActing(
         LocalChunks(PolicyService({"local": policy})),
         settings,
-        realtime=True,
+        realtime=realtime,
         label="policy",
         queue_threshold=threshold,
     )

@@ -380,6 +380,7 @@ class _Rollout:
                 }
                 u.display.open(shown, fps=self.settings.fps, name="rollout", paced=u.robot.realtime)
             connect_devices(u.robot, u.teleop, u.calibrate)
+            u.robot.reset()  # a simulator sets its scene; hardware does nothing
             self.initial = self._present_position(u.robot.get_observation())
             self.bar = progress_task(u.progress, f"rollout ({self.strategy.type_name})", self.limit)
             with contextlib.suppress(_Stop):
@@ -467,6 +468,8 @@ class _Rollout:
                 self._upload_now()
             self._tick(Driver.POLICY, store=self.session is not None)
             self._save_if_pending()
+            if self._scene_over() and self._save():
+                since_upload += 1
             session = self.session
             if (
                 episode_ticks
@@ -513,6 +516,9 @@ class _Rollout:
                     self._save()
             self._save_if_pending()
             self._tick(Driver.POLICY, store=live, sink=None if live else ring.append)
+            if self._scene_over() and live:
+                live = False
+                self._save()
 
     def _dagger(self, strategy: DAggerStrategyConfig) -> None:
         self._require_session()
@@ -563,6 +569,8 @@ class _Rollout:
             else:
                 self._tick(Driver.POLICY, store=record_all, intervention=False)
             self._save_if_pending()
+            if self._scene_over() and record_all:
+                self._save()
             session = self.session
             if (
                 episode_ticks
@@ -602,7 +610,11 @@ class _Rollout:
         settings = self.settings
         fps = settings.fps
         recorded = 0
+        first = True
         while recorded < settings.num_episodes:
+            if not first:  # the first scene was set at connection
+                self.u.robot.reset()
+            first = False
             self.u.policy.reset()
             log.info("recording episode", episode=session.num_episodes)
             ends = {self._phase(round(settings.episode_time_s * fps), Driver.POLICY, store=True)}
@@ -647,6 +659,16 @@ class _Rollout:
             teleop.disable_torque()
         else:
             self._slide_to_leader()
+
+    def _scene_over(self) -> bool:
+        """A simulator ended its episode (success, time limit): its scene is set again and
+        the policy starts afresh; the strategy saves the episode under way."""
+        if not self.u.robot.episode_over:
+            return False
+        log.info("the scene ended its episode: resetting it")
+        self.u.robot.reset()
+        self.u.policy.reset()
+        return True
 
     # --- hand-overs ------------------------------------------------------------------------
 

@@ -110,7 +110,9 @@ def rollout_command(ctx: click.Context, config: RolloutCommandSettings) -> None:
         if config.teleop is not None
         else None
     )
-    policy = container.acting_policy(config.policy, inference=config.inference)
+    policy = container.acting_policy(
+        config.policy, inference=config.inference, realtime=robot.realtime
+    )
     try:
         controls = container.rollout_controls(strategy, config.controls == "keyboard")
     except BaseException:
