@@ -440,3 +440,24 @@ def test_episodic_sets_the_scene_for_each_episode():
     )
     assert [e.length for e in writer.datasets[ROOT].episodes] == [4, 4, 4]
     assert robot.resets == 3
+
+
+def test_a_policy_trained_on_another_robot_is_refused_before_anything_moves():
+    from rlctl.domain.errors import FeatureMismatch
+    from rlctl.domain.features import typed_feature
+
+    policy = ScriptedPolicy(
+        6,
+        input_features={
+            "observation.state": typed_feature("STATE", (6,)),
+            "observation.images.front": typed_feature("VISUAL", (3, 96, 96)),
+        },
+    )
+    robot = ScriptedRobot()
+    with pytest.raises(FeatureMismatch) as info:
+        rollout(BaseStrategyConfig(), policy=policy, robot=robot, record=False, duration_s=1)
+    message = str(info.value.message)
+    assert "observation.state as (6,), the robot gives (4,)" in message
+    assert "camera observation.images.front" in message
+    assert "actions of shape (6,), the robot takes (4,)" in message
+    assert robot.connects == 0 and not robot.sent

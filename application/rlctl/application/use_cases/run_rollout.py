@@ -60,8 +60,8 @@ from rlctl.application.ports.teleoperator import ActuatedTeleoperator, Teleopera
 from rlctl.application.robot_features import STATE_KEY, as_images, check_action_match
 from rlctl.application.use_cases.record_episodes import DatasetTarget, _check_resumable
 from rlctl.domain.dataset_meta import DatasetMeta
-from rlctl.domain.errors import ConfigError, InvalidInput
-from rlctl.domain.features import FeatureSpec
+from rlctl.domain.errors import ConfigError, FeatureMismatch, InvalidInput
+from rlctl.domain.features import FeatureKind, FeatureSpec
 from rlctl.domain.rollout import (
     INTERVENTION,
     INTERVENTION_KEY,
@@ -267,11 +267,57 @@ def _check(
             hint="drop --dataset.*, or record with --strategy.type=sentry|highlight|dagger|"
             "episodic",
         )
+    _check_policy_fits_robot(use_case.policy, use_case.robot)
     if isinstance(strategy, DAggerStrategyConfig) and use_case.teleop is None:
         raise ConfigError(
             "the dagger strategy needs a teleoperator for the corrections",
             where="teleop.type",
             hint="e.g. --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue",
+        )
+
+
+def _shape(shape: Any) -> str:
+    return "(" + ", ".join(str(int(v)) for v in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _check_policy_fits_robot(policy: Policy, robot: Robot) -> None:
+    """Refuse, before anything moves and naming every difference, a policy trained on another
+    robot: a vector it reads missing or of another size, a camera it reads missing, an action
+    of another size. (A camera's size is the policy's to judge: most resize.)"""
+    provided = dict(robot.observation_features)
+    seen = policy.observation_features(provided)
+    history = policy.config.n_obs_steps
+    problems: list[str] = []
+    for key, feature in policy.config.input_features.items():
+        spec = seen.get(key)
+        wanted = tuple(feature.shape)
+        if feature.kind in (FeatureKind.STATE, FeatureKind.ENV):
+            if spec is None:
+                problems.append(f"it reads {key} {_shape(wanted)}, which the robot lacks")
+            elif tuple(spec.shape) not in (wanted, (history, *wanted)):
+                problems.append(
+                    f"it reads {key} as {_shape(wanted)}, the robot gives {_shape(spec.shape)}"
+                )
+        elif feature.kind is FeatureKind.VISUAL and spec is None:
+            problems.append(f"it reads camera {key}, which the robot lacks")
+    action = policy.config.output_features.get(ACTION_KEY)
+    robot_action = robot.action_features.get(ACTION_KEY)
+    if (
+        action is not None
+        and robot_action is not None
+        and tuple(action.shape)[-1:] != tuple(robot_action.shape)[-1:]
+    ):
+        problems.append(
+            f"it outputs actions of shape {_shape(action.shape)}, the robot takes "
+            f"{_shape(robot_action.shape)}"
+        )
+    if problems:
+        given = ", ".join(f"{k} {_shape(f.shape)}" for k, f in provided.items()) or "nothing"
+        raise FeatureMismatch(
+            "the policy does not fit this robot: " + "; ".join(problems),
+            where="policy.path",
+            hint=f"the robot gives {given}; deploy a policy trained on this robot (its joints "
+            "and cameras, named as in the dataset it learned from: --robot.cameras names them)",
         )
 
 
