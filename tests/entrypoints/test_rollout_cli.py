@@ -320,3 +320,48 @@ def test_highlight_on_the_scripted_robot_stores_the_ring_and_what_follows(fakes,
     assert [e.length for e in reader.meta.episodes] == [20]
     assert "intervention" not in reader.meta.features
     check(root)
+
+
+@pytest.mark.slow
+def test_a_saved_act_checkpoint_acts_async_on_a_robot_it_fits_and_is_refused_on_one_it_does_not(
+    fixtures_dir, tmp_path
+):
+    """No fakes: LeRobot's ACT fixture (6-joint state, a 48x64 `front` camera) loaded by the
+    real loader, run in the acting engine's worker."""
+    checkpoint = fixtures_dir / "act_tiny"
+    camera = "--robot.cameras={front: {type: synthetic, width: 64, height: 48}}"
+    root = tmp_path / "act"
+    result = invoke(
+        "rollout",
+        "--strategy.type=sentry",
+        "--strategy.episode_time_s=1",
+        f"--policy.path={checkpoint}",
+        "--policy.device=cpu",
+        "--inference.type=async",
+        "--robot.type=scripted",
+        "--robot.joints=[a,b,c,d,e,f]",
+        camera,
+        f"--dataset.root={root}",
+        "--dataset.video=false",
+        "--fps=10",
+        "--duration=2",
+        "--task=act",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.total_episodes == 2 and len(reader) == 20
+    assert np.isfinite(np.stack([reader[i]["action"] for i in range(20)])).all()
+    check(root)
+
+    result = invoke(
+        "rollout",
+        f"--policy.path={checkpoint}",
+        "--policy.device=cpu",
+        *SCRIPTED,
+        "--duration=1",
+        *QUIET,
+    )
+    assert result.exit_code == 1
+    assert "does not fit this robot" in result.output
+    assert "observation.state as (6,), the robot gives (4,)" in result.output
