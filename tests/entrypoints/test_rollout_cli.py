@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from click.testing import CliRunner
 from dependency_injector import providers
@@ -365,3 +370,94 @@ def test_a_saved_act_checkpoint_acts_async_on_a_robot_it_fits_and_is_refused_on_
     assert result.exit_code == 1
     assert "does not fit this robot" in result.output
     assert "observation.state as (6,), the robot gives (4,)" in result.output
+
+
+def rollout_process(root: Path, checkpoint: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            # SIGUSR1 prints every thread's stack: what a rollout that does not end is doing.
+            "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)"
+            "\nfrom rlctl.entrypoints.cli.main import main; main()",
+            "--log-format=json",
+            "rollout",
+            "--strategy.type=sentry",
+            "--strategy.episode_time_s=0.5",
+            f"--policy.path={checkpoint}",
+            "--policy.device=cpu",
+            "--inference.type=async",
+            "--robot.type=scripted",
+            "--robot.joints=[a,b,c,d,e,f]",
+            "--robot.cameras={front: {type: synthetic, width: 64, height: 48, fps: 20}}",
+            f"--dataset.root={root}",
+            "--task=swing",
+            "--fps=20",
+            "--return_to_initial_position=false",
+            *QUIET,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_saves(process: subprocess.Popen, count: int) -> None:
+    assert process.stdout is not None
+    saved = 0
+    deadline = time.monotonic() + 240
+    for line in process.stdout:
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "episode saved":
+            saved += 1
+            if saved == count:
+                return
+        assert time.monotonic() < deadline, "no episodes saved in time"
+    raise AssertionError(f"the rollout ended after {saved} episode(s)")
+
+
+def finish(process: subprocess.Popen, timeout: float = 120) -> str:
+    """The rest of the output once the process ends; its threads' stacks if it does not."""
+    try:
+        return process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        process.kill()
+        output = process.communicate()[0]
+        raise AssertionError(f"the rollout did not end:\n{output[-8000:]}") from None
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_episode_under_way_and_sigkill_loses_at_most_that_one(
+    fixtures_dir, tmp_path
+):
+    checkpoint = fixtures_dir / "act_tiny"
+    root = tmp_path / "rollout_swing"
+    process = rollout_process(root, checkpoint)
+    wait_for_saves(process, 2)
+    time.sleep(0.2)  # a few frames into the third episode
+    process.send_signal(signal.SIGINT)
+    output = finish(process)
+    assert process.returncode == 130, output
+    reader = LeRobotDatasetReader(root)
+    lengths = [e.length for e in reader.meta.episodes]
+    assert lengths[:2] == [10, 10] and len(lengths) == 3 and 0 < lengths[2] <= 10
+    check(root)
+
+    process = rollout_process(root, checkpoint, "--resume=true")
+    wait_for_saves(process, 4)
+    time.sleep(0.2)
+    children = psutil.Process(process.pid).children(recursive=True)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    psutil.wait_procs(children, timeout=10)
+    checked = invoke("dataset", "check", str(root))
+    assert checked.exit_code == 0, checked.output  # an interrupted commit is only a warning
+    reader = LeRobotDatasetReader(root)
+    # The three from before, and the resumed run's saved ones but those still being committed
+    # in the background when the process died (on a loaded machine, a few): whole episodes.
+    assert reader.meta.total_episodes >= 4
+    assert all(e.length == 10 for e in reader.meta.episodes[3:])
+    assert [e.length for e in reader.meta.episodes][:3] == lengths

@@ -529,7 +529,7 @@ class _Rollout:
                     since_upload = 0
 
     def _highlight(self, strategy: HighlightStrategyConfig) -> None:
-        session = self._require_session()
+        self._require_session()
         ring = RingBuffer(
             strategy.ring_buffer_seconds, self.settings.fps, strategy.ring_buffer_max_memory_mb
         )
@@ -555,7 +555,7 @@ class _Rollout:
                         "highlight: storing the last seconds, recording on", frames=len(frames)
                     )
                     for frame in frames:
-                        session.add_frame(frame)
+                        self._add(frame)
                     live = True
                 else:
                     live = False
@@ -788,7 +788,7 @@ class _Rollout:
             if sink is not None:
                 sink(frame)
             elif self.session is not None:
-                self.session.add_frame(frame)
+                self._add(frame)
         if u.display is not None:
             shown = {
                 **observation,
@@ -855,6 +855,17 @@ class _Rollout:
             return
         with interrupts.saving():
             yield
+
+    def _add(self, frame: Mapping[str, Any]) -> None:
+        """One frame to the episode under way, never half of one: a Ctrl-C that comes while
+        the writer hands it to its encoders waits for the end of that (the writer's frame
+        counts and its encoder's would disagree, and the last save would wait forever)."""
+        session = self.session
+        assert session is not None
+        with self._shielded():
+            session.add_frame(frame)
+        if self.u.interrupts is not None:
+            self.u.interrupts.raise_pending()
 
     def _save(self, *, force: bool = False) -> bool:
         """Save the episode under way, or (during an upload) as soon as it is over."""
