@@ -461,3 +461,33 @@ def test_ctrl_c_keeps_the_episode_under_way_and_sigkill_loses_at_most_that_one(
     assert reader.meta.total_episodes >= 4
     assert all(e.length == 10 for e in reader.meta.episodes[3:])
     assert [e.length for e in reader.meta.episodes][:3] == lengths
+
+
+@pytest.mark.slow
+def test_display_data_shows_who_drove_and_whether_the_action_was_fresh(
+    fakes, tmp_path, monkeypatch
+):
+    rr = pytest.importorskip("rerun")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.chdir(tmp_path)
+    fakes["policy"] = SlowPolicy(4, seconds=0.0, chunk=5)
+    result = invoke(
+        "rollout",
+        f"--policy.path={POLICY}",
+        *SCRIPTED,
+        "--fps=50",
+        "--duration=0.4",
+        "--return_to_initial_position=false",
+        "--display_data=true",
+        *QUIET,
+    )
+    assert result.exit_code == 0, result.output
+    (written,) = (tmp_path / "outputs" / "display").glob("rollout_*.rrd")
+    entities = {
+        chunk.entity_path
+        for chunk in rr.chunk.RrdReader(written).stream().collect().stream()
+        if not chunk.is_static
+    }
+    assert {"/rollout.human", "/rollout.fresh", "/action", "/observation.state"} <= entities
