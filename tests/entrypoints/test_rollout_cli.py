@@ -28,8 +28,10 @@ from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.so_follower import SO_JOINTS
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.application.ports.control import RolloutEvent as E
+from rlctl.domain.errors import RlctlError
 from rlctl.entrypoints.cli.main import cli
 
 QUIET = ["--controls=off", "--progress=silent"]
@@ -372,7 +374,9 @@ def test_a_saved_act_checkpoint_acts_async_on_a_robot_it_fits_and_is_refused_on_
     assert "observation.state as (6,), the robot gives (4,)" in result.output
 
 
-def rollout_process(root: Path, checkpoint: Path, *extra: str) -> subprocess.Popen:
+def rollout_process(
+    root: Path, checkpoint: Path, *extra: str, stdout: int = subprocess.PIPE
+) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -397,7 +401,7 @@ def rollout_process(root: Path, checkpoint: Path, *extra: str) -> subprocess.Pop
             *QUIET,
             *extra,
         ],
-        stdout=subprocess.PIPE,
+        stdout=stdout,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -415,6 +419,13 @@ def wait_for_saves(process: subprocess.Popen, count: int) -> None:
                 return
         assert time.monotonic() < deadline, "no episodes saved in time"
     raise AssertionError(f"the rollout ended after {saved} episode(s)")
+
+
+def committed(root: Path) -> int:
+    try:
+        return LeRobotMetaReader().read_meta(root).total_episodes
+    except RlctlError:  # read while a commit renames its files: look again
+        return 0
 
 
 def finish(process: subprocess.Popen, timeout: float = 120) -> str:
@@ -446,8 +457,13 @@ def test_ctrl_c_keeps_the_episode_under_way_and_sigkill_loses_at_most_that_one(
     assert lengths[:2] == [10, 10] and len(lengths) == 3 and 0 < lengths[2] <= 10
     check(root)
 
-    process = rollout_process(root, checkpoint, "--resume=true")
-    wait_for_saves(process, 4)
+    # Killed once an episode of this run is on disk (episodes are committed in the
+    # background, a moment after they are saved), in the middle of a later one.
+    process = rollout_process(root, checkpoint, "--resume=true", stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while committed(root) < 4:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
     time.sleep(0.2)
     children = psutil.Process(process.pid).children(recursive=True)
     os.kill(process.pid, signal.SIGKILL)
@@ -456,8 +472,8 @@ def test_ctrl_c_keeps_the_episode_under_way_and_sigkill_loses_at_most_that_one(
     checked = invoke("dataset", "check", str(root))
     assert checked.exit_code == 0, checked.output  # an interrupted commit is only a warning
     reader = LeRobotDatasetReader(root)
-    # The three from before, and the resumed run's saved ones but those still being committed
-    # in the background when the process died (on a loaded machine, a few): whole episodes.
+    # The three from before and the resumed run's committed ones, whole; lost: the episode
+    # under way and any saved but still being committed when the process died.
     assert reader.meta.total_episodes >= 4
     assert all(e.length == 10 for e in reader.meta.episodes[3:])
     assert [e.length for e in reader.meta.episodes][:3] == lengths
