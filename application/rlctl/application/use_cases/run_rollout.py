@@ -161,7 +161,8 @@ class RolloutReport:
     timeline: Timeline
 
     def to_info(self) -> dict[str, Any]:
-        """`rollout_info.json`: what `rlctl report` draws."""
+        """`rollout_info.json` (`--report_path`): the figures, the spans a person drove, and a
+        thinned timeline; plain JSON for a notebook or a dashboard."""
         t = self.timing
         return {
             "strategy": self.strategy,
