@@ -461,3 +461,63 @@ def test_a_policy_trained_on_another_robot_is_refused_before_anything_moves():
     assert "camera observation.images.front" in message
     assert "actions of shape (6,), the robot takes (4,)" in message
     assert robot.connects == 0 and not robot.sent
+
+
+def test_the_inference_setting_chooses_where_the_model_runs_local_or_remote():
+    from rlctl.adapters.memory.policy import InMemoryPolicyLoader
+    from rlctl.adapters.memory.policy_server import InProcessPolicyConnector, ScriptedChunkService
+    from rlctl.application.use_cases.choose_policy import choose_acting_policy
+    from rlctl.domain.rollout import AsyncInferenceConfig, RTCInferenceConfig, SyncInferenceConfig
+
+    model = ScriptedPolicy(DIM)
+    loader = InMemoryPolicyLoader({"ckpt": model})
+    settings = RemotePolicySettings()
+    # sync: the model itself, in the tick.
+    assert (
+        choose_acting_policy(loader, settings, path="ckpt", inference=SyncInferenceConfig())
+        is model
+    )
+    # async: the acting engine over the model in this process, asking at 3 queued.
+    engine = choose_acting_policy(
+        loader, settings, path="ckpt", inference=AsyncInferenceConfig(queue_threshold=3)
+    )
+    try:
+        assert isinstance(engine, AsyncActing) and engine._queue_threshold == 3
+        assert engine.config.type_name == model.config.type_name
+        assert loader.loads[-1]["rtc"] is None  # the engine does real-time chunking itself
+    finally:
+        engine.close()
+    # the same engine over a server, with the same setting.
+    remote = choose_acting_policy(
+        loader,
+        RemotePolicySettings(server="127.0.0.1:1"),
+        path=None,
+        connector=InProcessPolicyConnector(ScriptedChunkService()),
+        inference=AsyncInferenceConfig(queue_threshold=4),
+    )
+    try:
+        assert isinstance(remote, AsyncActing) and remote._queue_threshold == 4
+    finally:
+        remote.close()
+    # rtc on a policy that cannot follow queued actions: refused, with what to do.
+    with pytest.raises(ConfigError, match="flow-matching") as info:
+        choose_acting_policy(loader, settings, path="ckpt", inference=RTCInferenceConfig())
+    assert "--inference.type=async" in info.value.hint
+
+
+def test_rtc_refused_for_a_served_policy_lets_go_of_its_connection():
+    from rlctl.adapters.memory.policy import InMemoryPolicyLoader
+    from rlctl.adapters.memory.policy_server import InProcessPolicyConnector, ScriptedChunkService
+    from rlctl.application.use_cases.choose_policy import choose_acting_policy
+    from rlctl.domain.rollout import RTCInferenceConfig
+
+    before = sum(t.name == "acting-engine" for t in threading.enumerate())
+    with pytest.raises(ConfigError, match="flow-matching"):
+        choose_acting_policy(
+            InMemoryPolicyLoader(),
+            RemotePolicySettings(server="127.0.0.1:1"),
+            path=None,
+            connector=InProcessPolicyConnector(ScriptedChunkService()),
+            inference=RTCInferenceConfig(),
+        )
+    assert sum(t.name == "acting-engine" for t in threading.enumerate()) <= before

@@ -72,7 +72,12 @@ def choose_acting_policy(
                 where="policy.server",
             )
         policy = connector.connect(settings, realtime=realtime, queue_threshold=threshold)
-        _check_rtc(policy, inference)
+        try:
+            _check_rtc(policy, inference)
+        except BaseException:
+            if isinstance(policy, AsyncActing):
+                policy.close()  # its worker and its connection
+            raise
         return policy
     if not path:
         return None
