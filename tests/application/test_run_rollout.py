@@ -463,6 +463,15 @@ def test_a_policy_trained_on_another_robot_is_refused_before_anything_moves():
     assert robot.connects == 0 and not robot.sent
 
 
+def test_a_refused_rollout_lets_go_of_the_engine_and_the_keys():
+    engine = local_engine(ScriptedPolicy(DIM))
+    controls = ScriptedRolloutControls()
+    use_case = RunRollout(ScriptedRobot(), ManualClock(), policy=engine, controls=controls)
+    with pytest.raises(ConfigError, match="records a dataset"):
+        use_case(SentryStrategyConfig(), RolloutSettings(fps=FPS))
+    assert controls.closed and not engine._worker.is_alive()
+
+
 def test_the_inference_setting_chooses_where_the_model_runs_local_or_remote():
     from rlctl.adapters.memory.policy import InMemoryPolicyLoader
     from rlctl.adapters.memory.policy_server import InProcessPolicyConnector, ScriptedChunkService

@@ -231,7 +231,15 @@ class RunRollout:
         settings: RolloutSettings,
         target: DatasetTarget | None = None,
     ) -> RolloutReport:
-        _check(strategy, settings, target, self)
+        try:
+            _check(strategy, settings, target, self)
+        except BaseException:
+            # Refused before anything started: what was handed over is let go all the same.
+            if isinstance(self.policy, AsyncActing):
+                self.policy.close()
+            if self.controls is not None:
+                self.controls.close()
+            raise
         if self.interrupts is not None:
             self.interrupts.install()
         try:
