@@ -151,8 +151,29 @@ def test_saves_and_the_closing_are_shielded_from_repeated_interrupts():
     use_case, _, _, _ = recorder(robot=robot, interrupts=interrupts)
     report = record(use_case, num_episodes=3)
     assert report.interrupted and report.saved_episodes == (0,)
-    # Episode 0's save, then the interrupted run's closing of the dataset.
-    assert interrupts.saves == 2 and not interrupts.installed
+    # Each of episode 0's 10 frames handed to the writer, episode 0's save, then the
+    # interrupted run's closing of the dataset.
+    assert interrupts.saves == 10 + 2 and not interrupts.installed
+
+
+def test_a_frame_is_handed_to_the_writer_whole_whatever_the_interrupts(monkeypatch):
+    # The writer passes a frame to its video encoders: a Ctrl-C halfway would leave their
+    # frame counts and the writer's apart, and the last save waiting forever.
+    from rlctl.adapters.memory.control import NoInterrupts
+    from rlctl.adapters.memory.dataset_writer import InMemoryWriteSession
+
+    interrupts = NoInterrupts()
+    added = InMemoryWriteSession.add_frame
+    shielded = []
+
+    def add_frame(self, frame):
+        shielded.append(interrupts.shielding)
+        added(self, frame)
+
+    monkeypatch.setattr(InMemoryWriteSession, "add_frame", add_frame)
+    use_case, writer, _, _ = recorder(interrupts=interrupts)
+    record(use_case, num_episodes=2)
+    assert len(shielded) == writer.datasets[ROOT].total_frames == 20 and all(shielded)
 
 
 def test_a_device_failing_during_the_reset_keeps_the_finished_episode():

@@ -109,6 +109,7 @@ class NoInterrupts:
     def __init__(self) -> None:
         self.installed = False
         self.saves = 0
+        self.shielding = False  # inside `saving()` now
 
     def install(self) -> NoInterrupts:
         self.installed = True
@@ -120,7 +121,11 @@ class NoInterrupts:
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:
         self.saves += 1
-        yield
+        outer, self.shielding = self.shielding, True
+        try:
+            yield
+        finally:
+            self.shielding = outer
 
     def raise_pending(self) -> None:
         pass

@@ -321,7 +321,7 @@ class RecordEpisodes:
                 if source is not None:
                     sent = robot.send_action(source(observation, task))
                     if record:
-                        session.add_frame(self._frame(observation, sent, task))
+                        self._add(session, self._frame(observation, sent, task))
                 if display is not None:
                     display.log_frame(ticker.count - 1, observation, sent)
                 bar.advance()
@@ -330,6 +330,15 @@ class RecordEpisodes:
             return _PhaseEnd(frozenset(), n_ticks)
         finally:
             bar.close()
+
+    def _add(self, session: DatasetWriteSession, frame: Mapping[str, Any]) -> None:
+        """One frame to the episode, never half of one: a Ctrl-C that comes while the writer
+        hands it to its video encoders waits for the end of that (the frame counts of the
+        writer and of an encoder would disagree, and the last save would wait forever)."""
+        with self._shielded():
+            session.add_frame(frame)
+        if self._interrupts is not None:
+            self._interrupts.raise_pending()
 
     def _frame(self, observation: Mapping[str, Any], action: Any, task: str) -> dict[str, Any]:
         frame = {key: observation[key] for key in self._observation_keys}
