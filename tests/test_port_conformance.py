@@ -34,6 +34,7 @@ from rlctl.adapters.display.rerun_display import RerunDisplay
 from rlctl.adapters.hub.huggingface import HuggingFaceHub
 from rlctl.adapters.hub.integrity import LeRobotIntegrity
 from rlctl.adapters.hub.layout import LeRobotLayout
+from rlctl.adapters.memory.action_tokenizer import RoundingTokenizer, RoundingTokenizerFitter
 from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
 from rlctl.adapters.memory.camera import SyntheticCamera
 from rlctl.adapters.memory.clock import ManualClock
@@ -86,6 +87,7 @@ from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
+from rlctl.adapters.policies.vla.fast import FASTFitter, FASTTokenizer
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
 from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
 from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolicy
@@ -135,6 +137,7 @@ from rlctl.adapters.video.pyav_encoder import PyAVVideoEncoder, PyAVVideoWriter
 from rlctl.adapters.video.torchcodec_decoder import TorchCodecVideoDecoder
 from rlctl.application import ports
 from rlctl.application.acting_engine import LocalChunks
+from rlctl.application.ports.action_tokenizer import ActionTokenizerFitter, FittedActionTokenizer
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.clock import Clock
 from rlctl.application.ports.control import Console, Interrupts, RecordControls, RolloutControls
@@ -328,6 +331,18 @@ def dataset_stats_access(
 
 def hub(huggingface: HuggingFaceHub, fake: InMemoryHub) -> list[Hub]:
     return [huggingface, fake]
+
+
+def action_tokenizer_fitter(
+    fast: FASTFitter, fake: RoundingTokenizerFitter
+) -> list[ActionTokenizerFitter]:
+    return [fast, fake]
+
+
+def fitted_action_tokenizer(
+    fast: FASTTokenizer, fake: RoundingTokenizer
+) -> list[FittedActionTokenizer]:
+    return [fast, fake]
 
 
 def dataset_layout(lerobot: LeRobotLayout) -> list[DatasetLayout]:

@@ -500,6 +500,15 @@ class Container(containers.DeclarativeContainer):
         stats_access=dataset_stats_access,
         progress=progress,
     )
+    # `rlctl train-tokenizer`: FAST's DCT + BPE fitted on a dataset's action chunks.
+    action_tokenizer_fitter = providers.Factory(lazy("rlctl.adapters.policies.vla.fast:FASTFitter"))
+    train_action_tokenizer = providers.Factory(
+        lazy("rlctl.application.use_cases.train_action_tokenizer:TrainActionTokenizer"),
+        meta_reader=meta_reader,
+        stats_access=dataset_stats_access,
+        fitter=action_tokenizer_fitter,
+        hub=hub,
+    )
     convert_dataset = providers.Factory(
         lazy("rlctl.application.use_cases.convert_dataset:ConvertDataset"),
         legacy_reader=legacy_dataset_reader,

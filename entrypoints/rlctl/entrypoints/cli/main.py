@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "policy": "rlctl.entrypoints.cli.policy:policy",
     "quickstart": "rlctl.entrypoints.cli.quickstart:quickstart_command",
     "train": "rlctl.entrypoints.cli.train:train_command",
+    "train-tokenizer": "rlctl.entrypoints.cli.train_tokenizer:train_tokenizer_command",
     "calibrate": "rlctl.entrypoints.cli.calibrate:calibrate_command",
     "find-cameras": "rlctl.entrypoints.cli.find_cameras:find_cameras_command",
     "find-port": "rlctl.entrypoints.cli.find_port:find_port_command",
@@ -43,6 +44,7 @@ SUBCOMMAND_HELP = {
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
     "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
     "train": "Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID)...",
+    "train-tokenizer": "Fit a FAST action tokenizer (π0-FAST's) on a dataset's action chunks.",
 }
 
 
