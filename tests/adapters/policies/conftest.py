@@ -39,10 +39,53 @@ def tiny_paligemma_tokenizer(
 
     load = tokenizer.load_tokenizer
 
-    def local(name: str) -> object:
+    def local(name: str, **options: object) -> object:
         return load(
-            str(tiny_paligemma_tokenizer_dir) if name == tokenizer.PALIGEMMA_TOKENIZER else name
+            str(tiny_paligemma_tokenizer_dir) if name == tokenizer.PALIGEMMA_TOKENIZER else name,
+            **options,
         )
 
     monkeypatch.setattr(tokenizer, "load_tokenizer", local)
     return tiny_paligemma_tokenizer_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_fast_text_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny PaliGemma tokenizer with 704 reserved ids after its 320 (1024 in all), where
+    π0-FAST writes its action tokens."""
+    pytest.importorskip("transformers", reason="π0-FAST needs the smolvla extra")
+    write = runpy.run_path(str(TINY_PALIGEMMA_TOKENIZER_SCRIPT))["write_tiny_paligemma_tokenizer"]
+    folder: Path = write(tmp_path_factory.mktemp("paligemma_fast") / "tokenizer", 704)
+    return folder
+
+
+@pytest.fixture
+def tiny_fast_text_tokenizer(
+    tiny_fast_text_tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """PaliGemma's tokenizer name read from `tiny_fast_text_tokenizer_dir`."""
+    from rlctl.adapters.policies.vla import tokenizer
+
+    load = tokenizer.load_tokenizer
+
+    def local(name: str, **options: object) -> object:
+        folder = tiny_fast_text_tokenizer_dir
+        return load(str(folder) if name == tokenizer.PALIGEMMA_TOKENIZER else name, **options)
+
+    monkeypatch.setattr(tokenizer, "load_tokenizer", local)
+    return tiny_fast_text_tokenizer_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_fast_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A FAST tokenizer fitted on smooth random chunks of 4 steps of 3 actions (normalised)."""
+    pytest.importorskip("tokenizers", reason="π0-FAST needs the smolvla extra")
+    import numpy as np
+
+    from rlctl.adapters.policies.vla.fast import FASTTokenizer
+
+    rng = np.random.default_rng(0)
+    chunks = np.cumsum(rng.normal(size=(300, 4, 3)) * 0.3, axis=1)
+    folder = tmp_path_factory.mktemp("fast") / "tokenizer"
+    FASTTokenizer.fit(list(chunks), scale=10.0, vocab_size=300).save(folder)
+    return folder

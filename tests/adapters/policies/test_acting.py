@@ -30,6 +30,7 @@ from rlctl.domain.policies import (
     known_policy_types,
 )
 from rlctl.domain.policies.pi0 import PI0Config
+from rlctl.domain.policies.pi0_fast import PI0FastConfig
 from rlctl.domain.policies.pi05 import PI05Config
 from rlctl.domain.processors.arrays import concatenate, stack
 
@@ -87,6 +88,14 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
     ),
     "pi0": lambda vlm: PI0Config(**PI_FIELDS),  # type: ignore[arg-type]
     "pi05": lambda vlm: PI05Config(**PI_FIELDS),  # type: ignore[arg-type]
+    # Given the FAST tokenizer's folder; random weights write no "Action:", decoded anyway.
+    "pi0_fast": lambda fast: PI0FastConfig(
+        input_features=PI_FIELDS["input_features"], output_features=OUTPUTS,
+        paligemma_variant=PI_VLM.replace("vocab_size=320", "vocab_size=1024"), chunk_size=5,
+        n_action_steps=4, max_state_dim=8, max_action_dim=4, image_resolution=(28, 28),
+        tokenizer_max_length=40, max_decoding_steps=6, action_tokenizer_name=str(fast),
+        validate_action_token_prefix=False,
+    ),
 }  # fmt: skip
 
 
@@ -115,7 +124,10 @@ def test_each_chunk_is_predicted_from_the_last_observations(
 ) -> None:
     torch.manual_seed(0)
     vlm = request.getfixturevalue("tiny_smolvlm") if policy_type == "smolvla" else Path()
-    if policy_type.startswith("pi"):
+    if policy_type == "pi0_fast":
+        request.getfixturevalue("tiny_fast_text_tokenizer")
+        vlm = request.getfixturevalue("tiny_fast_tokenizer_dir")
+    elif policy_type.startswith("pi"):
         request.getfixturevalue("tiny_paligemma_tokenizer")
     config = TINY[policy_type](vlm)
     model = build_policy(config)

@@ -1,11 +1,14 @@
 """Writes a tiny Gemma-style tokenizer folder offline, standing in for PaliGemma's
 (`google/paligemma-3b-pt-224`) in π0 / π0.5 tests.
 
-    python tiny_paligemma_tokenizer.py OUT
+    python tiny_paligemma_tokenizer.py OUT [RESERVED]
 
 Like Gemma's: `<pad>` is id 0, `<eos>` 1, `<bos>` 2, `<unk>` 3, every text starts with `<bos>`
 and none ends with `<eos>`. The vocabulary is a byte-level BPE of a few hundred tokens trained
-here on task strings and π0.5-style prompts (digits included), so any text tokenises.
+here on task strings and π0.5-style prompts (digits included), so any text tokenises; RESERVED
+more ids (`<unused0>`...), never produced from text, end it, as Gemma's vocabulary ends with
+reserved tokens (π0-FAST writes its action tokens there; with them "Action" is one token, as in
+PaliGemma's).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ TASKS = [
 VOCAB = 320
 
 
-def write_tiny_paligemma_tokenizer(out: Path) -> Path:
+def write_tiny_paligemma_tokenizer(out: Path, reserved: int = 0) -> Path:
+    import json
+
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -37,7 +42,15 @@ def write_tiny_paligemma_tokenizer(out: Path) -> Path:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(TASKS * 20, trainer)
+    # π0-FAST's tokenizer checks its generated text starts with the tokens "Action" and ":".
+    texts = TASKS * 20 + (["Action: "] * 40 if reserved else [])
+    bpe.train_from_iterator(texts, trainer)
+    if reserved:
+        data = json.loads(bpe.to_str())
+        vocab = data["model"]["vocab"]
+        first = len(vocab)
+        vocab.update({f"<unused{i}>": first + i for i in range(reserved)})
+        bpe = Tokenizer.from_str(json.dumps(data))
     bpe.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", 2)]
     )
@@ -54,5 +67,5 @@ def write_tiny_paligemma_tokenizer(out: Path) -> Path:
 
 
 if __name__ == "__main__":
-    write_tiny_paligemma_tokenizer(Path(sys.argv[1]))
+    write_tiny_paligemma_tokenizer(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     print('{"written": true}')

@@ -32,6 +32,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.smolvla",
     "rlctl.domain.policies.pi0",
     "rlctl.domain.policies.pi05",
+    "rlctl.domain.policies.pi0_fast",
 )
 
 POLICY_TYPES = PluginKind(

@@ -95,3 +95,14 @@ def resize_with_pad(images: Tensor, height: int, width: int, *, centred: bool) -
     top, left = pad_height // 2, pad_width // 2
     padding = (left, pad_width - left, top, pad_height - top)
     return F.pad(resized.clamp(0.0, 1.0), padding, value=0.0)
+
+
+def openpi_camera(
+    batch: Any, key: str, resolution: tuple[int, int], device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """A camera as π0's family reads it: resized with padding (centred, openpi's) to
+    `resolution`, in [-1, 1], present in every row."""
+    image = last_step(batch[key], 4).to(device=device, dtype=torch.float32)
+    image = resize_with_pad(image, *resolution, centred=True)
+    every_row = torch.ones(image.shape[0], dtype=torch.bool, device=image.device)
+    return image * 2.0 - 1.0, every_row

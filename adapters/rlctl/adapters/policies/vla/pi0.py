@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from rlctl.adapters.policies.base import Batch
+from rlctl.adapters.policies.processors import DeviceStep
 from rlctl.adapters.policies.vla import masks
 from rlctl.adapters.policies.vla.backbones.paligemma import (
     ATTENTION_MASK_VALUE,
@@ -34,7 +35,7 @@ from rlctl.adapters.policies.vla.backbones.paligemma import (
     PaliGemmaWithExpertModel,
 )
 from rlctl.adapters.policies.vla.flow_matching import FlowMatching, Velocity, beta_times
-from rlctl.adapters.policies.vla.inputs import VLAInputs, last_step, resize_with_pad
+from rlctl.adapters.policies.vla.inputs import VLAInputs, openpi_camera
 from rlctl.adapters.policies.vla.policy import VLAPolicy
 from rlctl.adapters.policies.vla.rotary import Rotary
 from rlctl.adapters.policies.vla.tokenizer import (
@@ -221,6 +222,37 @@ class PI0FlowMatching(FlowMatching):
         return self._velocity(suffix_out)
 
 
+def with_relative_pair(
+    config: PolicyConfig, pre: list[ProcessorStep], post: list[ProcessorStep]
+) -> tuple[list[ProcessorStep], list[ProcessorStep]]:
+    """LeRobot's π0-family pipelines always hold the relative-action pair (disabled unless
+    `use_relative_actions`): relative before the normaliser, absolute after the unnormaliser."""
+    if not any(isinstance(step, RelativeActions) for step in pre):
+        relative = RelativeActionsConfig(
+            enabled=False,
+            exclude_joints=config.relative_exclude_joints,
+            action_names=config.action_feature_names,
+        )
+        at = next(i for i, step in enumerate(pre) if isinstance(step, Normalizer))
+        pre = [*pre[:at], RelativeActions(relative), *pre[at:]]
+        at = next(i for i, step in enumerate(post) if isinstance(step, Unnormalizer))
+        post = [*post[: at + 1], AbsoluteActions(relative), *post[at + 1 :]]
+    return pre, post
+
+
+def tokens_after_normalizer(
+    pre: list[ProcessorStep], prompt: type[ProcessorStep], tokenizers: list[ProcessorStep]
+) -> list[ProcessorStep]:
+    """The π0.5 / π0-FAST order: rename, batch, relative, normalise, the `prompt` step (the
+    state is discretised once normalised into [-1, 1]), the `tokenizers`, then the rest, the
+    device move last."""
+    prompts = [s for s in pre if isinstance(s, prompt)]
+    device = [s for s in pre if isinstance(s, DeviceStep)]
+    rest = [s for s in pre if not isinstance(s, (prompt, DeviceStep))]
+    at = next(i for i, step in enumerate(rest) if isinstance(step, Normalizer)) + 1
+    return [*rest[:at], *prompts, *tokenizers, *rest[at:], *device]
+
+
 def drop_unseen(inputs: VLAInputs) -> VLAInputs:
     """The prefix's inputs without what no token can attend to: images masked out in every
     batch row (the `empty_cameras` placeholders, absent cameras) and token columns that are
@@ -259,27 +291,12 @@ class PiPolicy(VLAPolicy):
     def arrange_processors(
         cls, config: PiConfig, pre: list[ProcessorStep], post: list[ProcessorStep]
     ) -> tuple[list[ProcessorStep], list[ProcessorStep]]:
-        """LeRobot's π0 pipelines always hold the relative-action pair (disabled unless
-        `use_relative_actions`): relative before the normaliser, absolute after the
-        unnormaliser."""
-        if not any(isinstance(step, RelativeActions) for step in pre):
-            relative = RelativeActionsConfig(
-                enabled=False,
-                exclude_joints=config.relative_exclude_joints,
-                action_names=config.action_feature_names,
-            )
-            at = next(i for i, step in enumerate(pre) if isinstance(step, Normalizer))
-            pre = [*pre[:at], RelativeActions(relative), *pre[at:]]
-            at = next(i for i, step in enumerate(post) if isinstance(step, Unnormalizer))
-            post = [*post[: at + 1], AbsoluteActions(relative), *post[at + 1 :]]
-        return pre, post
+        """LeRobot's π0 pipelines always hold the relative-action pair (`with_relative_pair`)."""
+        return with_relative_pair(config, pre, post)
 
     def prepare_camera(self, batch: Batch, key: str) -> tuple[Tensor, Tensor]:
         """The camera resized with padding (centred, openpi's) to `image_resolution`."""
-        image = last_step(batch[key], 4).to(device=self.device, dtype=torch.float32)
-        image = resize_with_pad(image, *self.config.image_resolution, centred=True)
-        every_row = torch.ones(image.shape[0], dtype=torch.bool, device=image.device)
-        return image * 2.0 - 1.0, every_row
+        return openpi_camera(batch, key, self.config.image_resolution, self.device)
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         losses = self.model(self.inputs(batch), self.actions(batch))

@@ -18,12 +18,11 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch
-from rlctl.adapters.policies.processors import DeviceStep
-from rlctl.adapters.policies.vla.pi0 import PI0FlowMatching, PiPolicy
+from rlctl.adapters.policies.vla.pi0 import PI0FlowMatching, PiPolicy, tokens_after_normalizer
 from rlctl.adapters.policies.vla.tokenizer import Pi05PromptConfig, Pi05StatePrompt
 from rlctl.domain.policies.pi0 import PiConfig
 from rlctl.domain.policies.pi05 import PI05Config
-from rlctl.domain.processors import Normalizer, ProcessorStep
+from rlctl.domain.processors import ProcessorStep
 
 
 class PI05FlowMatching(PI0FlowMatching):
@@ -79,12 +78,7 @@ class PI05Policy(PiPolicy):
         """LeRobot's π0.5 order: rename, batch, relative, normalise, state prompt, tokenizer,
         device (the state is discretised once normalised into [-1, 1])."""
         pre, post = super().arrange_processors(config, pre, post)
-        prompt = [s for s in pre if isinstance(s, Pi05StatePrompt)]
-        device = [s for s in pre if isinstance(s, DeviceStep)]
-        rest = [s for s in pre if not isinstance(s, (Pi05StatePrompt, DeviceStep))]
-        at = next(i for i, step in enumerate(rest) if isinstance(step, Normalizer)) + 1
-        tokenizer = cls.tokenizer_step(config)
-        return [*rest[:at], *prompt, tokenizer, *rest[at:], *device], post
+        return tokens_after_normalizer(pre, Pi05StatePrompt, [cls.tokenizer_step(config)]), post
 
     def state(self, batch: Batch) -> Tensor | None:
         return None

@@ -1,9 +1,11 @@
-"""`VLAPolicy`: a flow-matching VLA as a `PolicyModel`.
+"""`VLAModel`: a VLA as a `PolicyModel`; `VLAPolicy`: a flow-matching one.
 
 What every member does the same way around its model: the model is built on the meta device when
-a checkpoint follows (`loading`), a batch becomes `VLAInputs` (its cameras, the tokenised task,
-the padded state), and a chunk is sampled from noise, guided or not (real-time chunking). A
-member says how it builds its model, prepares its cameras and weighs its training loss.
+a checkpoint follows (`loading`), and a batch's cameras become the images the vision encoder
+reads (placeholders for the missing ones). A flow-matching member (`VLAPolicy`) also makes
+`VLAInputs` of a batch (its cameras, the tokenised task, the padded state) and samples a chunk
+from noise, guided or not (real-time chunking). A member says how it builds its model, prepares
+its cameras and weighs its training loss.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.adapters.policies.vla.flow_matching import FlowMatching
@@ -35,10 +37,10 @@ from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.domain.processors.steps.task_text import LANGUAGE_ATTENTION_MASK, LANGUAGE_TOKENS
 
 
-class VLAPolicy(PolicyModel):
+class VLAModel(PolicyModel):
     """A VLA on normalised batches; the task arrives tokenised (`observation.language.*`)."""
 
-    model: FlowMatching
+    model: nn.Module
     # A member's config (SmolVLAConfig, PiConfig...): the fields read here are the ones they
     # share (chunk_size, max_state_dim, max_action_dim, empty_cameras, image_features).
     config: Any
@@ -50,7 +52,7 @@ class VLAPolicy(PolicyModel):
         with building(load_backbone_weights):
             self.model = self.build_model(load_backbone_weights=load_backbone_weights)
 
-    def build_model(self, *, load_backbone_weights: bool) -> FlowMatching:
+    def build_model(self, *, load_backbone_weights: bool) -> nn.Module:
         raise NotImplementedError
 
     def prepare_camera(self, batch: Batch, key: str) -> tuple[Tensor, Tensor]:
@@ -84,6 +86,18 @@ class VLAPolicy(PolicyModel):
             finish_meta_load(self, dtypes, self.config.type_name)
         return result
 
+    def state(self, batch: Batch) -> Tensor | None:
+        return robot_state(batch, self.config.max_state_dim)
+
+
+class VLAPolicy(VLAModel):
+    """A flow-matching VLA: an expert turns noise into a chunk, reading the VLM's prefix."""
+
+    model: FlowMatching
+
+    def build_model(self, *, load_backbone_weights: bool) -> FlowMatching:
+        raise NotImplementedError
+
     @property
     def dtype(self) -> torch.dtype:
         # Inputs take the dtype of the projections around the backbone (float32), not the VLM's.
@@ -93,9 +107,6 @@ class VLAPolicy(PolicyModel):
     def actions(self, batch: Batch) -> Tensor:
         """The training batch's actions, zero-padded to `max_action_dim`."""
         return pad_vector(batch[ACTION], self.config.max_action_dim)
-
-    def state(self, batch: Batch) -> Tensor | None:
-        return robot_state(batch, self.config.max_state_dim)
 
     def inputs(self, batch: Batch) -> VLAInputs:
         images, masks = self.prepare_images(batch)

@@ -1,4 +1,5 @@
-"""π0's and π0.5's backbone: a PaliGemma and a Gemma action expert run layer by layer together.
+"""π0's and π0.5's backbone: a PaliGemma and a Gemma action expert run layer by layer together;
+π0-FAST's: the PaliGemma alone, decoding tokens over its cached keys and values (`run_vlm`).
 
     images ──► SigLIP + projector ─┐
     task tokens ──► embeddings ────┴─► prefix ──► PaliGemma's Gemma layers ──┐ keys/values
@@ -223,51 +224,38 @@ def paligemma_config(sizes: GemmaSizes, image_size: int) -> Any:
     )
 
 
-class PaliGemmaWithExpertModel(VLMWithExpert):
-    """The PaliGemma (`paligemma`) and the action expert (`gemma_expert`), run together."""
+def build_paligemma(sizes: GemmaSizes, image_size: int) -> nn.Module:
+    """transformers' `PaliGemmaForConditionalGeneration` whose Gemma layers are the ones above
+    (same parameter names; the rotary table and the causal masks of transformers' GemmaModel go
+    unused), with SigLIP's `vision_model` level kept as LeRobot's checkpoints name it."""
+    transformers = require_transformers("PaliGemma")
+    paligemma = transformers.PaliGemmaForConditionalGeneration(paligemma_config(sizes, image_size))
+    tower = paligemma.model.vision_tower
+    if not hasattr(tower, "vision_model"):
+        # Newer transformers flatten SigLIP's `vision_model` level; LeRobot's checkpoints
+        # (transformers 5.5) name it, so it is kept.
+        holder = nn.Module()
+        holder.vision_model = tower
+        paligemma.model.vision_tower = holder
+    language = paligemma.model.language_model
+    language.layers = GemmaStack(sizes).layers
+    language.norm = RMSNorm(sizes.width)
+    del language.rotary_emb
+    return paligemma
 
-    vlm_path, vision_path = "paligemma", "paligemma.model.vision_tower"
 
-    def __init__(self, config: PiConfig, *, adaptive_expert: bool) -> None:
-        super().__init__()
-        transformers = require_transformers("π0")
-        vlm, expert = config.vlm_sizes, config.expert_sizes
-        self.paligemma = transformers.PaliGemmaForConditionalGeneration(
-            paligemma_config(vlm, config.image_resolution[0])
-        )
-        tower = self.paligemma.model.vision_tower
-        if not hasattr(tower, "vision_model"):
-            # Newer transformers flatten SigLIP's `vision_model` level; LeRobot's checkpoints
-            # (transformers 5.5) name it, so it is kept.
-            holder = nn.Module()
-            holder.vision_model = tower
-            self.paligemma.model.vision_tower = holder
-        language = self.paligemma.model.language_model
-        # Gemma layers driven here (the rotary table and the causal masks of transformers'
-        # GemmaModel go unused); the names of their parameters are transformers' own.
-        language.layers = GemmaStack(vlm).layers
-        language.norm = RMSNorm(vlm.width)
-        del language.rotary_emb
-        self.gemma_expert = GemmaExpert(expert, expert.width if adaptive_expert else None)
-        self.width = vlm.width
-        self.head_dim = vlm.head_dim
-        self.freeze_vision_encoder = config.freeze_vision_encoder
-        self.train_expert_only = config.train_expert_only
-        self.gradient_checkpointing = config.gradient_checkpointing
-        self.set_precision(config.dtype)
-        self.freeze()
-        # The lm_heads read nothing here.
-        self.paligemma.lm_head.requires_grad_(False)
-        self.gemma_expert.lm_head.requires_grad_(False)
+class PaliGemmaParts(nn.Module):
+    """What runs the PaliGemma (`self.paligemma`, from `build_paligemma`): its embeddings, its
+    precision, and its Gemma layers over a sequence, with or without cached keys and values."""
+
+    paligemma: nn.Module
+    width: int
+    head_dim: int
+    gradient_checkpointing: bool
 
     @property
     def vlm_layers(self) -> nn.ModuleList:
         layers: nn.ModuleList = self.paligemma.model.language_model.layers
-        return layers
-
-    @property
-    def expert_layers(self) -> nn.ModuleList:
-        layers: nn.ModuleList = self.gemma_expert.model.layers
         return layers
 
     def set_precision(self, precision: str) -> None:
@@ -290,6 +278,64 @@ class PaliGemmaWithExpertModel(VLMWithExpert):
         weight = self.paligemma.model.language_model.embed_tokens.weight
         scale = torch.tensor(self.width**0.5, dtype=torch.float32).to(weight.dtype)
         return F.embedding(tokens, weight) * scale.to(weight.device)
+
+    def vlm_dtype(self, hidden: Tensor) -> Tensor:
+        """`hidden` in the dtype the Gemma layers compute in (bfloat16 weights take bfloat16)."""
+        if self.vlm_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
+            return hidden.to(torch.bfloat16)
+        return hidden
+
+    def run_vlm(
+        self,
+        hidden: Tensor,
+        mask: Tensor,
+        positions: Tensor,
+        past: KVCache | None = None,
+    ) -> tuple[Tensor, KVCache]:
+        """`hidden` (B, L, width) through the PaliGemma's layers, attending (additive `mask`,
+        (B, 1, L, past + L)) over the `past` keys and values and itself, at `positions` (B, L).
+        Returns the last layer's output (before the final norm) and every layer's keys and
+        values (after RoPE), the past's followed by these: the cache a next step extends."""
+        hidden = self.vlm_dtype(hidden)
+        rotary = gemma_rope_tables(positions, self.head_dim, hidden.dtype)
+        cache: KVCache = []
+        for index, layer in enumerate(self.vlm_layers):
+            cached = None if past is None else past[index]
+            if self.gradient_checkpointing and self.training:
+                hidden, key, value = checkpoint(
+                    _vlm_layer, layer, hidden, mask, rotary, cached, use_reentrant=False
+                )
+            else:
+                hidden, key, value = _vlm_layer(layer, hidden, mask, rotary, cached)
+            cache.append((key, value))
+        return hidden, cache
+
+
+class PaliGemmaWithExpertModel(VLMWithExpert, PaliGemmaParts):
+    """The PaliGemma (`paligemma`) and the action expert (`gemma_expert`), run together."""
+
+    vlm_path, vision_path = "paligemma", "paligemma.model.vision_tower"
+
+    def __init__(self, config: PiConfig, *, adaptive_expert: bool) -> None:
+        super().__init__()
+        vlm, expert = config.vlm_sizes, config.expert_sizes
+        self.paligemma = build_paligemma(vlm, config.image_resolution[0])
+        self.gemma_expert = GemmaExpert(expert, expert.width if adaptive_expert else None)
+        self.width = vlm.width
+        self.head_dim = vlm.head_dim
+        self.freeze_vision_encoder = config.freeze_vision_encoder
+        self.train_expert_only = config.train_expert_only
+        self.gradient_checkpointing = config.gradient_checkpointing
+        self.set_precision(config.dtype)
+        self.freeze()
+        # The lm_heads read nothing here.
+        self.paligemma.lm_head.requires_grad_(False)
+        self.gemma_expert.lm_head.requires_grad_(False)
+
+    @property
+    def expert_layers(self) -> nn.ModuleList:
+        layers: nn.ModuleList = self.gemma_expert.model.layers
+        return layers
 
     # -- the layers ---------------------------------------------------------------------------
 
@@ -321,17 +367,7 @@ class PaliGemmaWithExpertModel(VLMWithExpert):
     def fill_cache(self, prefix: Tensor, mask: Tensor, positions: Tensor) -> KVCache:
         """Inference: the prefix alone through the PaliGemma's layers; each layer's keys and
         values (after RoPE) for the expert to attend to."""
-        hidden = prefix
-        if self.vlm_layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16:
-            hidden = hidden.to(torch.bfloat16)
-        rotary = gemma_rope_tables(positions, self.head_dim, hidden.dtype)
-        cache: KVCache = []
-        for layer in self.vlm_layers:
-            query, key, value, gate = layer.qkv(hidden, None)
-            query, key = gemma_rotate(query, rotary), gemma_rotate(key, rotary)
-            cache.append((key, value))
-            hidden = layer.finish(hidden, attend(query, key, value, mask), gate, None)
-        return cache
+        return self.run_vlm(prefix, mask, positions)[1]
 
     def expert_rotary(self, positions: Tensor) -> Rotary:
         """The rotary tables (cos, sin) of `expert_step` at the suffix's positions: the same at
@@ -381,6 +417,22 @@ class PaliGemmaWithExpertModel(VLMWithExpert):
         ]
         norms.append(self.gemma_expert.model.norm)
         return [norm.dense(cond) for norm in norms]
+
+
+def _vlm_layer(
+    layer: GemmaLayer,
+    hidden: Tensor,
+    mask: Tensor,
+    rotary: Rotary,
+    past: tuple[Tensor, Tensor] | None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One PaliGemma layer over `hidden`, its keys and values appended to `past`'s."""
+    query, key, value, gate = layer.qkv(hidden, None)
+    query, key = gemma_rotate(query, rotary), gemma_rotate(key, rotary)
+    if past is not None:
+        key = torch.cat([past[0], key], dim=2)
+        value = torch.cat([past[1], value], dim=2)
+    return layer.finish(hidden, attend(query, key, value, mask), gate, None), key, value
 
 
 def _joint_layer(
