@@ -20,7 +20,7 @@ import click
 
 from rlctl.application.use_cases.train_action_tokenizer import TokenizerTrainingConfig
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
-from rlctl.entrypoints.settings import DatasetSettings
+from rlctl.entrypoints.settings import AppSettings, DatasetSettings
 
 
 @attrs.frozen(kw_only=True)
@@ -36,6 +36,13 @@ class TrainTokenizerSettings(TokenizerTrainingConfig):
 
     dataset: TokenizerDatasetSettings = attrs.field(factory=TokenizerDatasetSettings)
     progress: Literal["auto", "terminal", "silent"] = "auto"
+
+    def app_settings(self) -> AppSettings:
+        """The shared adapter choices, for the container."""
+        dataset = DatasetSettings(
+            store=self.dataset.store, video_backend=self.dataset.video_backend
+        )
+        return AppSettings(dataset=dataset, progress=self.progress)
 
     def training_config(self) -> TokenizerTrainingConfig:
         """The use case's settings: `dataset.repo_id`/`dataset.root` win over LeRobot's flat
@@ -55,7 +62,7 @@ def train_tokenizer_command(as_json: bool, config: TrainTokenizerSettings) -> No
 
     settings = config.training_config()
     settings.check()
-    container = build_container(config)
+    container = build_container(config.app_settings())
     location = settings.root or settings.repo_id
     assert location is not None  # settings.check() refuses neither
     root = container.resolve_dataset()(location, revision=config.dataset.revision)

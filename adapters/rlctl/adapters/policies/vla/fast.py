@@ -344,7 +344,7 @@ def _number(
     positive: bool = False,
     default: float | None = None,
 ) -> Any:
-    value = config.get(key, default)
+    value: Any = config.get(key, default)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if ok and kind is int:
         ok = float(value).is_integer()

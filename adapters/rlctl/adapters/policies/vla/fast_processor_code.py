@@ -60,7 +60,7 @@ class UniversalActionProcessor(ProcessorMixin):  # type: ignore[misc]
         ids = []
         for chunk in coefficients:
             text = _as_text(np.maximum(chunk.flatten() - self.min_token, 0))
-            ids.append(self.bpe_tokenizer(text)["input_ids"])
+            ids.append(self.bpe_tokenizer(text)["input_ids"])  # type: ignore[attr-defined]
         return ids
 
     def decode(
@@ -77,7 +77,7 @@ class UniversalActionProcessor(ProcessorMixin):  # type: ignore[misc]
         chunks = []
         for ids in tokens:
             try:
-                text = self.bpe_tokenizer.decode(ids)
+                text = self.bpe_tokenizer.decode(ids)  # type: ignore[attr-defined]
                 coefficients = np.array([ord(c) for c in text]) + self.min_token
                 coefficients = coefficients.reshape(horizon, dim)
             except Exception as error:
