@@ -26,6 +26,7 @@ adapter into the Hub cache).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import shutil
@@ -60,26 +61,23 @@ BPE_TOKENIZER_CONFIG = {
 MAX_CODE_POINT = 0x10FFFF
 
 
-def _scipy_fft() -> Any:
+def _library(module: str, name: str) -> Any:
+    """`module`, imported when first needed; both come with the smolvla extra."""
     try:
-        import scipy.fft
-    except ImportError as err:  # pragma: no cover - scipy comes with the smolvla extra
+        return importlib.import_module(module)
+    except ImportError as err:  # pragma: no cover - installed with the smolvla extra
         raise ConfigError(
-            "the FAST action tokenizer needs scipy",
+            f"the FAST action tokenizer needs {name}",
             hint="install rlctl-adapters[smolvla]",
         ) from err
-    return scipy.fft
+
+
+def _scipy_fft() -> Any:
+    return _library("scipy.fft", "scipy")
 
 
 def _tokenizers() -> Any:
-    try:
-        import tokenizers
-    except ImportError as err:  # pragma: no cover - tokenizers comes with the smolvla extra
-        raise ConfigError(
-            "the FAST action tokenizer needs the tokenizers library",
-            hint="install rlctl-adapters[smolvla]",
-        ) from err
-    return tokenizers
+    return _library("tokenizers", "the tokenizers library")
 
 
 def dct_coefficients(chunk: np.ndarray, axis: int) -> np.ndarray:
