@@ -11,6 +11,9 @@ from collections import defaultdict
 from rlctl.application.ports.training import StepResult
 
 
+_STEP_FIGURES = frozenset({"loss", "grad_norm"})
+
+
 class MetricsWindow:
     def __init__(self) -> None:
         self._reset()
@@ -31,7 +34,10 @@ class MetricsWindow:
         self._sums["loss"] += result.loss
         self._sums["grad_norm"] += result.grad_norm
         for name, value in result.parts.items():
-            self._sums[name] += value
+            # A policy may report its loss among its parts too (LeRobot's π0 and SmolVLA do):
+            # the step's own figure is the one counted, once.
+            if name not in _STEP_FIGURES:
+                self._sums[name] += value
         self._lr = result.lr
 
     def summary(self) -> dict[str, float]:
