@@ -10,7 +10,6 @@ from collections import defaultdict
 
 from rlctl.application.ports.training import StepResult
 
-
 _STEP_FIGURES = frozenset({"loss", "grad_norm"})
 
 
