@@ -84,6 +84,7 @@ from rlctl.adapters.memory.training import (
     ScriptedTrainingBackend,
 )
 from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
+from rlctl.adapters.motors.damiao import DamiaoMotorBus
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
@@ -221,9 +222,12 @@ def interrupts(signals: StopSignals, fake: NoInterrupts) -> list[Interrupts]:
 
 
 def motor_bus(
-    feetech: FeetechMotorBus, dynamixel: DynamixelMotorBus, fake: InMemoryMotorBus
+    feetech: FeetechMotorBus,
+    dynamixel: DynamixelMotorBus,
+    damiao: DamiaoMotorBus,
+    fake: InMemoryMotorBus,
 ) -> list[MotorBus]:
-    return [feetech, dynamixel, fake]
+    return [feetech, dynamixel, damiao, fake]
 
 
 def calibration_target(arm: ServoArm) -> list[CalibrationTarget]:

@@ -75,6 +75,39 @@ class DynamixelBusConfig(SerialBusConfig):
     extra: ClassVar[str] = "dynamixel"
 
 
+@MotorBusConfig.register("damiao")
+@attrs.frozen(kw_only=True)
+class DamiaoBusConfig(MotorBusConfig):
+    """Damiao motors on a CAN bus (`port`: the channel, `can0`), LeRobot 0.6.1's settings."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.motors.damiao:DamiaoMotorBus"
+    library: ClassVar[str] = "python-can"
+    extra: ClassVar[str] = "can"
+
+    # python-can's interface: socketcan (Linux), slcan (a serial adapter), virtual, or auto.
+    interface: str = "socketcan"
+    use_can_fd: bool = True
+    bitrate: int = 1_000_000
+    # CAN FD's data phase (socketcan only).
+    data_bitrate: int | None = 5_000_000
+    # Each motor's answer id, when not its id + 0x10.
+    recv_ids: dict[str, int] = attrs.field(factory=dict)
+    # How long the answers to one exchange may take, and extra attempts after none came.
+    timeout_s: float = 0.01
+    retries: int = 2
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "interface": self.interface,
+            "use_can_fd": self.use_can_fd,
+            "bitrate": self.bitrate,
+            "data_bitrate": self.data_bitrate,
+            "recv_ids": dict(self.recv_ids),
+            "timeout_s": self.timeout_s,
+            "retries": self.retries,
+        }
+
+
 # Every bus type: the ones above and the `rlctl.motors` entry points of installed packages
 # (rlctl's own are declared there too, in adapters/pyproject.toml).
 MOTOR_BUS_TYPES = PluginKind(MotorBusConfig, "rlctl.motors", (), noun="motor bus")

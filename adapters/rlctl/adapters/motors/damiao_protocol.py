@@ -1,0 +1,275 @@
+"""Damiao motors' CAN protocol, as LeRobot 0.6.1's `DamiaoMotorsBus` speaks it (and Damiao's
+manual documents it): pure packing and unpacking, shared by the bus and its emulator.
+
+Frames are 8 bytes, standard 11-bit ids. A motor listens on its *send* id (`ESC_ID`, 0x01 for an
+OpenArm's joint_1) and answers on its *receive* id (`MST_ID`, 0x11):
+
+- enable / disable / set zero: `FF FF FF FF FF FF FF FC|FD|FE` to the send id;
+- MIT control: position (16 bits), velocity (12), kp (12), kd (12), torque (12) to the send id;
+- refresh (a state query that moves nothing): `id_lo id_hi CC 00 00 00 00 00` to 0x7FF;
+- parameter read: `id_lo id_hi 33 RID 00 00 00 00` to 0x7FF, answered `id_lo id_hi 33 RID v0..v3`.
+
+Every command but a parameter read is answered with a feedback frame: `ERR<<4 | id`, position
+(16 bits), velocity (12), torque (12), MOS and rotor temperatures. Positions cross the wire in
+radians scaled to the motor model's [-PMAX, PMAX]; the bus speaks degrees, as LeRobot's does.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import attrs
+
+CMD_ENABLE = 0xFC
+CMD_DISABLE = 0xFD
+CMD_SET_ZERO = 0xFE
+CMD_REFRESH = 0xCC
+CMD_READ_PARAM = 0x33
+CMD_WRITE_PARAM = 0x55
+PARAM_ID = 0x7FF  # where refreshes and parameter reads are sent
+
+KP_RANGE = (0.0, 500.0)
+KD_RANGE = (0.0, 5.0)
+
+# Model -> (PMAX rad, VMAX rad/s, TMAX N·m): the scales of the MIT frames (LeRobot's table).
+MODEL_LIMITS: dict[str, tuple[float, float, float]] = {
+    "dm3507": (12.5, 30, 10),
+    "dm4310": (12.5, 30, 10),
+    "dm4310_48v": (12.5, 50, 10),
+    "dm4340": (12.5, 8, 28),
+    "dm4340_48v": (12.5, 10, 28),
+    "dm6006": (12.5, 45, 20),
+    "dm8006": (12.5, 45, 40),
+    "dm8009": (12.5, 45, 54),
+    "dm10010l": (12.5, 25, 200),
+    "dm10010": (12.5, 20, 200),
+    "dmh3510": (12.5, 280, 1),
+    "dmh6215": (12.5, 45, 10),
+    "dmg6220": (12.5, 45, 10),
+}
+
+# Motor parameters (RID) readable with 0x33, by LeRobot's `MotorVariable` names.
+PARAMS: dict[str, int] = {
+    "UV_Value": 0,
+    "KT_Value": 1,
+    "OT_Value": 2,
+    "OC_Value": 3,
+    "ACC": 4,
+    "DEC": 5,
+    "MAX_SPD": 6,
+    "MST_ID": 7,
+    "ESC_ID": 8,
+    "TIMEOUT": 9,
+    "CTRL_MODE": 10,
+    "Damp": 11,
+    "Inertia": 12,
+    "hw_ver": 13,
+    "sw_ver": 14,
+    "SN": 15,
+    "NPP": 16,
+    "Rs": 17,
+    "LS": 18,
+    "Flux": 19,
+    "Gr": 20,
+    "PMAX": 21,
+    "VMAX": 22,
+    "TMAX": 23,
+    "I_BW": 24,
+    "KP_ASR": 25,
+    "KI_ASR": 26,
+    "KP_APR": 27,
+    "KI_APR": 28,
+    "OV_Value": 29,
+    "GREF": 30,
+    "Deta": 31,
+    "V_BW": 32,
+    "IQ_c1": 33,
+    "VL_c1": 34,
+    "can_br": 35,
+    "sub_ver": 36,
+}
+# Parameters held as unsigned integers; the others are IEEE floats, both little-endian.
+INTEGER_PARAMS = frozenset({7, 8, 9, 10, 13, 14, 15, 16, 35, 36})
+CONTROL_MODES = {1: "MIT", 2: "position-velocity", 3: "velocity", 4: "torque-position"}
+MIT_MODE = 1
+
+# The high nibble of a feedback frame's first byte.
+STATE_DISABLED = 0x0
+STATE_ENABLED = 0x1
+FAULTS: dict[int, str] = {
+    0x8: "over-voltage",
+    0x9: "under-voltage",
+    0xA: "over-current",
+    0xB: "MOS over-temperature",
+    0xC: "rotor over-temperature",
+    0xD: "lost communication (its CAN timeout ran out)",
+    0xE: "overload",
+}
+
+
+class MalformedFrame(ValueError):
+    """A frame that is not what the motor should have sent (short, or another motor's)."""
+
+
+def float_to_uint(x: float, low: float, high: float, bits: int) -> int:
+    x = min(max(x, low), high)
+    return int((x - low) / (high - low) * ((1 << bits) - 1))
+
+
+def uint_to_float(x: int, low: float, high: float, bits: int) -> float:
+    return x / ((1 << bits) - 1) * (high - low) + low
+
+
+def simple_command(command: int) -> bytes:
+    return bytes([0xFF] * 7 + [command])
+
+
+def param_request(motor_id: int, command: int, rid: int = 0) -> bytes:
+    """A refresh (`CMD_REFRESH`) or parameter read (`CMD_READ_PARAM`), sent to `PARAM_ID`."""
+    return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, command, rid, 0, 0, 0, 0])
+
+
+def encode_mit(
+    model: str, kp: float, kd: float, position_deg: float, velocity_dps: float, torque: float
+) -> bytes:
+    pmax, vmax, tmax = MODEL_LIMITS[model]
+    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
+    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
+    kp_u = float_to_uint(kp, *KP_RANGE, 12)
+    kd_u = float_to_uint(kd, *KD_RANGE, 12)
+    tau = float_to_uint(torque, -tmax, tmax, 12)
+    return bytes(
+        [
+            (q >> 8) & 0xFF,
+            q & 0xFF,
+            dq >> 4,
+            ((dq & 0xF) << 4) | ((kp_u >> 8) & 0xF),
+            kp_u & 0xFF,
+            kd_u >> 4,
+            ((kd_u & 0xF) << 4) | ((tau >> 8) & 0xF),
+            tau & 0xFF,
+        ]
+    )
+
+
+@attrs.frozen
+class MitCommand:
+    kp: float
+    kd: float
+    position_deg: float
+    velocity_dps: float
+    torque: float
+
+
+def decode_mit(model: str, data: bytes) -> MitCommand:
+    pmax, vmax, tmax = MODEL_LIMITS[model]
+    q = (data[0] << 8) | data[1]
+    dq = (data[2] << 4) | (data[3] >> 4)
+    kp_u = ((data[3] & 0xF) << 8) | data[4]
+    kd_u = (data[5] << 4) | (data[6] >> 4)
+    tau = ((data[6] & 0xF) << 8) | data[7]
+    return MitCommand(
+        kp=uint_to_float(kp_u, *KP_RANGE, 12),
+        kd=uint_to_float(kd_u, *KD_RANGE, 12),
+        position_deg=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
+        velocity_dps=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
+        torque=uint_to_float(tau, -tmax, tmax, 12),
+    )
+
+
+@attrs.frozen
+class MotorState:
+    """A feedback frame, decoded: degrees, degrees per second, N·m, °C."""
+
+    position: float
+    velocity: float
+    torque: float
+    temp_mos: float
+    temp_rotor: float
+    status: int  # the high nibble: STATE_DISABLED, STATE_ENABLED or a FAULTS code
+
+    @property
+    def fault(self) -> str | None:
+        if self.status in (STATE_DISABLED, STATE_ENABLED):
+            return None
+        return FAULTS.get(self.status, f"fault code 0x{self.status:X}")
+
+
+def encode_feedback(
+    model: str,
+    motor_id: int,
+    status: int,
+    position_deg: float,
+    velocity_dps: float,
+    torque: float,
+    temp_mos: int = 30,
+    temp_rotor: int = 30,
+) -> bytes:
+    pmax, vmax, tmax = MODEL_LIMITS[model]
+    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
+    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
+    tau = float_to_uint(torque, -tmax, tmax, 12)
+    return bytes(
+        [
+            ((status & 0xF) << 4) | (motor_id & 0xF),
+            (q >> 8) & 0xFF,
+            q & 0xFF,
+            (dq >> 4) & 0xFF,
+            ((dq & 0xF) << 4) | ((tau >> 8) & 0xF),
+            tau & 0xFF,
+            temp_mos & 0xFF,
+            temp_rotor & 0xFF,
+        ]
+    )
+
+
+def decode_feedback(model: str, motor_id: int, data: bytes) -> MotorState:
+    """The state in a feedback frame from the motor at send id `motor_id`; `MalformedFrame` when
+    it is short or names another motor (the low nibble of its first byte is the id's)."""
+    if len(data) < 8:
+        raise MalformedFrame(f"a feedback frame of {len(data)} bytes (8 expected)")
+    if data[0] & 0xF != motor_id & 0xF:
+        raise MalformedFrame(
+            f"a feedback frame for id 0x{data[0] & 0xF:X} (expected 0x{motor_id & 0xF:X})"
+        )
+    pmax, vmax, tmax = MODEL_LIMITS[model]
+    q = (data[1] << 8) | data[2]
+    dq = (data[3] << 4) | (data[4] >> 4)
+    tau = ((data[4] & 0xF) << 8) | data[5]
+    return MotorState(
+        position=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
+        velocity=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
+        torque=uint_to_float(tau, -tmax, tmax, 12),
+        temp_mos=float(data[6]),
+        temp_rotor=float(data[7]),
+        status=data[0] >> 4,
+    )
+
+
+def encode_param(rid: int, value: float | int) -> bytes:
+    if rid in INTEGER_PARAMS:
+        return struct.pack("<I", int(value))
+    return struct.pack("<f", float(value))
+
+
+def decode_param(rid: int, raw: bytes) -> float | int:
+    if rid in INTEGER_PARAMS:
+        return int(struct.unpack("<I", raw[:4])[0])
+    return float(struct.unpack("<f", raw[:4])[0])
+
+
+def param_reply(motor_id: int, rid: int, value: float | int) -> bytes:
+    return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, CMD_READ_PARAM, rid]) + encode_param(
+        rid, value
+    )
+
+
+def is_param_reply(data: bytes, motor_id: int, rid: int) -> bool:
+    return (
+        len(data) >= 8
+        and data[0] == motor_id & 0xFF
+        and data[1] == (motor_id >> 8) & 0xFF
+        and data[2] == CMD_READ_PARAM
+        and data[3] == rid
+    )

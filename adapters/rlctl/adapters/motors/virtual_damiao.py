@@ -1,0 +1,197 @@
+"""Damiao motors emulated on a python-can bus: a thread that answers as the motors do.
+
+    with VirtualDamiaoMotors("rig", {1: (0x11, "dm8009"), 2: (0x12, "dm4310")}) as motors:
+        bus = DamiaoMotorBus("rig", {...}, interface="virtual")
+
+Each motor keeps an enabled flag, a position (where an MIT command sends it when enabled, or
+where a test puts it as a hand would), a zero set by `CMD_SET_ZERO`, and its parameters (control
+mode, PMAX/VMAX/TMAX, ids). Faults are injected per motor: `silence(id)` (it stops answering),
+`corrupt(id)` (its answers are short frames), `fault(id, code)` (its status nibble reports a
+fault, as an over-current or an overload does). Used by tests and by a person trying rlctl with
+no arm (`interface="virtual"` on both sides).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from rlctl.adapters.motors import damiao_protocol as dm
+
+
+@attrs.define
+class EmulatedMotor:
+    send_id: int
+    recv_id: int
+    model: str
+    position: float = 0.0  # degrees from the motor's zero
+    velocity: float = 0.0
+    torque: float = 0.0
+    enabled: bool = False
+    status_fault: int | None = None
+    silent: bool = False
+    corrupt: bool = False
+    control_mode: int = dm.MIT_MODE
+    commands: list[dm.MitCommand] = attrs.field(factory=list)
+    params: dict[int, float | int] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        pmax, vmax, tmax = dm.MODEL_LIMITS[self.model]
+        self.params.update(
+            {
+                dm.PARAMS["PMAX"]: pmax,
+                dm.PARAMS["VMAX"]: vmax,
+                dm.PARAMS["TMAX"]: tmax,
+                dm.PARAMS["MST_ID"]: self.recv_id,
+                dm.PARAMS["ESC_ID"]: self.send_id,
+                dm.PARAMS["TIMEOUT"]: 0,
+                dm.PARAMS["can_br"]: 4,  # 1 Mbps
+            }
+        )
+
+    @property
+    def status(self) -> int:
+        if self.status_fault is not None:
+            return self.status_fault
+        return dm.STATE_ENABLED if self.enabled else dm.STATE_DISABLED
+
+    def feedback(self) -> bytes:
+        frame = dm.encode_feedback(
+            self.model, self.send_id, self.status, self.position, self.velocity, self.torque
+        )
+        return frame[:5] if self.corrupt else frame
+
+
+class VirtualDamiaoMotors:
+    def __init__(
+        self,
+        channel: str,
+        motors: Mapping[int, tuple[int, str]],
+        *,
+        interface: str = "virtual",
+    ) -> None:
+        """`motors`: send id -> (receive id, model)."""
+        self.channel = channel
+        self.motors = {
+            send: EmulatedMotor(send, recv, model) for send, (recv, model) in motors.items()
+        }
+        self._interface = interface
+        self._bus: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # Life cycle
+
+    def start(self) -> VirtualDamiaoMotors:
+        import can
+
+        self._bus = can.Bus(interface=self._interface, channel=self.channel)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._serve, name="virtual-damiao", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        if self._bus is not None:
+            self._bus.shutdown()
+            self._bus = None
+
+    def __enter__(self) -> VirtualDamiaoMotors:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # Faults and hands
+
+    def silence(self, send_id: int, silent: bool = True) -> None:
+        with self._lock:
+            self.motors[send_id].silent = silent
+
+    def corrupt(self, send_id: int, corrupt: bool = True) -> None:
+        with self._lock:
+            self.motors[send_id].corrupt = corrupt
+
+    def fault(self, send_id: int, code: int | None) -> None:
+        with self._lock:
+            self.motors[send_id].status_fault = code
+
+    def move(self, send_id: int, position_deg: float) -> None:
+        """Put a joint somewhere, as a hand moving a disabled motor would."""
+        with self._lock:
+            self.motors[send_id].position = position_deg
+
+    # The motors' side of the protocol
+
+    def _serve(self) -> None:
+        import can
+
+        while not self._stop.is_set():
+            msg = self._bus.recv(timeout=0.02)
+            if msg is None or msg.is_extended_id:
+                continue
+            with self._lock:
+                replies = self._answer(msg.arbitration_id, bytes(msg.data))
+            for arbitration_id, data in replies:
+                self._bus.send(
+                    can.Message(
+                        arbitration_id=arbitration_id,
+                        data=data,
+                        is_extended_id=False,
+                        is_fd=msg.is_fd,
+                    )
+                )
+
+    def _answer(self, arbitration_id: int, data: bytes) -> list[tuple[int, bytes]]:
+        if arbitration_id == dm.PARAM_ID:
+            return self._answer_param(data)
+        motor = self.motors.get(arbitration_id)
+        if motor is None or motor.silent or len(data) != 8:
+            return []
+        if data[:7] == b"\xff" * 7 and data[7] in (dm.CMD_ENABLE, dm.CMD_DISABLE, dm.CMD_SET_ZERO):
+            if data[7] == dm.CMD_ENABLE:
+                motor.enabled = True
+            elif data[7] == dm.CMD_DISABLE:
+                motor.enabled = False
+            else:
+                motor.position = 0.0
+            return [(motor.recv_id, motor.feedback())]
+        command = dm.decode_mit(motor.model, data)
+        motor.commands.append(command)
+        if motor.enabled and motor.status_fault is None and motor.control_mode == dm.MIT_MODE:
+            motor.position = command.position_deg
+        return [(motor.recv_id, motor.feedback())]
+
+    def _answer_param(self, data: bytes) -> list[tuple[int, bytes]]:
+        if len(data) < 4:
+            return []
+        motor = self.motors.get(data[0] | (data[1] << 8))
+        if motor is None or motor.silent:
+            return []
+        if data[2] == dm.CMD_REFRESH:
+            return [(motor.recv_id, motor.feedback())]
+        if data[2] == dm.CMD_READ_PARAM:
+            rid = data[3]
+            if rid == dm.PARAMS["CTRL_MODE"]:
+                value: float | int = motor.control_mode
+            elif rid in motor.params:
+                value = motor.params[rid]
+            else:
+                return []
+            reply = dm.param_reply(motor.send_id, rid, value)
+            return [(motor.recv_id, reply[:5] if motor.corrupt else reply)]
+        return []
