@@ -97,6 +97,7 @@ from rlctl.adapters.reports.run_folder import LocalRunFolder
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
+from rlctl.adapters.robots.openarm_follower import DamiaoArm, OpenArmFollower
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
 from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
@@ -230,8 +231,8 @@ def motor_bus(
     return [feetech, dynamixel, damiao, fake]
 
 
-def calibration_target(arm: ServoArm) -> list[CalibrationTarget]:
-    return [arm]
+def calibration_target(arm: ServoArm, can_arm: DamiaoArm) -> list[CalibrationTarget]:
+    return [arm, can_arm]
 
 
 def calibration_store(
@@ -241,9 +242,13 @@ def calibration_store(
 
 
 def robot(
-    arm: ArmFollower, arms: BimanualFollower, sim: SimRobot, fake: ScriptedRobot
+    arm: ArmFollower,
+    arms: BimanualFollower,
+    openarm: OpenArmFollower,
+    sim: SimRobot,
+    fake: ScriptedRobot,
 ) -> list[Robot]:
-    return [arm, arms, sim, fake]
+    return [arm, arms, openarm, sim, fake]
 
 
 def teleoperator(

@@ -147,6 +147,88 @@ class KochFollowerConfig(ArmFollowerConfig):
     num_read_retries: int = 2
 
 
+# LeRobot 0.6.1's OpenArm joint limits (degrees), per side; without a side, small ones for safety.
+OPENARM_LEFT_LIMITS: dict[str, tuple[float, float]] = {
+    "joint_1": (-75.0, 75.0),
+    "joint_2": (-90.0, 9.0),
+    "joint_3": (-85.0, 85.0),
+    "joint_4": (0.0, 135.0),
+    "joint_5": (-85.0, 85.0),
+    "joint_6": (-40.0, 40.0),
+    "joint_7": (-80.0, 80.0),
+    "gripper": (-65.0, 0.0),
+}
+OPENARM_RIGHT_LIMITS: dict[str, tuple[float, float]] = {
+    **OPENARM_LEFT_LIMITS,
+    "joint_2": (-9.0, 90.0),
+}
+
+
+def _openarm_motors() -> dict[str, tuple[int, int, str]]:
+    models = ("dm8009", "dm8009", "dm4340", "dm4340", "dm4310", "dm4310", "dm4310", "dm4310")
+    names = [f"joint_{i}" for i in range(1, 8)] + ["gripper"]
+    return {name: (i, i + 0x10, model) for i, (name, model) in enumerate(zip(names, models), 1)}
+
+
+def _small_limits() -> dict[str, tuple[float, float]]:
+    limits = dict.fromkeys(_openarm_motors(), (-5.0, 5.0))
+    return {**limits, "joint_4": (0.0, 5.0), "gripper": (-5.0, 0.0)}
+
+
+def _check_side(_: Any, __: attrs.Attribute[str | None], value: str | None) -> None:
+    if value not in (None, "left", "right"):
+        raise ConfigError(
+            f"side must be left, right or unset, got {value!r}",
+            where="robot.side",
+            hint="`left` and `right` pick LeRobot's joint limits for that arm; unset, "
+            "`joint_limits` applies",
+        )
+
+
+@RobotConfig.register("openarm_follower")
+@attrs.frozen(kw_only=True)
+class OpenArmFollowerConfig(RobotConfig):
+    """An OpenArm: seven joints and a gripper, Damiao motors on one CAN bus in MIT mode, with
+    LeRobot 0.6.1's fields and defaults."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.openarm_follower:openarm_follower"
+
+    # The arm's CAN interface (`can0`; a /dev path with can_interface=slcan).
+    port: str
+    # `left` or `right`: LeRobot's joint limits for that arm (they replace `joint_limits`).
+    side: str | None = attrs.field(default=None, validator=_check_side)
+    # python-can's interface: socketcan (Linux), slcan (serial adapters), virtual, or auto.
+    can_interface: str = "socketcan"
+    use_can_fd: bool = True
+    can_bitrate: int = 1_000_000
+    can_data_bitrate: int = 5_000_000
+    disable_torque_on_disconnect: bool = True
+    # Also record each motor's velocity (`.vel`) and torque (`.torque`) in the state.
+    use_velocity_and_torque: bool = False
+    max_relative_target: MaxRelativeTarget = None
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # Motor name -> (send id, receive id, model).
+    motor_config: dict[str, tuple[int, int, str]] = attrs.field(factory=_openarm_motors)
+    # MIT gains, one per motor in motor_config's order.
+    position_kp: list[float] = attrs.field(
+        factory=lambda: [240.0, 240.0, 240.0, 240.0, 24.0, 31.0, 25.0, 25.0]
+    )
+    position_kd: list[float] = attrs.field(factory=lambda: [5.0, 5.0, 3.0, 5.0, 0.3, 0.3, 0.3, 0.3])
+    # Degrees each joint may be sent (the safety guard's range), used when `side` is unset.
+    joint_limits: dict[str, tuple[float, float]] = attrs.field(factory=_small_limits)
+    # rlctl's: how long the motors' answers to one exchange may take, and extra attempts.
+    can_timeout_s: float = 0.01
+    can_retries: int = 2
+
+    def effective_joint_limits(self) -> dict[str, tuple[float, float]]:
+        """LeRobot's rule: a side's limits replace the configured ones."""
+        if self.side == "left":
+            return dict(OPENARM_LEFT_LIMITS)
+        if self.side == "right":
+            return dict(OPENARM_RIGHT_LIMITS)
+        return dict(self.joint_limits)
+
+
 def _default_env() -> EnvConfig:
     from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 

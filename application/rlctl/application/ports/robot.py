@@ -53,11 +53,16 @@ class CalibrationPlan:
 
     `full_turn_motors` turn freely (LeRobot gives them the whole encoder range instead of
     recording one); `drive_modes` are the directions to store per motor (1: inverted).
+    `zero_pose` describes the pose the motors' zero is taken in, for motors zeroed rather than
+    homed to half a turn (Damiao: "hanging straight down, gripper closed"); `fixed_range` is the
+    range every motor gets instead of a recorded one (LeRobot's OpenArm: -90..90 degrees).
     """
 
     full_turn_motors: tuple[str, ...] = ()
     drive_modes: Mapping[str, int] = attrs.field(factory=dict)
     resolution: int = 4096
+    zero_pose: str | None = None
+    fixed_range: tuple[int, int] | None = None
 
 
 class CalibrationTarget(Protocol):

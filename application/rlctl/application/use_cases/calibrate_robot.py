@@ -5,6 +5,8 @@
    a turn there.
 3. The person moves each joint through its whole range while positions are read and the
    extremes kept, until Enter; motors that turn freely get the whole encoder range instead.
+   Motors zeroed in a described pose instead (`CalibrationPlan.zero_pose`, Damiao's) are put in
+   it, and a fixed range (`fixed_range`) replaces the recorded one, as LeRobot's OpenArm does.
 4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
 """
 
@@ -52,19 +54,26 @@ class CalibrateRobot:
 
         self._console.show(f"Running calibration of {key.label}")
         target.prepare_calibration()
-        self._console.ask(
-            f"Move {key.label} to the middle of its range of motion and press ENTER..."
-        )
-        homings = target.bus.set_half_turn_homings()
         plan = target.calibration_plan
+        if plan.zero_pose is not None:
+            self._console.ask(f"Put {key.label} {plan.zero_pose} and press ENTER...")
+        else:
+            self._console.ask(
+                f"Move {key.label} to the middle of its range of motion and press ENTER..."
+            )
+        homings = target.bus.set_half_turn_homings()
         motors = list(target.bus.motors)
-        ranged = [m for m in motors if m not in plan.full_turn_motors]
-        free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
-        self._console.show(
-            f"Move all joints{free} sequentially through their entire ranges of motion.\n"
-            "Recording positions. Press ENTER to stop..."
-        )
-        mins, maxes = self._record_ranges(target, ranged)
+        if plan.fixed_range is not None:
+            low, high = plan.fixed_range
+            mins, maxes = dict.fromkeys(motors, low), dict.fromkeys(motors, high)
+        else:
+            ranged = [m for m in motors if m not in plan.full_turn_motors]
+            free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
+            self._console.show(
+                f"Move all joints{free} sequentially through their entire ranges of motion.\n"
+                "Recording positions. Press ENTER to stop..."
+            )
+            mins, maxes = self._record_ranges(target, ranged)
         for motor in plan.full_turn_motors:
             mins[motor], maxes[motor] = 0, plan.resolution - 1
         calibration = Calibration(
