@@ -1,0 +1,116 @@
+"""`rlctl calibrate | record` on an OpenArm as a user types them, its Damiao motors emulated on
+python-can's virtual interface; a motor that stops answering mid-episode leaves the finished
+episodes whole and the error names the motor and the bus."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rlctl.adapters.motors.virtual_damiao import VirtualDamiaoMotors
+from rlctl.adapters.robots.config import OpenArmFollowerConfig
+from rlctl.adapters.robots.openarm_follower import OpenArmFollower
+from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.entrypoints.cli.main import cli
+
+pytestmark = pytest.mark.timeout(60)
+
+QUIET = ["--controls=off", "--progress=silent"]
+JOINTS = [f"joint_{i}" for i in range(1, 8)] + ["gripper"]
+_channels = itertools.count()
+
+
+@pytest.fixture
+def arm(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
+    config = OpenArmFollowerConfig(port="x")
+    motors = {send: (recv, model) for send, recv, model in config.motor_config.values()}
+    with VirtualDamiaoMotors(f"openarm-cli-{next(_channels)}", motors) as emulated:
+        yield emulated
+
+
+def robot_args(emulated) -> list[str]:
+    return [
+        "--robot.type=openarm_follower",
+        f"--robot.port={emulated.channel}",
+        "--robot.can_interface=virtual",
+        "--robot.can_timeout_s=0.2",
+        "--robot.can_retries=1",
+        "--robot.side=right",
+        "--robot.id=lab",
+    ]
+
+
+def record_args(emulated, root, episodes: int) -> list[str]:
+    return [
+        "record",
+        *robot_args(emulated),
+        "--teleop.type=scripted",
+        f"--teleop.joints=[{','.join(JOINTS)}]",
+        "--teleop.amplitude=4",
+        f"--dataset.root={root}",
+        "--dataset.single_task=wave",
+        f"--dataset.num_episodes={episodes}",
+        "--dataset.fps=15",
+        "--dataset.episode_time_s=0.6",
+        "--dataset.reset_time_s=0",
+        *QUIET,
+    ]
+
+
+def calibrate(emulated, tmp_path):
+    result = CliRunner().invoke(cli, ["calibrate", *robot_args(emulated)], input="\n")
+    assert result.exit_code == 0, result.output
+    return tmp_path / "calibration/robots/openarm_follower/lab.json"
+
+
+@pytest.mark.slow
+def test_calibrate_then_record_an_openarm(arm, tmp_path):
+    saved = calibrate(arm, tmp_path)
+    assert json.loads(saved.read_text())["gripper"]["range_min"] == -90
+
+    root = tmp_path / "wave"
+    result = CliRunner().invoke(cli, record_args(arm, root, episodes=2))
+    assert result.exit_code == 0, result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.robot_type == "openarm_follower" and reader.meta.total_episodes == 2
+    assert reader.meta.features["action"].names == [f"{j}.pos" for j in JOINTS]
+    actions = np.stack([reader[i]["action"].numpy() for i in range(len(reader))])
+    # The right arm's joint_4 is limited to 0..135: the guard clipped the script's small dips.
+    assert actions[:, 3].min() == 0.0 and actions[:, 4].min() < -1.0
+    assert not any(m.enabled for m in arm.motors.values())
+
+
+@pytest.mark.slow
+def test_a_motor_stopping_mid_episode_keeps_the_finished_episodes(arm, tmp_path, monkeypatch):
+    calibrate(arm, tmp_path)
+    ticks = {"resets": 0, "reads": 0}
+    original_reset = OpenArmFollower.reset
+    original_read = OpenArmFollower.get_observation
+
+    def reset(self):
+        ticks["resets"] += 1
+        ticks["reads"] = 0
+        original_reset(self)
+
+    def get_observation(self):
+        ticks["reads"] += 1
+        if ticks["resets"] == 2 and ticks["reads"] == 4:
+            arm.silence(3)
+        return original_read(self)
+
+    monkeypatch.setattr(OpenArmFollower, "reset", reset)
+    monkeypatch.setattr(OpenArmFollower, "get_observation", get_observation)
+    root = tmp_path / "broken"
+    result = CliRunner().invoke(cli, record_args(arm, root, episodes=3))
+    assert result.exit_code == 1, result.output
+    assert f"CAN bus {arm.channel}" in result.output
+    assert "motor 'joint_3' (CAN id 0x03, answers on 0x13) did not answer" in result.output
+    reader = LeRobotDatasetReader(root)
+    assert reader.meta.total_episodes == 1 and len(reader) == 9
+    check = CliRunner().invoke(cli, ["dataset", "check", str(root)])
+    assert check.exit_code == 0, check.output
