@@ -364,6 +364,8 @@ class Container(containers.DeclarativeContainer):
     find_port = providers.Factory(
         lazy("rlctl.application.use_cases.setup_motors:FindPort"), serial_ports, console
     )
+    # `rlctl setup-can`: CAN links brought up, Damiao motors found and timed on them.
+    can_setup = providers.Factory(lazy("rlctl.adapters.motors.can_setup:CanSetup"), console)
     # `rlctl find-cameras`: the cameras OpenCV opens, and one opened by its config.
     find_cameras = providers.Object(lazy("rlctl.adapters.cameras.opencv:find_cameras"))
     opencv_camera = providers.Factory(lazy("rlctl.adapters.cameras.opencv:OpenCVCamera"))

@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "replay": "rlctl.entrypoints.cli.replay:replay_command",
     "report": "rlctl.entrypoints.cli.report:report_command",
     "rollout": "rlctl.entrypoints.cli.rollout:rollout_command",
+    "setup-can": "rlctl.entrypoints.cli.setup_can:setup_can_command",
     "setup-motors": "rlctl.entrypoints.cli.setup_motors:setup_motors_command",
     "teleoperate": "rlctl.entrypoints.cli.teleoperate:teleoperate_command",
 }
@@ -41,6 +42,7 @@ SUBCOMMAND_HELP = {
     "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",
     "report": "Write the report of a training run or an evaluation: an HTML page and a PNG of...",
     "rollout": "Deploy a policy on a robot: act, watch, correct with a teleoperator, record.",
+    "setup-can": "Set up CAN interfaces for Damiao motors, find the motors on them, time their...",
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",
     "teleoperate": "Drive a robot from a teleoperator at a fixed rate.",
     "train": "Train a policy on a LeRobot dataset (--dataset.root=PATH or --dataset.repo_id=ID)...",
