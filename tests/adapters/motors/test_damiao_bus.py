@@ -5,6 +5,8 @@ a motor that stops answering, a corrupted frame, a motor reporting a fault, a mi
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +200,33 @@ def test_mit_frames_and_feedback_round_trip_within_a_step_of_their_scale():
         assert state.torque == pytest.approx(-0.5, abs=2 * tmax / 4095)
     with pytest.raises(dm.MalformedFrame, match="for id 0x4"):
         dm.decode_feedback("dm4310", 3, dm.encode_feedback("dm4310", 4, 1, 0, 0, 0))
+
+
+@pytest.mark.lerobot
+def test_frames_are_packed_and_read_as_lerobots_damiao_bus_does(lerobot):
+    mit = [
+        [model, kp, kd, pos, vel, tau]
+        for model in ("dm8009", "dm4340", "dm4310", "dmh3510")
+        for kp, kd, pos, vel, tau in (
+            (240.0, 5.0, 45.0, 0.0, 0.0),
+            (24.0, 0.3, -123.4, 10.0, -1.0),
+            (0.0, 0.0, 800.0, -9999.0, 99.0),  # past every scale: both clamp
+        )
+    ]
+    frames = [
+        [model, dm.encode_feedback(model, 1, 1, pos, vel, tau, 41, 37).hex()]
+        for model in ("dm8009", "dm4310")
+        for pos, vel, tau in ((0.0, 0.0, 0.0), (-87.5, 120.0, -3.25), (700.0, 1.0, 1.0))
+    ]
+    script = Path(__file__).with_name("lerobot_damiao_frames.py")
+    theirs = lerobot(script, json.dumps({"mit": mit, "feedback": frames}), timeout=120)
+    ours = [list(dm.encode_mit(*args)) for args in mit]
+    assert ours == theirs["mit"]
+    for (model, data), (pos, vel, tau, t_mos, t_rotor) in zip(
+        frames, theirs["feedback"], strict=True
+    ):
+        state = dm.decode_feedback(model, 1, bytes.fromhex(data))
+        assert state.position == pytest.approx(pos, abs=1e-9)
+        assert state.velocity == pytest.approx(vel, abs=1e-9)
+        assert state.torque == pytest.approx(tau, abs=1e-9)
+        assert (state.temp_mos, state.temp_rotor) == (t_mos, t_rotor)
