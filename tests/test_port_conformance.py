@@ -131,6 +131,7 @@ from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
 from rlctl.adapters.teleop.gamepad import GamepadTeleop
 from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
+from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.adapters.video.auto import AutoVideoDecoder
@@ -254,13 +255,14 @@ def robot(
 def teleoperator(
     arm: ArmLeader,
     arms: BimanualLeader,
+    openarm_leader: OpenArmLeader,
     pad: GamepadTeleop,
     keys: KeyboardEndEffectorTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
-    return [arm, arms, pad, keys, replay, expert, fake]
+    return [arm, arms, openarm_leader, pad, keys, replay, expert, fake]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

@@ -114,3 +114,45 @@ def test_a_motor_stopping_mid_episode_keeps_the_finished_episodes(arm, tmp_path,
     assert reader.meta.total_episodes == 1 and len(reader) == 9
     check = CliRunner().invoke(cli, ["dataset", "check", str(root)])
     assert check.exit_code == 0, check.output
+
+
+@pytest.mark.slow
+def test_an_openarm_leader_drives_the_follower(arm, tmp_path):
+    config = OpenArmFollowerConfig(port="x")
+    motors = {send: (recv, model) for send, recv, model in config.motor_config.values()}
+    leader_args = [
+        "--teleop.type=openarm_leader",
+        "--teleop.can_interface=virtual",
+        "--teleop.can_timeout_s=0.2",
+        "--teleop.id=hand",
+    ]
+    with VirtualDamiaoMotors(f"openarm-leader-{next(_channels)}", motors) as leader:
+        leader_args.append(f"--teleop.port={leader.channel}")
+        result = CliRunner().invoke(cli, ["calibrate", *leader_args], input="\n")
+        assert result.exit_code == 0, result.output
+        saved = tmp_path / "calibration/teleoperators/openarm_leader/hand.json"
+        assert json.loads(saved.read_text())["joint_1"]["range_max"] == 90
+        calibrate(arm, tmp_path)
+        assert not any(m.enabled for m in leader.motors.values())  # free to move by hand
+
+        original = leader._answer
+
+        def hand(arbitration_id, data):  # the leader's joint_5 is held at 30 degrees
+            leader.motors[5].position = 30.0
+            return original(arbitration_id, data)
+
+        leader._answer = hand
+        result = CliRunner().invoke(
+            cli,
+            [
+                "teleoperate",
+                *robot_args(arm),
+                *leader_args,
+                "--fps=30",
+                "--teleop_time_s=0.3",
+                *QUIET,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert arm.motors[5].position == pytest.approx(30.0, abs=0.05)
+        assert arm.motors[1].position == pytest.approx(0.0, abs=0.05)

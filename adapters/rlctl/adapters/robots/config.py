@@ -164,14 +164,15 @@ OPENARM_RIGHT_LIMITS: dict[str, tuple[float, float]] = {
 }
 
 
-def _openarm_motors() -> dict[str, tuple[int, int, str]]:
+def openarm_motor_config() -> dict[str, tuple[int, int, str]]:
+    """LeRobot's OpenArm motor table: name -> (send id, receive id, model)."""
     models = ("dm8009", "dm8009", "dm4340", "dm4340", "dm4310", "dm4310", "dm4310", "dm4310")
     names = [f"joint_{i}" for i in range(1, 8)] + ["gripper"]
     return {name: (i, i + 0x10, model) for i, (name, model) in enumerate(zip(names, models), 1)}
 
 
 def _small_limits() -> dict[str, tuple[float, float]]:
-    limits = dict.fromkeys(_openarm_motors(), (-5.0, 5.0))
+    limits = dict.fromkeys(openarm_motor_config(), (-5.0, 5.0))
     return {**limits, "joint_4": (0.0, 5.0), "gripper": (-5.0, 0.0)}
 
 
@@ -208,7 +209,7 @@ class OpenArmFollowerConfig(RobotConfig):
     max_relative_target: MaxRelativeTarget = None
     cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
     # Motor name -> (send id, receive id, model).
-    motor_config: dict[str, tuple[int, int, str]] = attrs.field(factory=_openarm_motors)
+    motor_config: dict[str, tuple[int, int, str]] = attrs.field(factory=openarm_motor_config)
     # MIT gains, one per motor in motor_config's order.
     position_kp: list[float] = attrs.field(
         factory=lambda: [240.0, 240.0, 240.0, 240.0, 24.0, 31.0, 25.0, 25.0]

@@ -49,12 +49,15 @@ from rlctl.domain.motors import Motor
 if TYPE_CHECKING:
     # python-can loads when the bus is built: a missing one is named with the extra (`can`).
     from rlctl.adapters.motors.damiao import DamiaoMotorBus
+    from rlctl.adapters.teleop.config import OpenArmLeaderConfig
 
 log = structlog.get_logger(__name__)
 
 ROBOT_TYPE = "openarm_follower"
 ZERO_POSE = "hanging straight down, gripper closed,"
 FIXED_RANGE = (-90, 90)  # LeRobot's OpenArm calibration gives every joint this range
+# The follower's and the leader's configs share the bus and motor fields.
+type OpenArmConfig = OpenArmFollowerConfig | OpenArmLeaderConfig
 
 
 class DamiaoArm:
@@ -66,11 +69,16 @@ class DamiaoArm:
         key: CalibrationKey,
         store: CalibrationStore,
         gains: Mapping[str, tuple[float, float]],
+        *,
+        hold_torque: bool = True,
     ) -> None:
+        """`hold_torque`: configured, the motors are enabled in MIT mode (a follower); off,
+        they are left free to be moved by hand (a leader under manual control)."""
         self._bus = bus
         self._key = key
         self._store = store
         self._gains = dict(gains)
+        self._hold_torque = hold_torque
         self._calibrated = False
         self.motor_names = list(bus.motors)
 
@@ -129,10 +137,13 @@ class DamiaoArm:
         self._calibrated = True
 
     def _configure(self) -> None:
-        """LeRobot's: the gains set, then every motor enabled in MIT mode."""
+        """LeRobot's: the gains set, then every motor enabled in MIT mode (or left free)."""
         self._bus.sync_write("Kp", {m: kp for m, (kp, _) in self._gains.items()})
         self._bus.sync_write("Kd", {m: kd for m, (_, kd) in self._gains.items()})
-        self._bus.enable_torque()
+        if self._hold_torque:
+            self._bus.enable_torque()
+        else:
+            self._bus.disable_torque()
 
     def positions(self) -> np.ndarray:
         values = self._bus.sync_read("Present_Position", self.motor_names)
@@ -310,7 +321,7 @@ class OpenArmFollower:
             raise errors[0]
 
 
-def openarm_motors(config: OpenArmFollowerConfig) -> tuple[dict[str, Motor], dict[str, int]]:
+def openarm_motors(config: OpenArmConfig) -> tuple[dict[str, Motor], dict[str, int]]:
     """The motor table and receive ids a config describes."""
     motors: dict[str, Motor] = {}
     recv_ids: dict[str, int] = {}
@@ -320,7 +331,7 @@ def openarm_motors(config: OpenArmFollowerConfig) -> tuple[dict[str, Motor], dic
     return motors, recv_ids
 
 
-def openarm_gains(config: OpenArmFollowerConfig) -> dict[str, tuple[float, float]]:
+def openarm_gains(config: OpenArmConfig) -> dict[str, tuple[float, float]]:
     names = list(config.motor_config)
     for field in ("position_kp", "position_kd"):
         values = getattr(config, field)
@@ -343,23 +354,10 @@ def openarm_follower(
     bus: DamiaoMotorBus | None = None,
     cameras: Mapping[str, Camera] | None = None,
 ) -> OpenArmFollower:
-    motors, recv_ids = openarm_motors(config)
-    gains = openarm_gains(config)
-    if bus is None:
-        built = motor_bus(
-            "damiao",
-            motors,
-            port=config.port,
-            interface=config.can_interface,
-            use_can_fd=config.use_can_fd,
-            bitrate=config.can_bitrate,
-            data_bitrate=config.can_data_bitrate if config.use_can_fd else None,
-            recv_ids=recv_ids,
-            timeout_s=config.can_timeout_s,
-            retries=config.can_retries,
-        )
-        bus = cast("DamiaoMotorBus", built)
-    arm = DamiaoArm(bus, config.calibration_key(ROBOT_TYPE), calibration_store, gains)
+    bus = bus or openarm_bus(config)
+    arm = DamiaoArm(
+        bus, config.calibration_key(ROBOT_TYPE), calibration_store, openarm_gains(config)
+    )
     sizes = {name: camera.frame_size(name) for name, camera in config.cameras.items()}
     return OpenArmFollower(
         arm,
@@ -370,3 +368,21 @@ def openarm_follower(
         use_velocity_and_torque=config.use_velocity_and_torque,
         disable_torque_on_disconnect=config.disable_torque_on_disconnect,
     )
+
+
+def openarm_bus(config: OpenArmConfig) -> DamiaoMotorBus:
+    """The arm's CAN bus as its config describes it (python-can loads here)."""
+    motors, recv_ids = openarm_motors(config)
+    built = motor_bus(
+        "damiao",
+        motors,
+        port=config.port,
+        interface=config.can_interface,
+        use_can_fd=config.use_can_fd,
+        bitrate=config.can_bitrate,
+        data_bitrate=config.can_data_bitrate if config.use_can_fd else None,
+        recv_ids=recv_ids,
+        timeout_s=config.can_timeout_s,
+        retries=config.can_retries,
+    )
+    return cast("DamiaoMotorBus", built)

@@ -159,6 +159,43 @@ class ReplayTeleopConfig(TeleoperatorConfig):
     episode: int = 0
 
 
+def _openarm_leader_motors() -> dict[str, tuple[int, int, str]]:
+    from rlctl.adapters.robots.config import openarm_motor_config
+
+    return openarm_motor_config()
+
+
+@TeleoperatorConfig.register("openarm_leader")
+@attrs.frozen(kw_only=True)
+class OpenArmLeaderConfig(TeleoperatorConfig):
+    """An OpenArm moved by hand as a leader: Damiao motors on one CAN bus, LeRobot 0.6.1's
+    fields and defaults."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_leader:openarm_leader"
+
+    # The arm's CAN interface (`can3`; a /dev path with can_interface=slcan).
+    port: str
+    # python-can's interface: socketcan (Linux), slcan (serial adapters), virtual, or auto.
+    can_interface: str = "socketcan"
+    use_can_fd: bool = True
+    can_bitrate: int = 1_000_000
+    can_data_bitrate: int = 5_000_000
+    # Motor name -> (send id, receive id, model).
+    motor_config: dict[str, tuple[int, int, str]] = attrs.field(factory=_openarm_leader_motors)
+    # Torque off, so the arm moves by hand (off: the motors are enabled in MIT mode).
+    manual_control: bool = True
+    # Also send each motor's velocity (`.vel`) and torque (`.torque`) in the action.
+    use_velocity_and_torque: bool = False
+    # MIT gains, one per motor in motor_config's order (used when manual_control is off).
+    position_kp: list[float] = attrs.field(
+        factory=lambda: [240.0, 240.0, 240.0, 240.0, 24.0, 31.0, 25.0, 16.0]
+    )
+    position_kd: list[float] = attrs.field(factory=lambda: [3.0, 3.0, 3.0, 3.0, 0.2, 0.2, 0.2, 0.2])
+    # rlctl's: how long the motors' answers to one exchange may take, and extra attempts.
+    can_timeout_s: float = 0.01
+    can_retries: int = 2
+
+
 @TeleoperatorConfig.register("scripted")
 @attrs.frozen(kw_only=True)
 class ScriptedTeleopConfig(TeleoperatorConfig):
