@@ -156,3 +156,60 @@ def test_an_openarm_leader_drives_the_follower(arm, tmp_path):
         assert result.exit_code == 0, result.output
         assert arm.motors[5].position == pytest.approx(30.0, abs=0.05)
         assert arm.motors[1].position == pytest.approx(0.0, abs=0.05)
+
+
+@pytest.mark.slow
+def test_a_bimanual_openarm_pair_calibrates_arm_by_arm_and_records(arm, tmp_path):
+    config = OpenArmFollowerConfig(port="x")
+    motors = {send: (recv, model) for send, recv, model in config.motor_config.values()}
+    channels = [f"openarm-bi-{next(_channels)}" for _ in range(3)]
+    emulated = [VirtualDamiaoMotors(channel, motors).start() for channel in channels]
+    try:
+        right, left_leader, right_leader = emulated
+        robot = ["--robot.type=bi_openarm_follower"]
+        teleop = ["--teleop.type=bi_openarm_leader", "--teleop.id=hands"]
+        for side, bus in (("left", arm), ("right", right)):
+            robot += [
+                f"--robot.{side}_arm_config.port={bus.channel}",
+                f"--robot.{side}_arm_config.side={side}",
+                f"--robot.{side}_arm_config.can_interface=virtual",
+                f"--robot.{side}_arm_config.can_timeout_s=0.2",
+            ]
+        for side, bus in (("left", left_leader), ("right", right_leader)):
+            teleop += [
+                f"--teleop.{side}_arm_config.port={bus.channel}",
+                f"--teleop.{side}_arm_config.can_interface=virtual",
+                f"--teleop.{side}_arm_config.can_timeout_s=0.2",
+            ]
+        for device in (robot, teleop):
+            result = CliRunner().invoke(cli, ["calibrate", *device], input="\n\n")
+            assert result.exit_code == 0, result.output
+        files = tmp_path / "calibration"
+        assert (files / "robots/openarm_follower/bi_openarm_follower_left.json").is_file()
+        assert (files / "teleoperators/openarm_leader/hands_right.json").is_file()
+
+        root = tmp_path / "duo"
+        result = CliRunner().invoke(
+            cli,
+            [
+                "record",
+                *robot,
+                *teleop,
+                f"--dataset.root={root}",
+                "--dataset.single_task=hold",
+                "--dataset.num_episodes=1",
+                "--dataset.fps=15",
+                "--dataset.episode_time_s=0.4",
+                "--dataset.reset_time_s=0",
+                *QUIET,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        reader = LeRobotDatasetReader(root)
+        assert reader.meta.robot_type == "bi_openarm_follower"
+        names = reader.meta.features["action"].names
+        assert names[0] == "left_joint_1.pos" and names[-1] == "right_gripper.pos"
+        assert len(names) == 16
+    finally:
+        for bus in emulated:
+            bus.stop()

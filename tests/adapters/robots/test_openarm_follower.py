@@ -164,3 +164,55 @@ def test_a_motor_that_stops_answering_names_the_motor_and_the_bus(tmp_path, emul
         assert caught.value.where == f"CAN bus {emulated.channel}"
     finally:
         robot.disconnect()
+
+
+GARBAGE = [np.nan, np.inf, -np.inf, 1e30, 3e38, -1e4]
+
+
+def test_garbage_in_either_half_of_a_bimanual_openarm_moves_no_motor(tmp_path):
+    """NaN, infinities and absurd values in one arm's half: that arm holds its last safe goal,
+    the other still moves, and no goal ever leaves its side's joint limits."""
+    config = OpenArmFollowerConfig(port="x")
+    motors = {send: (recv, model) for send, recv, model in config.motor_config.values()}
+    sides = {}
+    with (
+        VirtualDamiaoMotors(f"openarm-test-{next(_channels)}", motors) as left,
+        VirtualDamiaoMotors(f"openarm-test-{next(_channels)}", motors) as right,
+    ):
+        for side, bus in (("left", left), ("right", right)):
+            lerobot_calibration_file(tmp_path, f"duo_{side}")
+            sides[side] = {
+                "port": bus.channel,
+                "side": side,
+                "can_interface": "virtual",
+                "can_timeout_s": 0.2,
+            }
+        robot = ROBOT_TYPES.make(
+            "bi_openarm_follower",
+            id="duo",
+            left_arm_config=sides["left"],
+            right_arm_config=sides["right"],
+        ).build(CalibrationFiles(tmp_path))
+        robot.connect()
+        try:
+            robot.reset()
+            safe = np.zeros(16, dtype=np.float32)
+            safe[3] = safe[11] = 45.0  # joint_4 lives in 0..135
+            robot.send_action(safe)
+            for bad in GARBAGE:
+                action = safe.copy()
+                action[2] = bad  # the left arm's joint_3
+                action[8] = 10.0 if np.isfinite(bad) else 20.0  # the right arm's joint_1 moves
+                sent = robot.send_action(action)
+                assert np.all(np.isfinite(sent))
+                assert left.motors[3].position == pytest.approx(0.0, abs=0.05), bad
+                assert right.motors[1].position == pytest.approx(action[8], abs=0.05), bad
+            # Past the right arm's joint_2 limit (-9..90) by a little: clipped to it.
+            action = safe.copy()
+            action[9] = 95.0
+            robot.send_action(action)
+            assert right.motors[2].position == pytest.approx(90.0, abs=0.05)
+            for motor in [*left.motors.values(), *right.motors.values()]:
+                assert all(np.isfinite(c.position_deg) for c in motor.commands)
+        finally:
+            robot.disconnect()

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rlctl.adapters.robots.arm_follower import ArmFollower, check_frame_sizes, located
+from rlctl.adapters.robots.arm_follower import check_frame_sizes, located
 from rlctl.application.ports.camera import Camera
-from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
+from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget, Robot
 from rlctl.application.robot_features import (
     IMAGES_PREFIX,
     STATE_KEY,
@@ -77,8 +77,8 @@ def require_two_ports(left: str, right: str, flag: str) -> None:
 class BimanualFollower:
     def __init__(
         self,
-        left: ArmFollower,
-        right: ArmFollower,
+        left: Robot,
+        right: Robot,
         cameras: Mapping[str, Camera],
         camera_sizes: Mapping[str, tuple[int, int]],
         *,
@@ -86,7 +86,7 @@ class BimanualFollower:
     ) -> None:
         """`cameras`: the robot's own (names kept); each arm has its cameras (names prefixed).
         `camera_sizes`: (height, width) per own camera, as configured."""
-        self.arms: dict[Side, ArmFollower] = {"left": left, "right": right}
+        self.arms: dict[Side, Robot] = {"left": left, "right": right}
         self._cameras = dict(cameras)
         self._sizes = dict(camera_sizes)
         self._robot_type = robot_type

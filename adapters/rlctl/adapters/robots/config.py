@@ -186,13 +186,11 @@ def _check_side(_: Any, __: attrs.Attribute[str | None], value: str | None) -> N
         )
 
 
-@RobotConfig.register("openarm_follower")
-@attrs.frozen(kw_only=True)
-class OpenArmFollowerConfig(RobotConfig):
-    """An OpenArm: seven joints and a gripper, Damiao motors on one CAN bus in MIT mode, with
-    LeRobot 0.6.1's fields and defaults."""
-
-    adapter: ClassVar[str] = "rlctl.adapters.robots.openarm_follower:openarm_follower"
+# Not slotted: the robot config below inherits it beside RobotConfig (one slotted base only).
+@attrs.frozen(kw_only=True, slots=False)
+class OpenArmFollowerArmConfig:
+    """One OpenArm's settings (LeRobot 0.6.1's `OpenArmFollowerConfigBase`): seven joints and a
+    gripper, Damiao motors on one CAN bus in MIT mode."""
 
     # The arm's CAN interface (`can0`; a /dev path with can_interface=slcan).
     port: str
@@ -228,6 +226,38 @@ class OpenArmFollowerConfig(RobotConfig):
         if self.side == "right":
             return dict(OPENARM_RIGHT_LIMITS)
         return dict(self.joint_limits)
+
+
+@RobotConfig.register("openarm_follower")
+@attrs.frozen(kw_only=True)
+class OpenArmFollowerConfig(RobotConfig, OpenArmFollowerArmConfig):
+    """An OpenArm as a robot: its settings, an id and a calibration folder."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.openarm_follower:openarm_follower"
+
+
+@RobotConfig.register("bi_openarm_follower")
+@attrs.frozen(kw_only=True)
+class BiOpenArmFollowerConfig(BimanualFollowerConfig):
+    """Two OpenArms as one robot (LeRobot's `bi_openarm_follower`): features `left_*` then
+    `right_*`, each arm calibrated as `openarm_follower` `<id>_left` / `<id>_right`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.bi_openarm_follower:bi_openarm_follower"
+
+    # LeRobot's default id: the arms' files are bi_openarm_follower_left.json and _right.json.
+    id: str | None = "bi_openarm_follower"
+    # The left arm: an OpenArm's settings, less its id (`<id>_left`) and type.
+    left_arm_config: OpenArmFollowerArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: OpenArmFollowerArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> OpenArmFollowerConfig:
+        arm: OpenArmFollowerArmConfig = getattr(self, f"{side}_arm_config")
+        return OpenArmFollowerConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
 
 
 def _default_env() -> EnvConfig:

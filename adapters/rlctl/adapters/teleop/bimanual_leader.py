@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 
 from rlctl.adapters.robots.bimanual import SIDES, Side, on_side, prefixed
-from rlctl.adapters.teleop.arm_leader import ArmLeader
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
+from rlctl.application.ports.teleoperator import Teleoperator
 from rlctl.application.robot_features import action_feature
 from rlctl.domain.features import FeatureSpec
 
 
 class BimanualLeader:
-    def __init__(self, left: ArmLeader, right: ArmLeader, *, teleop_type: str) -> None:
-        self.arms: dict[Side, ArmLeader] = {"left": left, "right": right}
+    def __init__(self, left: Teleoperator, right: Teleoperator, *, teleop_type: str) -> None:
+        self.arms: dict[Side, Teleoperator] = {"left": left, "right": right}
         self._type = teleop_type
 
     @property

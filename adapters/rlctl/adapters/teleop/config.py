@@ -165,13 +165,11 @@ def _openarm_leader_motors() -> dict[str, tuple[int, int, str]]:
     return openarm_motor_config()
 
 
-@TeleoperatorConfig.register("openarm_leader")
-@attrs.frozen(kw_only=True)
-class OpenArmLeaderConfig(TeleoperatorConfig):
-    """An OpenArm moved by hand as a leader: Damiao motors on one CAN bus, LeRobot 0.6.1's
-    fields and defaults."""
-
-    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_leader:openarm_leader"
+# Not slotted: the teleoperator config below inherits it beside TeleoperatorConfig.
+@attrs.frozen(kw_only=True, slots=False)
+class OpenArmLeaderArmConfig:
+    """One OpenArm leader's settings (LeRobot 0.6.1's `OpenArmLeaderConfigBase`): Damiao
+    motors on one CAN bus, moved by hand."""
 
     # The arm's CAN interface (`can3`; a /dev path with can_interface=slcan).
     port: str
@@ -194,6 +192,36 @@ class OpenArmLeaderConfig(TeleoperatorConfig):
     # rlctl's: how long the motors' answers to one exchange may take, and extra attempts.
     can_timeout_s: float = 0.01
     can_retries: int = 2
+
+
+@TeleoperatorConfig.register("openarm_leader")
+@attrs.frozen(kw_only=True)
+class OpenArmLeaderConfig(TeleoperatorConfig, OpenArmLeaderArmConfig):
+    """An OpenArm moved by hand as a leader: its settings, an id and a calibration folder."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_leader:openarm_leader"
+
+
+@TeleoperatorConfig.register("bi_openarm_leader")
+@attrs.frozen(kw_only=True)
+class BiOpenArmLeaderConfig(TeleoperatorConfig):
+    """Two OpenArm leaders as one teleoperator (LeRobot's `bi_openarm_leader`): actions
+    `left_*` then `right_*`, each arm calibrated as `openarm_leader` `<id>_left` / `<id>_right`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_leader:bi_openarm_leader"
+
+    # The left arm: an OpenArm leader's settings, less its id (`<id>_left`) and type.
+    left_arm_config: OpenArmLeaderArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: OpenArmLeaderArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> OpenArmLeaderConfig:
+        arm: OpenArmLeaderArmConfig = getattr(self, f"{side}_arm_config")
+        return OpenArmLeaderConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
 
 
 @TeleoperatorConfig.register("scripted")

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from rlctl.adapters.robots.bimanual import SIDES, require_bimanual_id, require_two_ports
 from rlctl.adapters.robots.openarm_follower import DamiaoArm, openarm_bus, openarm_gains
-from rlctl.adapters.teleop.config import OpenArmLeaderConfig
+from rlctl.adapters.teleop.bimanual_leader import BimanualLeader
+from rlctl.adapters.teleop.config import BiOpenArmLeaderConfig, OpenArmLeaderConfig
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
 from rlctl.application.robot_features import action_feature, joint_names
 from rlctl.domain.features import FeatureSpec
@@ -91,3 +93,16 @@ def openarm_leader(
         use_velocity_and_torque=config.use_velocity_and_torque,
         manual_control=config.manual_control,
     )
+
+
+def bi_openarm_leader(
+    config: BiOpenArmLeaderConfig, *, calibration_store: CalibrationStore
+) -> BimanualLeader:
+    """Two OpenArm leaders (LeRobot's `bi_openarm_leader`), each on its own CAN interface."""
+    require_bimanual_id(config.id, "teleop")
+    require_two_ports(config.left_arm_config.port, config.right_arm_config.port, "teleop")
+    arms = {
+        side: openarm_leader(config.arm(side), calibration_store=calibration_store)
+        for side in SIDES
+    }
+    return BimanualLeader(arms["left"], arms["right"], teleop_type="bi_openarm_leader")
