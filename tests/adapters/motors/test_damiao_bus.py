@@ -122,6 +122,17 @@ def test_a_motor_reporting_a_fault_is_refused_at_once_with_the_fault_named(rig):
     assert "power-cycle" in caught.value.hint
 
 
+def test_a_motor_whose_can_timeout_ran_out_connects_and_is_armed_again_by_enabling(rig):
+    emulated, bus = rig
+    emulated.fault(4, dm.STATE_TIMED_OUT)  # it disabled itself between two runs
+    bus.connect()
+    with pytest.raises(HardwareError, match="its CAN timeout ran out"):
+        bus.sync_read("Present_Position")  # in use, it is a fault
+    bus.enable_torque()
+    assert emulated.motors[4].enabled and emulated.motors[4].status_fault is None
+    assert bus.read("Present_Position", "joint_2") == pytest.approx(0.0, abs=0.05)
+
+
 def test_the_handshake_names_a_missing_motor_and_releases_the_bus(rig):
     emulated, bus = rig
     emulated.silence(8)

@@ -168,7 +168,9 @@ class DamiaoMotorBus:
     def _handshake(self) -> None:
         self._drain()
         try:
-            self._exchange_refresh(list(self._motors), action="a state query (handshake)")
+            self._exchange_refresh(
+                list(self._motors), action="a state query (handshake)", rearmable=True
+            )
         except HardwareError as error:
             raise HardwareError(
                 error.message,
@@ -300,7 +302,10 @@ class DamiaoMotorBus:
         self._require_connected()
         names = self._names(None if motors is None else list(motors))
         frame = dm.simple_command(command)
-        self._exchange({n: (self._motors[n].id, frame) for n in names}, action=action)
+        # Enabling is how a motor whose CAN timeout ran out is armed again.
+        rearmable = command == dm.CMD_ENABLE
+        frames = {n: (self._motors[n].id, frame) for n in names}
+        self._exchange(frames, action=action, rearmable=rearmable)
 
     # Discovery: Damiao ids and bitrates are set with Damiao's tools
 
@@ -352,16 +357,20 @@ class DamiaoMotorBus:
 
     # Exchanges
 
-    def _exchange_refresh(self, names: list[str], *, action: str) -> dict[str, dm.MotorState]:
+    def _exchange_refresh(
+        self, names: list[str], *, action: str, rearmable: bool = False
+    ) -> dict[str, dm.MotorState]:
         frames = {
             n: (dm.PARAM_ID, dm.param_request(self._motors[n].id, dm.CMD_REFRESH)) for n in names
         }
-        return self._exchange(frames, action=action)
+        return self._exchange(frames, action=action, rearmable=rearmable)
 
     def _exchange(
-        self, frames: Mapping[str, tuple[int, bytes]], *, action: str
+        self, frames: Mapping[str, tuple[int, bytes]], *, action: str, rearmable: bool = False
     ) -> dict[str, dm.MotorState]:
-        """Send each motor its frame, collect its feedback; resend to the silent ones."""
+        """Send each motor its frame, collect its feedback; resend to the silent ones.
+        `rearmable`: a motor reporting that its CAN timeout ran out (it disabled itself while
+        no host spoke to it, as between two runs) is not a fault here (handshake, enable)."""
         states: dict[str, dm.MotorState] = {}
         malformed: dict[str, str] = {}
         pending = list(frames)
@@ -374,7 +383,9 @@ class DamiaoMotorBus:
             for name, state in got.items():
                 states[name] = state
                 self._states[name] = state
-                if state.fault is not None:
+                if rearmable and state.status == dm.STATE_TIMED_OUT:
+                    log.warning("motor had disabled itself: its CAN timeout ran out", motor=name)
+                elif state.fault is not None:
                     raise HardwareError(
                         f"motor {name!r} ({self._ids(name)}) reports {state.fault} "
                         f"(answering {action})",

@@ -97,6 +97,7 @@ MIT_MODE = 1
 # The high nibble of a feedback frame's first byte.
 STATE_DISABLED = 0x0
 STATE_ENABLED = 0x1
+STATE_TIMED_OUT = 0xD  # no frame within the motor's CAN timeout: it disabled itself
 FAULTS: dict[int, str] = {
     0x8: "over-voltage",
     0x9: "under-voltage",

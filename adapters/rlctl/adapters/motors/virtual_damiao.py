@@ -165,6 +165,8 @@ class VirtualDamiaoMotors:
         if data[:7] == b"\xff" * 7 and data[7] in (dm.CMD_ENABLE, dm.CMD_DISABLE, dm.CMD_SET_ZERO):
             if data[7] == dm.CMD_ENABLE:
                 motor.enabled = True
+                if motor.status_fault == dm.STATE_TIMED_OUT:
+                    motor.status_fault = None  # enabling arms it again
             elif data[7] == dm.CMD_DISABLE:
                 motor.enabled = False
             else:
