@@ -213,3 +213,10 @@ def test_a_bimanual_openarm_pair_calibrates_arm_by_arm_and_records(arm, tmp_path
     finally:
         for bus in emulated:
             bus.stop()
+
+
+def test_setup_motors_says_at_once_that_damiao_ids_are_set_with_damiaos_tool(arm):
+    result = CliRunner().invoke(cli, ["setup-motors", *robot_args(arm)], input="\n")
+    assert result.exit_code == 1
+    assert "get their ids from Damiao's debugging tool" in result.output
+    assert "Connect the controller board" not in result.output

@@ -92,7 +92,9 @@ class DamiaoArm:
 
     @property
     def calibration_plan(self) -> CalibrationPlan:
-        return CalibrationPlan(zero_pose=ZERO_POSE, fixed_range=FIXED_RANGE)
+        return CalibrationPlan(
+            zero_pose=ZERO_POSE, fixed_range=FIXED_RANGE, ids_set_by="Damiao's debugging tool"
+        )
 
     @property
     def is_calibrated(self) -> bool:

@@ -56,6 +56,8 @@ class CalibrationPlan:
     `zero_pose` describes the pose the motors' zero is taken in, for motors zeroed rather than
     homed to half a turn (Damiao: "hanging straight down, gripper closed"); `fixed_range` is the
     range every motor gets instead of a recorded one (LeRobot's OpenArm: -90..90 degrees).
+    `ids_set_by` names the vendor's tool when the motors' ids cannot be set through their bus
+    (Damiao's), so `rlctl setup-motors` says so before asking for anything.
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -63,6 +65,7 @@ class CalibrationPlan:
     resolution: int = 4096
     zero_pose: str | None = None
     fixed_range: tuple[int, int] | None = None
+    ids_set_by: str | None = None
 
 
 class CalibrationTarget(Protocol):

@@ -16,7 +16,7 @@ import structlog
 
 from rlctl.application.ports.control import Console
 from rlctl.application.ports.robot import CalibrationTarget
-from rlctl.domain.errors import HardwareError
+from rlctl.domain.errors import HardwareError, NotSupported
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +28,14 @@ class SetupMotors:
     def __call__(self, target: CalibrationTarget) -> list[str]:
         """Returns the motors set up, in the order they were."""
         bus = target.bus
+        tool = target.calibration_plan.ids_set_by
+        if tool is not None:
+            raise NotSupported(
+                f"the motors of {target.calibration_key.label} get their ids from {tool}, "
+                "not through their bus",
+                where=bus.port,
+                hint=f"set them with {tool}",
+            )
         done: list[str] = []
         bus.connect(handshake=False)
         try:
