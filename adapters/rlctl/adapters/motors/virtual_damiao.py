@@ -14,6 +14,7 @@ no arm (`interface="virtual"` on both sides).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -36,7 +37,8 @@ class EmulatedMotor:
     silent: bool = False
     corrupt: bool = False
     control_mode: int = dm.MIT_MODE
-    commands: list[dm.MitCommand] = attrs.field(factory=list)
+    # The latest MIT commands received, newest last (bounded: an emulator may run for hours).
+    commands: deque[dm.MitCommand] = attrs.field(factory=lambda: deque(maxlen=1000))
     params: dict[int, float | int] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
