@@ -30,6 +30,7 @@ from rlctl.application.ports.simulation import (
     SimulationError,
 )
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.processors import ProcessorPipeline
 
 
@@ -288,7 +289,9 @@ class FakeSimulation:
             out.setdefault(task.suite, {})[task.task_id] = sim
         return out
 
-    def processors(self) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+    def processors(
+        self, policy: PolicyConfig | None = None
+    ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
         return ProcessorPipeline(name="env_preprocessor"), ProcessorPipeline(
             name="env_postprocessor"
         )

@@ -14,8 +14,9 @@ the one of a type on first use (so `rlctl --help` imports no model), checks that
 
 `PolicyImplementation` is what rlctl calls on such a class without an instance, each with a
 default: `for_simulation` (build the policy for an env, for types that need no training),
-`preprocessor_steps` (steps added after batching: a tokenizer …) and `arrange_processors` (the
-step lists reordered, as π0.5 needs).
+`preprocessor_steps` (steps added after batching: a tokenizer …), `arrange_processors` (the
+step lists reordered, as π0.5 needs) and `env_processors` (the env processors a type brings for
+an env type in place of the env's own, as X-VLA does on LIBERO).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, known_policy_types
-from rlctl.domain.processors import ProcessorStep
+from rlctl.domain.processors import ProcessorPipeline, ProcessorStep
 
 if TYPE_CHECKING:
     from rlctl.application.ports.policy import Policy
@@ -64,6 +65,14 @@ class PolicyImplementation[C: PolicyConfig]:
     ) -> tuple[list[ProcessorStep], list[ProcessorStep]]:
         """The default pre- and post-processor steps, rearranged as this policy needs them."""
         return pre, post
+
+    @classmethod
+    def env_processors(
+        cls, config: C, env_type: str
+    ) -> tuple[ProcessorPipeline, ProcessorPipeline] | None:
+        """The (pre, post) env processors this policy reads `env_type` through, replacing the
+        env's own (`EnvConfig.env_processors`); None, the default: the env's."""
+        return None
 
 
 _found: dict[type[PolicyConfig], type[PolicyImplementation[Any]]] = {}

@@ -39,8 +39,9 @@ from rlctl.application.ports.simulation import (
     SimulationError,
     VectorSimulator,
 )
-from rlctl.domain.errors import RlctlError
+from rlctl.domain.errors import ConfigError, RlctlError
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
 
 PROBE_STEPS = 5
 log = structlog.get_logger(__name__)
@@ -142,7 +143,12 @@ class GymSimulation:
             return self._own.tasks()
         return self.config.tasks()
 
-    def processors(self) -> tuple[Any, Any]:
+    def processors(self, policy: PolicyConfig | None = None) -> tuple[Any, Any]:
+        """The env's processors, or those `policy`'s type brings for this env type."""
+        if policy is not None:
+            own = policy_env_processors(policy, self.config.type)
+            if own is not None:
+                return own
         return self.config.env_processors()
 
     def spec(self) -> SimSpec:
@@ -270,3 +276,16 @@ class GymSimulation:
         if self._probe_env is not None:
             env, self._probe_env = self._probe_env, None
             env.close()
+
+
+def policy_env_processors(policy: PolicyConfig, env_type: str) -> tuple[Any, Any] | None:
+    """The env processors `policy`'s type brings for `env_type` (its implementation's
+    `env_processors` hook), or None. A type whose implementation is not installed here (a
+    policy served by another machine) brings none."""
+    from rlctl.adapters.policies.implementations import implementation_of
+
+    try:
+        implementation = implementation_of(type(policy))
+    except ConfigError:
+        return None
+    return implementation.env_processors(policy, env_type)

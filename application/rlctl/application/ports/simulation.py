@@ -25,6 +25,7 @@ import attrs
 
 from rlctl.domain.errors import RlctlError
 from rlctl.domain.features import FeatureSpec
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.processors import ProcessorPipeline
 
 if TYPE_CHECKING:
@@ -149,6 +150,10 @@ class Simulation(Protocol):
         """
         ...
 
-    def processors(self) -> tuple[ProcessorPipeline, ProcessorPipeline]:
-        """The env's (pre, post) processor pipelines; empty (identity) for most envs."""
+    def processors(
+        self, policy: PolicyConfig | None = None
+    ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
+        """The (pre, post) processor pipelines between the env and `policy`: the env's own
+        (empty, identity, for most envs), or those `policy`'s type brings for this env type
+        (X-VLA on LIBERO), found through the policy type's registered implementation."""
         ...

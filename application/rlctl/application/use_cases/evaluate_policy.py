@@ -142,7 +142,8 @@ class EvaluatePolicy:
         self.first_step_s = None
         spec = self._sim.spec()
         tasks = self._sim.tasks()
-        pre, post = self._sim.processors()
+        # The env's processors, or the ones the policy's type brings for this env type.
+        pre, post = self._sim.processors(self._policy.config)
         self._env_pipelines = (pre, post)
         self._env_pre, self._env_post = _as_batch_fn(pre), _as_batch_fn(post)
         self._check_fit(spec, tasks)
