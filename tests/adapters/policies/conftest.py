@@ -89,3 +89,15 @@ def tiny_fast_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("fast") / "tokenizer"
     FASTTokenizer.fit(list(chunks), scale=10.0, vocab_size=300).save(folder)
     return folder
+
+
+TINY_XVLA_SCRIPT = Path(__file__).with_name("tiny_xvla.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_bart_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BART-style tokenizer folder (X-VLA's `tokenizer_name`), made once per session."""
+    pytest.importorskip("transformers", reason="X-VLA needs transformers")
+    write = runpy.run_path(str(TINY_XVLA_SCRIPT))["write_tiny_bart_tokenizer"]
+    folder: Path = write(tmp_path_factory.mktemp("bart") / "tokenizer")
+    return folder

@@ -8,6 +8,7 @@ chunks; and a policy without a history reads an observation only when a new chun
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,8 +33,10 @@ from rlctl.domain.policies import (
 from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.policies.pi0_fast import PI0FastConfig
 from rlctl.domain.policies.pi05 import PI05Config
+from rlctl.domain.policies.xvla import XVLAConfig
 from rlctl.domain.processors.arrays import concatenate, stack
 
+TINY_XVLA = runpy.run_path(str(Path(__file__).with_name("tiny_xvla.py")))
 STATE, ENV, ACTION_DIM = 3, 2, 2
 INPUTS = {
     "observation.state": typed_feature("STATE", (STATE,)),
@@ -96,6 +99,13 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
         tokenizer_max_length=40, max_decoding_steps=6, action_tokenizer_name=str(fast),
         validate_action_token_prefix=False,
     ),
+    "xvla": lambda tokenizer: XVLAConfig(
+        input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+        output_features=OUTPUTS, florence_config=TINY_XVLA["tiny_florence"](),
+        tokenizer_name=str(tokenizer), tokenizer_max_length=8, hidden_size=16, depth=1,
+        num_heads=2, num_domains=2, len_soft_prompts=2, max_len_seq=64, chunk_size=5,
+        n_action_steps=4, num_denoising_steps=2, action_mode="auto", max_action_dim=4,
+    ),
 }  # fmt: skip
 
 
@@ -129,6 +139,8 @@ def test_each_chunk_is_predicted_from_the_last_observations(
         vlm = request.getfixturevalue("tiny_fast_tokenizer_dir")
     elif policy_type.startswith("pi"):
         request.getfixturevalue("tiny_paligemma_tokenizer")
+    if policy_type == "xvla":
+        vlm = request.getfixturevalue("tiny_bart_tokenizer")
     config = TINY[policy_type](vlm)
     model = build_policy(config)
     seen: list[list[int]] = []

@@ -23,6 +23,7 @@ import structlog
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from rlctl.adapters.policies.base import PolicyModel, policy_class
 from rlctl.adapters.policies.config_file import read_config_data, structure_config
@@ -117,8 +118,25 @@ def load_weights(model: PolicyModel, path: Path) -> None:
             where=str(path),
             hint="the file is damaged or not safetensors: save or download the checkpoint again",
         ) from err
-    _check_fits(model.state_dict(), state, path)
+    _check_fits(untied_state(model, keep=set(state)), state, path)
     model.load_state_dict(state, strict=False)
+
+
+def untied_state(model: nn.Module, keep: set[str] | None = None) -> dict[str, torch.Tensor]:
+    """The state dict with each tied tensor (one parameter under several names, such as a shared
+    token embedding) once, as safetensors' `save_model` writes it for LeRobot: under the name
+    that sorts first, or the one of `keep` (the names a file holds) when it has one."""
+    state = model.state_dict(keep_vars=True)
+    names: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        names.setdefault(id(tensor), []).append(name)
+    out: dict[str, torch.Tensor] = {}
+    for group in names.values():
+        chosen = sorted(group)[0]
+        if keep is not None:
+            chosen = next((n for n in sorted(group) if n in keep), chosen)
+        out[chosen] = state[chosen]
+    return {name: out[name] for name in state if name in out}
 
 
 def _check_fits(expected: Mapping[str, torch.Tensor], found: Mapping[str, Any], path: Path) -> None:
@@ -171,7 +189,7 @@ def save_pretrained(
     staging.mkdir()
     try:
         write_config(model.config, staging)
-        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+        state = {k: v.detach().to("cpu").contiguous() for k, v in untied_state(model).items()}
         save_file(state, str(staging / MODEL_FILE), metadata={"format": "pt"})
         write_pipeline(preprocessor, staging)
         write_pipeline(postprocessor, staging)

@@ -33,6 +33,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.pi0",
     "rlctl.domain.policies.pi05",
     "rlctl.domain.policies.pi0_fast",
+    "rlctl.domain.policies.xvla",
 )
 
 POLICY_TYPES = PluginKind(

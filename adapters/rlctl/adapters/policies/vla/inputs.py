@@ -39,6 +39,16 @@ def pad_vector(vector: Tensor, new_dim: int) -> Tensor:
     return F.pad(vector, (0, new_dim - vector.shape[-1]))
 
 
+def fit_vector(vector: Tensor, new_dim: int) -> Tensor:
+    """The last dimension zero-padded or cut to exactly `new_dim` (X-VLA's)."""
+    current = vector.shape[-1]
+    if current == new_dim:
+        return vector
+    if current > new_dim:
+        return vector[..., :new_dim]
+    return F.pad(vector, (0, new_dim - current))
+
+
 def last_step(value: Tensor, step_dims: int) -> Tensor:
     """The last time step of a tensor that has a time axis (more than `step_dims` dimensions)."""
     return value[:, -1] if value.ndim > step_dims else value
