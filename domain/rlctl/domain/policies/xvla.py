@@ -71,7 +71,10 @@ class XVLAConfig(PolicyConfig):
     normalization_mapping: dict[str, str] = attrs.field(
         factory=_identity_norms, converter=norm_mapping
     )
+    # The whole Florence-2 config (vision_config, text_config …) the VLM is built from; a
+    # pretrained checkpoint's config.json holds it.
     florence_config: dict[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
+    # The task's tokenizer: a Hub repository id (from the Hub cache) or a local folder.
     tokenizer_name: str = BART_TOKENIZER
     tokenizer_max_length: int = 64
     tokenizer_padding_side: str = "right"
@@ -80,13 +83,17 @@ class XVLAConfig(PolicyConfig):
     depth: int = 24
     num_heads: int = 16
     mlp_ratio: float = 4.0
+    # Embodiments or datasets (domain ids), each with its own soft prompts and action projections.
     num_domains: int = 30
+    # Learned prompt tokens per domain (0: none).
     len_soft_prompts: int = 32
     dim_time: int = 32
     max_len_seq: int = 512
     # Domain-specific projections of the VLM's and the other cameras' features.
     use_hetero_proj: bool = False
+    # The action space: ee6d, joint, agibot_ee6d, franka_joint7, so101_bimanual or auto.
     action_mode: str = "ee6d"
+    # Steps from noise to the chunk when predicting.
     num_denoising_steps: int = 10
     use_proprio: bool = True
     # The state is zero-padded (or cut) to max_state_dim; `auto` pads actions to max_action_dim.
