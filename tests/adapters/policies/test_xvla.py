@@ -311,6 +311,11 @@ def test_wrong_inputs_get_one_clear_message(tokenizer: Path) -> None:
         policy.predict_chunk(missing_state)
     with pytest.raises(ConfigError, match="domain ids"):
         policy.model.domain_ids({"domain_id": torch.tensor([5, 1])}, 2)
+    with pytest.raises(ConfigError, match="3 domain ids for a batch of 2"):
+        policy.model.domain_ids({"domain_id": torch.tensor([0, 1, 1])}, 2)
+    uneven = observation() | {"observation.images.image2": np.zeros((2, 3, 24, 32), np.float32)}
+    with pytest.raises(ConfigError, match="cameras differ in size"):
+        policy.predict_chunk(uneven)
     no_cameras = {k: v for k, v in observation().items() if "images" not in k}
     with pytest.raises(ConfigError, match="cameras"):
         policy.predict_chunk(no_cameras)

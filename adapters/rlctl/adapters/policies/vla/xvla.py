@@ -557,6 +557,16 @@ class XVLAPolicy(PolicyModel):
             if self.config.resize_imgs_with_padding is not None:
                 image = resize_with_pad(image, *self.config.resize_imgs_with_padding, centred=False)
             images.append(image)
+        sizes = {tuple(image.shape[1:]) for image in images}
+        if len(sizes) > 1:
+            raise ConfigError(
+                "X-VLA's cameras differ in size: "
+                + ", ".join(
+                    f"{k} {tuple(i.shape[1:])}" for k, i in zip(present, images, strict=True)
+                ),
+                where="policy.resize_imgs_with_padding",
+                hint="set --policy.resize_imgs_with_padding=[H,W] to bring them to one size",
+            )
         stacked = torch.stack(images, dim=1)
         rows = stacked.shape[0]
         mask = torch.ones((rows, len(images)), dtype=torch.bool, device=stacked.device)
@@ -581,6 +591,12 @@ class XVLAPolicy(PolicyModel):
         if ids.ndim > 1:
             ids = ids.reshape(ids.shape[0], -1)[:, 0]
         if ids.shape[0] != rows:
+            if ids.shape[0] != 1:
+                raise ConfigError(
+                    f"{ids.shape[0]} domain ids for a batch of {rows}",
+                    where=key or DOMAIN_ID,
+                    hint="give one domain id, or one per row of the batch",
+                )
             ids = ids.expand(rows)
         ids = ids.to(torch.long)
         if bool(((ids < 0) | (ids >= self.config.num_domains)).any()):
