@@ -7,13 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 
-from rlctl.adapters.policies import backbones, diffusion
+from rlctl.adapters.policies import backbones, denoising
 from rlctl.adapters.policies.resnet import FrozenBatchNorm2d
 from rlctl.domain.errors import ConfigError
 
@@ -111,7 +110,7 @@ RESIZES = [
 def test_resize_is_torchvisions(size, dtype) -> None:
     x = torch.rand(2, 3, 48, 64, generator=torch.Generator().manual_seed(3)).to(dtype)
     expected = tv_functional.resize(x, list(size), antialias=True)
-    got = diffusion._resize(x, size)
+    got = denoising.resize_images(x, size)
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
@@ -119,8 +118,7 @@ def test_resize_is_torchvisions(size, dtype) -> None:
 @pytest.mark.parametrize(("crop_h", "crop_w"), [(40, 56), (43, 57), (47, 63), (48, 64), (1, 2)])
 def test_centre_crop_is_torchvisions(crop_h, crop_w) -> None:
     x = torch.rand(2, 3, 48, 64)
-    encoder = SimpleNamespace(training=False, crop_is_random=True, crop_shape=(crop_h, crop_w))
-    got = diffusion.RgbEncoder._crop(encoder, x)
+    got = denoising.crop_images(x, (crop_h, crop_w), random=False)
     torch.testing.assert_close(got, tv_functional.center_crop(x, [crop_h, crop_w]))
 
 

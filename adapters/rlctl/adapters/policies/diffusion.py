@@ -21,7 +21,6 @@ with prediction_type "sample") with an MSE loss. Attribute names follow LeRobot'
 from __future__ import annotations
 
 import itertools
-import math
 from functools import partial
 
 import numpy as np
@@ -32,8 +31,20 @@ from torch.utils.checkpoint import checkpoint
 
 from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel
-from rlctl.adapters.policies.schedulers import make_scheduler
-from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.adapters.policies.denoising import (
+    SinusoidalStepEmbedding,
+    check_horizon,
+    check_steps,
+    crop_images,
+    denoise,
+    initial_noise,
+    noise_scheduler,
+    noising_loss,
+    resize_images,
+    trajectory_loss,
+    with_time_axis,
+)
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTION, OBS_ENV_STATE, OBS_STATE, DiffusionConfig
 
 
@@ -60,14 +71,9 @@ class DiffusionPolicy(PolicyModel):
             self.observation_keys.append(OBS_ENV_STATE)
 
     def _with_time_axis(self, batch: Batch) -> dict:
-        """Single-frame inputs `(B, ...)` get the observation-step axis: `(B, 1, ...)`."""
-        out = dict(batch)
-        if self.config.n_obs_steps == 1:
-            for key in self.observation_keys:
-                rank = 4 if key in self.config.image_features else 2
-                if key in out and out[key].ndim == rank:
-                    out[key] = out[key].unsqueeze(1)
-        return out
+        return with_time_axis(
+            batch, self.observation_keys, self.config.image_features, self.config.n_obs_steps
+        )
 
     @torch.no_grad()
     def predict_chunk(
@@ -109,16 +115,7 @@ class DiffusionModel(nn.Module):
         if config.env_state_feature is not None:
             cond_dim += config.env_state_feature.shape[0]
         self.unet = ConditionalUnet1d(config, global_cond_dim=cond_dim * config.n_obs_steps)
-        self.noise_scheduler = make_scheduler(
-            config.noise_scheduler_type,
-            num_train_timesteps=config.num_train_timesteps,
-            beta_start=config.beta_start,
-            beta_end=config.beta_end,
-            beta_schedule=config.beta_schedule,
-            clip_sample=config.clip_sample,
-            clip_sample_range=config.clip_sample_range,
-            prediction_type=config.prediction_type,
-        )
+        self.noise_scheduler = noise_scheduler(config)
         self.num_inference_steps = config.num_inference_steps or config.num_train_timesteps
 
     def global_conditioning(self, batch: Batch) -> Tensor:
@@ -141,77 +138,37 @@ class DiffusionModel(nn.Module):
             features.append(batch[OBS_ENV_STATE])
         return torch.cat(features, dim=-1).flatten(start_dim=1)
 
-    def _check_steps(self, batch: Batch) -> int:
-        n_steps = batch[OBS_STATE].shape[1]
-        if n_steps != self.config.n_obs_steps:
-            raise InvalidInput(
-                f"the policy reads {self.config.n_obs_steps} observation steps, got {n_steps}",
-                where=OBS_STATE,
-                hint="stack the last n_obs_steps observations on axis 1: (batch, steps, ...)",
-            )
-        return n_steps
-
     def generate_actions(
         self,
         batch: Batch,
         noise: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        n_steps = self._check_steps(batch)
+        n_steps = check_steps(batch, self.config.n_obs_steps)
         condition = self.global_conditioning(batch)
-        batch_size = condition.shape[0]
-        param = next(self.parameters())
-        shape = (batch_size, self.config.horizon, self.config.action_dim)
-        if noise is None:
-            device = generator.device if generator is not None else param.device
-            sample = torch.randn(shape, generator=generator, dtype=param.dtype, device=device)
-            sample = sample.to(param.device)
-        else:
-            if tuple(noise.shape) != shape:
-                raise InvalidInput(
-                    f"the initial noise must have shape {shape} (batch, horizon, action_dim), "
-                    f"got {tuple(noise.shape)}",
-                    where="noise",
-                )
-            sample = noise.to(device=param.device, dtype=param.dtype)
-
-        scheduler = self.noise_scheduler
-        scheduler.set_timesteps(self.num_inference_steps)
-        for t in scheduler.timesteps:
-            steps = torch.full((batch_size,), int(t), dtype=torch.long, device=sample.device)
-            model_output = self.unet(sample, steps, condition)
-            sample = scheduler.step(model_output, t, sample, generator=generator)
+        shape = (condition.shape[0], self.config.horizon, self.config.action_dim)
+        sample = initial_noise(shape, next(self.parameters()), noise, generator)
+        sample = denoise(
+            self.noise_scheduler,
+            self.num_inference_steps,
+            sample,
+            lambda x, steps: self.unet(x, steps, condition),
+            generator,
+        )
 
         # The trajectory starts at the oldest observation; execution starts at the current one.
         start = n_steps - 1
         return sample[:, start : start + self.config.n_action_steps]
 
     def compute_loss(self, batch: Batch) -> Tensor:
-        self._check_steps(batch)
+        check_steps(batch, self.config.n_obs_steps)
         trajectory = batch[ACTION]
-        if trajectory.shape[1] != self.config.horizon:
-            raise InvalidInput(
-                f"the action chunk must span the horizon ({self.config.horizon} steps), "
-                f"got {trajectory.shape[1]}",
-                where=ACTION,
-            )
+        check_horizon(trajectory, self.config.horizon)
         condition = self.global_conditioning(batch)
-        noise = torch.randn(trajectory.shape, device=trajectory.device, dtype=trajectory.dtype)
-        timesteps = torch.randint(
-            0, self.config.num_train_timesteps, (trajectory.shape[0],), device=trajectory.device
+        prediction, target = noising_loss(
+            self.noise_scheduler, trajectory, lambda x, steps: self.unet(x, steps, condition)
         )
-        noisy = self.noise_scheduler.add_noise(trajectory, noise, timesteps)
-        prediction = self.unet(noisy, timesteps, condition)
-        target = noise if self.config.prediction_type == "epsilon" else trajectory
-        loss = F.mse_loss(prediction, target, reduction="none")
-        if not self.config.do_mask_loss_for_padding:
-            return loss.mean()
-        if "action_is_pad" not in batch:
-            raise InvalidInput(
-                "do_mask_loss_for_padding needs 'action_is_pad' in the batch", where="batch"
-            )
-        valid = ~batch["action_is_pad"].bool().unsqueeze(-1)
-        return (loss * valid).sum() / (valid.sum() * loss.shape[-1]).clamp_min(1)
+        return trajectory_loss(prediction, target, batch, self.config.do_mask_loss_for_padding)
 
 
 class SpatialSoftmax(nn.Module):
@@ -274,37 +231,11 @@ class RgbEncoder(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.resize_shape is not None:
-            x = _resize(x, self.resize_shape)
+            x = resize_images(x, self.resize_shape)
         if self.crop_shape is not None:
-            x = self._crop(x)
+            x = crop_images(x, self.crop_shape, random=self.training and self.crop_is_random)
         x = torch.flatten(self.pool(self.backbone(x)), start_dim=1)
         return self.relu(self.out(x))
-
-    def _crop(self, x: Tensor) -> Tensor:
-        """A random crop while training (one offset for the batch), the centre otherwise."""
-        height, width = x.shape[-2:]
-        crop_h, crop_w = self.crop_shape  # type: ignore[misc]
-        if self.training and self.crop_is_random:
-            top = int(torch.randint(0, height - crop_h + 1, (1,)))
-            left = int(torch.randint(0, width - crop_w + 1, (1,)))
-        else:
-            # torchvision's CenterCrop offsets: int(round(...)), ties to even.
-            top = round((height - crop_h) / 2.0)
-            left = round((width - crop_w) / 2.0)
-        return x[..., top : top + crop_h, left : left + crop_w]
-
-
-def _resize(x: Tensor, size: tuple[int, int]) -> Tensor:
-    """torchvision's `resize(x, size, antialias=True)` on a `(B, C, H, W)` tensor: bilinear with
-    antialiasing, computed in float32 (or float64), and a no-op at the size already."""
-    if tuple(x.shape[-2:]) == tuple(size):
-        return x
-    dtype = x.dtype
-    y = x if dtype in (torch.float32, torch.float64) else x.to(torch.float32)
-    y = F.interpolate(y, size=list(size), mode="bilinear", align_corners=False, antialias=True)
-    if dtype == y.dtype:
-        return y
-    return (y if dtype.is_floating_point else y.round()).to(dtype)
 
 
 def _group_norm(channels: int) -> nn.Module:
@@ -319,21 +250,6 @@ def _output_shape(module: nn.Module, input_shape: tuple[int, ...]) -> tuple[int,
         shape = tuple(module(torch.zeros(input_shape)).shape[1:])
     module.train(was_training)
     return shape
-
-
-class SinusoidalStepEmbedding(nn.Module):
-    """The diffusion step as a sine/cosine vector (sines first, then cosines)."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, steps: Tensor) -> Tensor:
-        half = self.dim // 2
-        scale = math.log(10000) / (half - 1)
-        frequencies = torch.exp(torch.arange(half, device=steps.device) * -scale)
-        angles = steps.unsqueeze(-1) * frequencies.unsqueeze(0)
-        return torch.cat((angles.sin(), angles.cos()), dim=-1)
 
 
 class Conv1dBlock(nn.Module):
