@@ -23,6 +23,9 @@ def test_usable_positions_drop_the_last_frames_of_each_episode():
     assert usable_positions([3, 4], 2).tolist() == [0, 3, 4]
     with pytest.raises(InvalidInput, match="no frame left"):
         usable_positions([2, 2], 2)
+    # A negative count (LeRobot's multi-task DiT computes one for short horizons) drops nothing
+    # and never reaches past the dataset's last frame.
+    assert usable_positions([3, 4], -1).tolist() == [0, 1, 2, 3, 4, 5, 6]
 
 
 @settings(max_examples=40, deadline=None)

@@ -128,7 +128,7 @@ def open_training_data(
             episodes=source.episodes,
             delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
             video_backend=video_backend,
-            drop_n_last_frames=getattr(config, "drop_n_last_frames", 0),
+            drop_n_last_frames=max(0, getattr(config, "drop_n_last_frames", 0)),
             rank=rank,
             world_size=world_size,
             meta=kept,

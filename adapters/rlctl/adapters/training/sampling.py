@@ -28,10 +28,12 @@ SampleKey = tuple[int, int]  # (dataset position, sample seed)
 
 def usable_positions(episode_lengths: Sequence[int], drop_n_last_frames: int = 0) -> np.ndarray:
     """Dataset positions a sample may start at: each episode less its last frames (Diffusion
-    Policy drops the frames whose action horizon would run mostly past the end)."""
+    Policy drops the frames whose action horizon would run mostly past the end). A negative
+    count (a multi-task DiT whose horizon is shorter than its history and chunk) drops none."""
     parts, start = [], 0
+    drop = max(0, drop_n_last_frames)
     for length in episode_lengths:
-        parts.append(np.arange(start, start + max(0, length - drop_n_last_frames)))
+        parts.append(np.arange(start, start + max(0, length - drop)))
         start += length
     positions = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     if not len(positions):
