@@ -19,5 +19,10 @@ VLA is a config class (`rlctl.domain.policies`), a model file here (a `FlowMatch
 the prefix and the suffix and gives the velocity, a `VLAPolicy` that prepares its inputs and
 weighs its loss) and an entry point.
 
+The multi-task DiT lives beside Diffusion Policy (`policies/multi_task_dit.py`: a DiT under
+CLIP encoders, no VLM and no action expert) and borrows from here the task's tokenizer step,
+Gemma's rotary arithmetic, the flow integrators (Euler, RK4), real-time chunking and the
+meta-device loading: a change to those is a change to it too.
+
 Importing this package imports nothing heavy; torch comes with the modules that need it.
 """

@@ -3,7 +3,8 @@ its inference speed paths.
 
 Training mixes a chunk of actions with noise at a time t in (0, 1], x_t = t · noise + (1 - t) ·
 actions, and the model regresses the velocity noise - actions. Inference integrates that velocity
-from noise (t = 1) to actions (t = 0) in Euler steps x ← x + dt · v (dt = -1 / steps). The model
+from noise (t = 1) to actions (t = 0) in Euler steps x ← x + dt · v (dt = -1 / steps), or in
+Runge-Kutta steps (`rk4_integrate`, the multi-task DiT's option). The model
 gives the velocity of one observation as a function `velocity(x_t, t)` (its prefix has run once,
 each call runs the action expert over the cached keys and values); the sampler calls it step by
 step, and real-time chunking wraps it (`rtc.guided`) without the sampler knowing.
@@ -80,6 +81,21 @@ def euler_integrate(
     x_t = noise
     for time in euler_times(noise, num_steps) if times is None else times:
         x_t = x_t + dt * velocity(x_t, time)
+    return x_t
+
+
+def rk4_integrate(velocity: Velocity, noise: Tensor, num_steps: int) -> Tensor:
+    """Integrate the flow from noise (t=1) to actions (t=0) in `num_steps` classic Runge-Kutta
+    steps, four calls of `velocity(x_t, time)` each (at the step's start, twice at its middle,
+    at its end)."""
+    dt = -1.0 / num_steps
+    x_t = noise
+    for time in euler_times(noise, num_steps):
+        k1 = velocity(x_t, time)
+        k2 = velocity(x_t + dt * k1 / 2, time + dt / 2)
+        k3 = velocity(x_t + dt * k2 / 2, time + dt / 2)
+        k4 = velocity(x_t + dt * k3, time + dt)
+        x_t = x_t + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     return x_t
 
 

@@ -47,6 +47,23 @@ def built_dtypes(module: nn.Module) -> dict[str, torch.dtype]:
     return {name: t.dtype for name, t in module.state_dict().items()}
 
 
+class AssignsOnMeta(nn.Module):
+    """A model that may be built on the meta device (`building`): its `load_state_dict` then
+    assigns the file's tensors and finishes the load (`finish_meta_load`), naming the model by
+    its config's `type_name` in what it refuses. Listed before the model's other bases."""
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        on_meta = is_on_meta(self)
+        dtypes = built_dtypes(self)
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign or on_meta)
+        if on_meta:
+            config = getattr(self, "config", None)
+            finish_meta_load(self, dtypes, getattr(config, "type_name", type(self).__name__))
+        return result
+
+
 def finish_meta_load(module: nn.Module, dtypes: Mapping[str, torch.dtype], what: str) -> None:
     """After a state dict was assigned to `module` built on the meta device: refuse tensors the
     file left unset, give each parameter the dtype it was built with (`dtypes`, from

@@ -10,7 +10,6 @@ its cameras and weighs its training loss.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -27,17 +26,12 @@ from rlctl.adapters.policies.vla.inputs import (
     present_cameras,
     robot_state,
 )
-from rlctl.adapters.policies.vla.loading import (
-    building,
-    built_dtypes,
-    finish_meta_load,
-    is_on_meta,
-)
+from rlctl.adapters.policies.vla.loading import AssignsOnMeta, building
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.domain.processors.steps.task_text import LANGUAGE_ATTENTION_MASK, LANGUAGE_TOKENS
 
 
-class VLAModel(PolicyModel):
+class VLAModel(AssignsOnMeta, PolicyModel):
     """A VLA on normalised batches; the task arrives tokenised (`observation.language.*`)."""
 
     model: nn.Module
@@ -75,16 +69,6 @@ class VLAModel(PolicyModel):
             images.append(image)
             masks.append(mask)
         return add_placeholders(images, masks, self.placeholder_count(len(keys) - len(present)))
-
-    def load_state_dict(
-        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
-    ) -> Any:
-        on_meta = is_on_meta(self)
-        dtypes = built_dtypes(self)
-        result = super().load_state_dict(state_dict, strict=strict, assign=assign or on_meta)
-        if on_meta:
-            finish_meta_load(self, dtypes, self.config.type_name)
-        return result
 
     def state(self, batch: Batch) -> Tensor | None:
         return robot_state(batch, self.config.max_state_dim)

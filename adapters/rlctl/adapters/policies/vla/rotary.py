@@ -49,10 +49,13 @@ def apply_rope(x: Tensor, positions: Tensor) -> Tensor:
     return rotate(x, rope_tables(positions, x.shape[-1]))
 
 
-def gemma_rope_tables(positions: Tensor, head_dim: int, dtype: torch.dtype) -> Rotary:
-    """Gemma's (cos, sin) at positions (B, L), each (B, 1, L, head_dim), in `dtype`."""
+def gemma_rope_tables(
+    positions: Tensor, head_dim: int, dtype: torch.dtype, base: float = MAX_WAVELENGTH
+) -> Rotary:
+    """Gemma's (cos, sin) at positions (B, L), each (B, 1, L, head_dim), in `dtype`; `base` is
+    the longest wavelength (the multi-task DiT's `rope_base`)."""
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (MAX_WAVELENGTH ** (exponents / head_dim))
+    inv_freq = 1.0 / (base ** (exponents / head_dim))
     freqs = positions[..., None].float() * inv_freq
     angles = torch.cat((freqs, freqs), dim=-1)
     return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
