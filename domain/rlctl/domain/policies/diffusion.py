@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import attrs
 
-from rlctl.domain.optimization import OptimizerSpec, SchedulerSpec
 from rlctl.domain.policies.config import (
     PolicyConfig,
     check_resnet,
@@ -15,25 +12,17 @@ from rlctl.domain.policies.config import (
     optional_pair,
     require,
 )
-
-
-def _float_pair(value: Iterable[float]) -> tuple[float, float]:
-    first, second = (float(x) for x in value)
-    return first, second
-
-
-def _diffusion_norms() -> dict[str, str]:
-    return {"VISUAL": "MEAN_STD", "STATE": "MIN_MAX", "ACTION": "MIN_MAX"}
+from rlctl.domain.policies.denoising import DenoisingSettings, denoising_norms, float_pair
 
 
 @PolicyConfig.register("diffusion")
 @attrs.frozen(kw_only=True)
-class DiffusionConfig(PolicyConfig):
+class DiffusionConfig(DenoisingSettings, PolicyConfig):
     """Diffusion Policy (Chi et al. 2023) with a 1D conditional U-Net, LeRobot's defaults."""
 
     n_obs_steps: int = 2
     normalization_mapping: dict[str, str] = attrs.field(
-        factory=_diffusion_norms, converter=norm_mapping
+        factory=denoising_norms, converter=norm_mapping
     )
     horizon: int = 64
     n_action_steps: int = 32
@@ -66,7 +55,7 @@ class DiffusionConfig(PolicyConfig):
     compile_mode: str = "reduce-overhead"
     do_mask_loss_for_padding: bool = False
     optimizer_lr: float = 1e-4
-    optimizer_betas: tuple[float, float] = attrs.field(default=(0.95, 0.999), converter=_float_pair)
+    optimizer_betas: tuple[float, float] = attrs.field(default=(0.95, 0.999), converter=float_pair)
     optimizer_eps: float = 1e-8
     optimizer_weight_decay: float = 1e-6
     scheduler_name: str = "cosine"
@@ -74,16 +63,7 @@ class DiffusionConfig(PolicyConfig):
 
     def __attrs_post_init__(self) -> None:
         check_resnet(self.vision_backbone)
-        require(
-            self.prediction_type in ("epsilon", "sample"),
-            f"prediction_type must be 'epsilon' or 'sample', got {self.prediction_type!r}",
-            "prediction_type",
-        )
-        require(
-            self.noise_scheduler_type in ("DDPM", "DDIM"),
-            f"noise_scheduler_type must be 'DDPM' or 'DDIM', got {self.noise_scheduler_type!r}",
-            "noise_scheduler_type",
-        )
+        self.check_noise_scheduler()
         require(
             0 < self.crop_ratio <= 1.0,
             f"crop_ratio must be in (0, 1], got {self.crop_ratio}",
@@ -98,13 +78,6 @@ class DiffusionConfig(PolicyConfig):
         )
         # n_action_steps beyond horizon - n_obs_steps + 1 is not refused: LeRobot trains and
         # runs such configs, executing the (shorter) chunk the horizon leaves.
-        steps = self.num_inference_steps
-        require(
-            steps is None or 0 < steps <= self.num_train_timesteps,
-            f"num_inference_steps ({steps}) must be in 1..num_train_timesteps "
-            f"({self.num_train_timesteps})",
-            "num_inference_steps",
-        )
         for key, feature in self.image_features.items():
             crop = self.effective_crop_shape
             if self.resize_shape is None and crop is not None:
@@ -113,20 +86,6 @@ class DiffusionConfig(PolicyConfig):
                     f"crop_shape {list(crop)} does not fit the image {key} {list(feature.shape)}",
                     "crop_shape",
                 )
-
-    def optimizer_preset(self) -> OptimizerSpec:
-        return OptimizerSpec(
-            type="adam",
-            lr=self.optimizer_lr,
-            betas=self.optimizer_betas,
-            eps=self.optimizer_eps,
-            weight_decay=self.optimizer_weight_decay,
-        )
-
-    def scheduler_preset(self) -> SchedulerSpec:
-        return SchedulerSpec(
-            type="diffuser", name=self.scheduler_name, num_warmup_steps=self.scheduler_warmup_steps
-        )
 
     @property
     def effective_crop_shape(self) -> tuple[int, int] | None:
@@ -139,14 +98,6 @@ class DiffusionConfig(PolicyConfig):
                 int(self.resize_shape[1] * self.crop_ratio),
             )
         return None
-
-    @property
-    def observation_delta_indices(self) -> list[int]:
-        return list(range(1 - self.n_obs_steps, 1))
-
-    @property
-    def action_delta_indices(self) -> list[int]:
-        return list(range(1 - self.n_obs_steps, 1 - self.n_obs_steps + self.horizon))
 
 
 attrs.resolve_types(DiffusionConfig)
