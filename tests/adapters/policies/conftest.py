@@ -88,6 +88,17 @@ def tiny_fast_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     chunks = np.cumsum(rng.normal(size=(300, 4, 3)) * 0.3, axis=1)
     folder = tmp_path_factory.mktemp("fast") / "tokenizer"
     FASTTokenizer.fit(list(chunks), scale=10.0, vocab_size=300).save(folder)
+
+
+TINY_CLIP_SCRIPT = Path(__file__).with_name("tiny_clip.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny CLIP folder (config, weights, tokenizer; see tiny_clip.py), made once per session."""
+    pytest.importorskip("transformers", reason="the multi-task DiT needs the smolvla extra")
+    write = runpy.run_path(str(TINY_CLIP_SCRIPT))["write_tiny_clip"]
+    folder: Path = write(tmp_path_factory.mktemp("mtdit") / "tiny-clip")
     return folder
 
 

@@ -30,6 +30,7 @@ from rlctl.domain.policies import (
     SmolVLAConfig,
     known_policy_types,
 )
+from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
 from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.policies.pi0_fast import PI0FastConfig
 from rlctl.domain.policies.pi05 import PI05Config
@@ -47,7 +48,8 @@ CAMERA = "observation.images.top"
 
 # A tiny config of every built-in trainable type, reading a history where the type allows it
 # (each is given the tiny SmolVLM folder; only SmolVLA reads it; π0 and π0.5 read the tiny
-# PaliGemma tokenizer the `tiny_paligemma_tokenizer` fixture puts in place of the Hub's).
+# PaliGemma tokenizer the `tiny_paligemma_tokenizer` fixture puts in place of the Hub's; the
+# multi-task DiT is given the tiny CLIP folder instead).
 PI_VLM = (
     "custom:width=32,depth=2,mlp_dim=64,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320,"
     "vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,patch_size=14"
@@ -106,6 +108,13 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
         num_heads=2, num_domains=2, len_soft_prompts=2, max_len_seq=64, chunk_size=5,
         n_action_steps=4, num_denoising_steps=2, action_mode="auto", max_action_dim=4,
     ),
+    "multi_task_dit": lambda clip: MultiTaskDiTConfig(
+        input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+        output_features=OUTPUTS, vision_encoder_name=str(clip), text_encoder_name=str(clip),
+        n_obs_steps=2, horizon=8, n_action_steps=4, hidden_dim=16, num_layers=1, num_heads=2,
+        timestep_embed_dim=8, num_train_timesteps=4, num_inference_steps=2,
+        image_resize_shape=(32, 32), image_crop_shape=None, tokenizer_max_length=8,
+    ),
 }  # fmt: skip
 
 
@@ -137,6 +146,8 @@ def test_each_chunk_is_predicted_from_the_last_observations(
     if policy_type == "pi0_fast":
         request.getfixturevalue("tiny_fast_text_tokenizer")
         vlm = request.getfixturevalue("tiny_fast_tokenizer_dir")
+    elif policy_type == "multi_task_dit":
+        vlm = request.getfixturevalue("tiny_clip")
     elif policy_type.startswith("pi"):
         request.getfixturevalue("tiny_paligemma_tokenizer")
     if policy_type == "xvla":

@@ -34,6 +34,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.pi05",
     "rlctl.domain.policies.pi0_fast",
     "rlctl.domain.policies.xvla",
+    "rlctl.domain.policies.multi_task_dit",
 )
 
 POLICY_TYPES = PluginKind(
