@@ -1,0 +1,305 @@
+"""The multi-task DiT at its real size (LeRobot's defaults: CLIP ViT-B/16's vision and text towers,
+about 150 M parameters, and a 6-layer DiT of width 512; random weights, float32, CPU), rlctl side
+by side with LeRobot 0.6.1.
+
+A CLIP folder with ViT-B/16's config and random weights is written first (its tokenizer is the
+tests' small CLIP-style one: token ids differ from openai's, timings do not), then one
+checkpoint (by rlctl, random weights, LeRobot's format) on it; then each tool, in its own fresh
+process (alternating, `--repeat` times), loads it and predicts:
+
+- load: from the call that loads the checkpoint (rlctl's `load_policy_folder`, LeRobot's
+  `MultiTaskDiTPolicy.from_pretrained` + both processor pipelines) to a policy ready to act;
+- first chunk: the first chunk (pre-processing, the model, post-processing) on one observation
+  history (`n_obs_steps` = 2 steps of two 224x224 cameras and an 8-dim state, a task), then
+  `--chunks` more: per-chunk latency, median;
+- to first action: from the child's start (imports included) to the first chunk's end;
+- peak resident memory of the process.
+
+`--objective diffusion` (the default: DDPM, `--steps` denoising steps, LeRobot's default 100) or
+`flow_matching` (`--steps` Euler steps). `--size tiny` runs the same at toy sizes, to check the
+script.
+
+Both tools read compiled bytecode, as installed packages do: the children write theirs into a
+scratch cache (`PYTHONPYCACHEPREFIX`, even under `PYTHONDONTWRITEBYTECODE`), filled by one
+untimed warm-up run of each tool on a tiny checkpoint, so no tool's load pays for compiling its
+imports.
+
+On a shared, loaded machine give both tools `--threads 1`: with more threads than free cores,
+torch's thread pool waits on itself and a tiny model's chunk takes seconds instead of
+milliseconds (in either tool), which measures the machine, not the tool.
+
+Usage (real size needs about 2 GB per process; the tools run one after the other):
+    python benchmarks/multi_task_dit_real_size.py --lerobot-python LEROBOT_VENV/bin/python \
+        [--size real --repeat 2 --chunks 3 --steps 100 --objective diffusion --threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import runpy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent / "tests" / "adapters" / "policies"
+STATE, ACTION, STEPS = 8, 7, 2
+CAMERAS = ("observation.images.image", "observation.images.wrist_image")
+TASK = "put the bowl on the plate"
+# CLIP ViT-B/16 (openai/clip-vit-base-patch16): its towers' sizes.
+REAL_CLIP: dict[str, dict[str, object]] = {
+    "text": {
+        "hidden_size": 512,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 8,
+        "vocab_size": 49408,
+    },
+    "vision": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "image_size": 224,
+        "patch_size": 16,
+    },
+}
+TINY_DIT: dict[str, object] = {
+    "hidden_dim": 32,
+    "num_layers": 2,
+    "num_heads": 4,
+    "timestep_embed_dim": 16,
+    "horizon": 8,
+    "n_action_steps": 4,
+    "tokenizer_max_length": 16,
+}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def image_size(size: str) -> int:
+    return 224 if size == "real" else 32
+
+
+def observation(size: str) -> dict[str, object]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    side = image_size(size)
+    obs: dict[str, object] = {
+        "observation.state": rng.uniform(-1, 1, size=(1, STEPS, STATE)).astype(np.float32),
+        "task": [TASK],
+    }
+    for key in CAMERAS:
+        obs[key] = rng.uniform(size=(1, STEPS, 3, side, side)).astype(np.float32)
+    return obs
+
+
+# --- the checkpoint ------------------------------------------------------------------------------
+
+
+def make_clip(out: Path, size: str) -> Path:
+    write = runpy.run_path(str(TESTS / "tiny_clip.py"))["write_tiny_clip"]
+    if size == "real":
+        return Path(write(out, **REAL_CLIP))
+    return Path(write(out))
+
+
+def make_checkpoint(out: Path, clip: Path, size: str, objective: str, steps: int) -> None:
+    import numpy as np
+    import torch
+
+    from rlctl.adapters.policies.loaded_policy import create_policy
+    from rlctl.domain.features import typed_feature
+    from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
+
+    side = image_size(size)
+    extra = {} if size == "real" else dict(TINY_DIT)
+    steps_field = "num_inference_steps" if objective == "diffusion" else "num_integration_steps"
+    if objective == "diffusion" and steps > 100:  # more steps than LeRobot's 100 trained
+        extra["num_train_timesteps"] = steps
+    config = MultiTaskDiTConfig(
+        input_features={
+            "observation.state": typed_feature("STATE", (STATE,)),
+            **{key: typed_feature("VISUAL", (3, side, side)) for key in CAMERAS},
+        },
+        output_features={"action": typed_feature("ACTION", (ACTION,))},
+        vision_encoder_name=str(clip),
+        text_encoder_name=str(clip),
+        objective=objective,
+        device="cpu",
+        **{steps_field: steps},
+        **extra,  # type: ignore[arg-type]
+    )
+    stats: dict[str, dict[str, np.ndarray]] = {
+        key: {"min": -np.ones(dim), "max": np.ones(dim)}
+        for key, dim in (("observation.state", STATE), ("action", ACTION))
+    }
+    for key in CAMERAS:
+        stats[key] = {"mean": np.full((3, 1, 1), 0.45), "std": np.full((3, 1, 1), 0.25)}
+    torch.manual_seed(0)
+    create_policy(config, stats).save(out)
+
+
+# --- one tool, in its own process ----------------------------------------------------------------
+
+
+def run_rlctl(folder: Path, chunks: int, size: str) -> dict[str, float]:
+    start = time.perf_counter()
+    import torch
+
+    from rlctl.adapters.policies.loaded_policy import load_policy_folder
+
+    imported = time.perf_counter()
+    policy = load_policy_folder(folder, device="cpu")
+    loaded = time.perf_counter()
+    obs = observation(size)
+    with torch.inference_mode():
+        policy.predict_chunk(obs)
+        first = time.perf_counter()
+        latencies = []
+        for _ in range(chunks):
+            tick = time.perf_counter()
+            policy.predict_chunk(obs)
+            latencies.append(time.perf_counter() - tick)
+    return report(start, imported, loaded, first, latencies)
+
+
+def run_lerobot(folder: Path, chunks: int, size: str) -> dict[str, float]:
+    start = time.perf_counter()
+    import torch
+
+    harness = runpy.run_path(str(TESTS / "lerobot_multi_task_dit.py"))
+    imported = time.perf_counter()
+    policy, pre, post = harness["load"](str(folder))
+    loaded = time.perf_counter()
+    obs = observation(size)
+    batch = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}  # type: ignore[arg-type]
+    batch["task"] = obs["task"]  # type: ignore[assignment]
+
+    def predict() -> object:
+        # LeRobot's chunk from a history, as its select_action makes it once its queues are full.
+        return post(policy._generate_actions(policy._prepare_batch(pre(dict(batch)))))
+
+    with torch.inference_mode():
+        predict()
+        first = time.perf_counter()
+        latencies = []
+        for _ in range(chunks):
+            tick = time.perf_counter()
+            predict()
+            latencies.append(time.perf_counter() - tick)
+    return report(start, imported, loaded, first, latencies)
+
+
+def report(
+    start: float, imported: float, loaded: float, first: float, latencies: list[float]
+) -> dict[str, float]:
+    return {
+        "import_s": imported - start,
+        "load_s": loaded - imported,
+        # rlctl imports torch and transformers lazily inside the load; compare this one.
+        "import_and_load_s": loaded - start,
+        "first_chunk_s": first - loaded,
+        "to_first_action_s": first - start,
+        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+# --- the orchestration ---------------------------------------------------------------------------
+
+
+def child(
+    tool: str,
+    python: str,
+    args: argparse.Namespace,
+    folder: Path,
+    *,
+    size: str | None = None,
+    chunks: int | None = None,
+) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
+    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
+    command += ["--size", size or args.size]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if result.returncode:
+        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lerobot-python", help="LeRobot 0.6.1's Python (omit: rlctl only)")
+    parser.add_argument("--size", choices=("tiny", "real"), default="real")
+    parser.add_argument("--objective", choices=("diffusion", "flow_matching"), default="diffusion")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=100, help="denoising or integration steps")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--folder", type=Path, help="an existing multi-task DiT checkpoint")
+    parser.add_argument("--child", choices=("rlctl", "lerobot"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        run = run_rlctl if args.child == "rlctl" else run_lerobot
+        print(json.dumps(run(args.folder, args.chunks, args.size)))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="mtdit_bench_") as scratch:
+        args.pycache = Path(scratch) / "pycache"
+        folder = args.folder
+        if folder is None:
+            # The folder's name must contain "clip", as LeRobot's config insists.
+            clip = make_clip(Path(scratch) / f"clip-{args.size}", args.size)
+            folder = Path(scratch) / "multi_task_dit"
+            tick = time.perf_counter()
+            make_checkpoint(folder, clip, args.size, args.objective, args.steps)
+            print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
+        tools = {"rlctl": sys.executable}
+        if args.lerobot_python:
+            tools["lerobot"] = args.lerobot_python
+        warm = folder if args.size == "tiny" else Path(scratch) / "multi_task_dit_tiny"
+        if not warm.exists():
+            tiny_clip = make_clip(Path(scratch) / "clip-tiny", "tiny")
+            make_checkpoint(warm, tiny_clip, "tiny", args.objective, 4)
+        for tool, python in tools.items():  # untimed: compiles each tool's imports
+            child(tool, python, args, warm, size="tiny", chunks=0)
+        results: dict[str, list[dict]] = {tool: [] for tool in tools}
+        for _ in range(args.repeat):
+            for tool, python in tools.items():
+                figures = child(tool, python, args, folder)
+                results[tool].append(figures)
+                print(json.dumps({"tool": tool, "size": args.size, **figures}))
+        print(
+            f"\nmulti-task DiT ({args.size} size, {args.objective}, {args.steps} steps, CPU), "
+            f"best of {args.repeat}:"
+        )
+        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
+        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
+        for key in (*keys, "peak_rss_mb"):
+            best = [min(r[key] for r in results[tool]) for tool in tools]
+            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
+
+
+if __name__ == "__main__":
+    main()
