@@ -88,6 +88,7 @@ def tiny_fast_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     chunks = np.cumsum(rng.normal(size=(300, 4, 3)) * 0.3, axis=1)
     folder = tmp_path_factory.mktemp("fast") / "tokenizer"
     FASTTokenizer.fit(list(chunks), scale=10.0, vocab_size=300).save(folder)
+    return folder
 
 
 TINY_CLIP_SCRIPT = Path(__file__).with_name("tiny_clip.py")
