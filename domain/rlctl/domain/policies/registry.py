@@ -35,6 +35,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.pi0_fast",
     "rlctl.domain.policies.xvla",
     "rlctl.domain.policies.multi_task_dit",
+    "rlctl.domain.policies.groot",
 )
 
 POLICY_TYPES = PluginKind(

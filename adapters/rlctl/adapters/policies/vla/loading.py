@@ -95,5 +95,21 @@ def materialize_buffers(module: nn.Module, what: str) -> None:
             elif name == "embed_scale":
                 value = torch.tensor(float(getattr(owner, "scalar_embed_scale", 1.0)))
             else:
-                raise ConfigError(f"{what}'s buffer {name!r} cannot be rebuilt after loading")
+                value = _rebuilt_buffer(owner, name, what)
             setattr(owner, name, value.to(buffer.dtype))
+
+
+def _rebuilt_buffer(owner: nn.Module, name: str, what: str) -> torch.Tensor:
+    """A buffer a module computes from its config (rotary frequencies): the module is built
+    again on the CPU from that config, and its buffer taken."""
+    config = getattr(owner, "config", None)
+    if config is not None:
+        try:
+            with torch.device("cpu"):
+                fresh = type(owner)(config)
+        except Exception:  # a module whose constructor takes more than its config
+            fresh = None
+        value = dict(fresh.named_buffers(recurse=False)).get(name) if fresh is not None else None
+        if value is not None:
+            return value
+    raise ConfigError(f"{what}'s buffer {name!r} cannot be rebuilt after loading")

@@ -94,3 +94,60 @@ def guided(velocity: Velocity, guidance: PrefixGuidance | None) -> Velocity:
         return v_t - guidance_weight(time, guidance.config.max_guidance_weight) * error
 
     return corrected
+
+
+def overlap_blend(
+    noise: Tensor, guidance: PrefixGuidance, ramp_rate: float
+) -> tuple[Tensor, Tensor] | None:
+    """GR00T N1.7's own real-time chunking (LeRobot's `_prepare_n1_7_rtc_inputs` and the
+    overlap in `get_action_with_features`): the sampler starts from the previous chunk's
+    leftover instead of noise on the first `overlap` steps, and scales their velocity by a
+    strength that is 0 on the `inference_delay` steps already committed (frozen), rises as
+    `1 - exp(-ramp_rate · s)` over the steps between, and is 1 after the overlap.
+
+    The leftover's trailing all-zero rows are padding (LeRobot's RTC engine pads with exact
+    zeros), its last `horizon` rows are kept and its width fits the model's action vector; the
+    overlap is at most `execution_horizon` steps, taken from the leftover's end. Returns the
+    sampler's start and the strength (both like `noise`), or None when nothing overlaps."""
+    batch, horizon, dims = noise.shape
+    left = guidance.leftover.to(device=noise.device, dtype=noise.dtype)
+    if left.shape[0] == 1 and batch > 1:
+        left = left.expand(batch, -1, -1)
+    elif left.shape[0] != batch:
+        raise ValueError(
+            f"the leftover has {left.shape[0]} rows, the batch {batch} (GR00T real-time chunking)"
+        )
+    valid = left.detach().abs().sum(dim=(0, 2)) > 0
+    if not bool(valid.any()):
+        return None
+    left = left[:, : int(valid.nonzero()[-1].item()) + 1][:, -horizon:]
+    if left.shape[2] >= dims:
+        left = left[:, :, :dims]
+    else:
+        left = torch.cat([left, left.new_zeros(batch, left.shape[1], dims - left.shape[2])], 2)
+    steps = int(left.shape[1])
+    overlap = max(0, min(steps, guidance.config.execution_horizon))
+    if overlap == 0:
+        return None
+    frozen = max(0, min(guidance.inference_delay, overlap))
+    start = noise.clone()
+    start[:, :overlap] = left[:, steps - overlap : steps]
+    strength = torch.ones_like(noise)
+    strength[:, :frozen] = 0.0
+    t = torch.linspace(0.0, 1.0, overlap - frozen + 2, device=noise.device)
+    ramp = 1 - torch.exp(-ramp_rate * t)
+    ramp = ramp / ramp[-1].clamp_min(1e-8)
+    strength[:, frozen:overlap] = ramp[1:-1][None, :, None].to(strength.dtype)
+    return start, strength
+
+
+def strengthened(velocity: Velocity, strength: Tensor | None) -> Velocity:
+    """`velocity(x_t, t)` scaled per step and dimension by `strength` (`overlap_blend`'s);
+    `velocity` itself when None."""
+    if strength is None:
+        return velocity
+
+    def scaled(x_t: Tensor, t: Any) -> Tensor:
+        return velocity(x_t, t) * strength
+
+    return scaled

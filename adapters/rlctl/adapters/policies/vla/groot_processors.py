@@ -1,0 +1,586 @@
+"""GR00T N1.7's processor steps, as LeRobot 0.6.1's `processor_groot.py` writes and runs them for
+its own checkpoints (a LeRobot-trained GR00T, or one fine-tuned from the base model):
+
+    pre:  rename -> to_batch -> groot_n1_7_pack_inputs_v1 -> groot_n1_7_vlm_encode_v1 -> device
+    post: groot_action_unpack_unnormalize_v2 -> device(cpu)
+
+- pack: the cameras (in sorted key order) become uint8 frames; the task becomes the prompt text
+  (lower-cased, only letters, digits, spaces and `_` kept; "Perform the task." when empty); the
+  state and the actions are min-max normalised into [-1, 1] with the dataset's min/max (clipped),
+  zero-padded to `max_state_dim` / `max_action_dim` and the actions to `action_horizon` steps,
+  with an action mask (padding and `action_is_pad` steps masked out); the embodiment's id joins
+  the batch. The statistics are the step's state (`<key>.<stat>`, every key LeRobot was given).
+- vlm encode: each frame is resized (bicubic, antialiased) to `image_target_size`, centre-cropped
+  by `image_crop_size / image_target_size` and resized back; frames and prompt become one
+  Qwen3-VL chat message, and the backbone's processor (its tokenizer, image processor and chat
+  template, read from `model_name`) gives `input_ids`, `attention_mask` (left padding),
+  `pixel_values` and `image_grid_thw`.
+- unpack: the model's actions cut to the env's action size, clipped to [-1, 1], unnormalised
+  with the action min/max; with `libero_gripper_action`, the last dimension (a [0, 1] gripper)
+  becomes LIBERO's -1/+1.
+
+Left out, as LeRobot uses them only for NVIDIA's raw N1.7 checkpoints (their sidecar files):
+grouped per-embodiment statistics (`raw_stats`, `modality_config`, percentiles), per-step
+relative actions and their decoding (`groot_n1_7_action_decode_v1`), the cv2 image path
+(`use_albumentations`), letter-boxing, video horizons and checkpoint camera keys. A pipeline file
+that asks for them is refused with that said. rlctl also accepts cameras of different sizes in
+one batch (LeRobot stacks them and needs one size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+from torch import Tensor
+
+from rlctl.adapters.policies.vla.loading import require_transformers
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.frames import Transition
+from rlctl.domain.policies.groot import GROOT_N1_7_BACKBONE_MODEL, NATIVE_ACTION_HORIZON
+from rlctl.domain.processors import Step, register_step
+
+PACK_STEP = "groot_n1_7_pack_inputs_v1"
+ENCODE_STEP = "groot_n1_7_vlm_encode_v1"
+UNPACK_STEP = "groot_action_unpack_unnormalize_v2"
+OBS_STATE = "observation.state"
+OBS_IMAGE = "observation.image"
+OBS_IMAGES = "observation.images"
+ACTION = "action"
+VIDEO = "video"  # the packed frames, between the pack and the encode steps
+DEFAULT_LANGUAGE = "Perform the task."
+DEFAULT_TARGET_SIZE = (256, 256)
+DEFAULT_CROP_SIZE = (230, 230)
+EMBODIMENT_MAPPING = {
+    "oxe_droid_relative_eef_relative_joint": 24,
+    "xdof_relative_eef_relative_joint": 27,
+    "xdof_relative_eef_relative_joint_subtask": 27,
+    "real_g1_relative_eef_relative_joints": 25,
+    "real_r1_pro_sharpa_relative_eef": 26,
+    "real_r1_pro_sharpa_relative_eef_human": 26,
+    "real_r1_pro_sharpa_relative_eef_maxinsights": 26,
+    "real_r1_pro_sharpa_relative_eef_mecka": 26,
+    "unitree_g1_full_body_with_waist_height_nav_cmd": 25,
+    "simpler_env_google": 0,
+    "simpler_env_widowx": 1,
+    "libero_sim": 2,
+    "new_embodiment": 10,
+}
+RAW_CHECKPOINT_HINT = (
+    "this pipeline was made from one of NVIDIA's raw GR00T N1.7 checkpoints (grouped statistics, "
+    "checkpoint-specific image or action handling), which rlctl does not read: fine-tune from "
+    "it with LeRobot first, or train with rlctl from the base model"
+)
+
+
+# -- statistics as the steps keep them ---------------------------------------------------------
+
+Stats = dict[str, dict[str, np.ndarray]]
+
+
+def flat_stats(stats: Mapping[str, Mapping[str, Any]] | None) -> dict[str, np.ndarray]:
+    if not stats:
+        return {}
+    return {
+        f"{key}.{name}": np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value)
+        for key, per_key in stats.items()
+        for name, value in per_key.items()
+    }
+
+
+def nested_stats(state: Mapping[str, Any]) -> Stats:
+    nested: Stats = {}
+    for flat_key, value in state.items():
+        if "." in flat_key:
+            key, name = flat_key.rsplit(".", 1)
+            nested.setdefault(key, {})[name] = np.asarray(value)
+    return nested
+
+
+def stat_vector(
+    stats: Stats, key: str, name: str, dims: int, missing: float, pad: float, like: Tensor
+) -> Tensor:
+    """One statistic as a float32 vector of `dims`: flattened, then cut or padded with `pad`
+    (`missing` everywhere when the statistic is absent)."""
+    raw = stats.get(key, {}).get(name)
+    values = (
+        torch.full((dims,), missing) if raw is None else torch.as_tensor(np.asarray(raw)).flatten()
+    )
+    values = values.to(device=like.device, dtype=torch.float32)
+    if values.numel() >= dims:
+        return values[:dims]
+    fill = torch.full((dims - values.numel(),), pad, dtype=torch.float32, device=like.device)
+    return torch.cat([values, fill])
+
+
+def min_max_normalize(x: Tensor, stats: Stats, key: str, clip: bool) -> Tensor:
+    """LeRobot's `_min_max_norm`: into [-1, 1] (0 where min == max), clipped when `clip`."""
+    if key not in stats:
+        return x
+    dims = x.shape[-1]
+    low = stat_vector(stats, key, "min", dims, 0.0, 0.0, x)
+    high = stat_vector(stats, key, "max", dims, 1.0, 1.0, x)
+    span = high - low
+    usable = span != 0
+    mapped = 2 * (x - low) / torch.where(usable, span, torch.ones_like(span)) - 1
+    normalized = torch.where(usable, mapped, torch.zeros_like(mapped))
+    return normalized.clamp(-1.0, 1.0) if clip else normalized
+
+
+def prompt_texts(language: Any, batch: int, *, formalize: bool) -> list[str]:
+    """LeRobot's `prepare_n1_7_language_batch`: one text per row, "Perform the task." for none,
+    lower-cased and stripped of punctuation when `formalize`."""
+    if language is None or (isinstance(language, str) and language == ""):
+        texts = [DEFAULT_LANGUAGE] * batch
+    elif isinstance(language, str):
+        texts = [language] * batch
+    elif isinstance(language, (list, tuple)):
+        texts = [str(t) for t in language] or [DEFAULT_LANGUAGE] * batch
+        if len(texts) == 1 and batch > 1:
+            texts = texts * batch
+        elif len(texts) != batch:
+            raise InvalidInput(
+                f"the batch has {batch} rows but {len(texts)} task texts",
+                where="task",
+                hint="give one task per row, or one for all",
+            )
+    else:
+        texts = [str(language)] * batch
+    out = []
+    for item in texts:
+        text = item if item else DEFAULT_LANGUAGE
+        if formalize:
+            text = "".join(ch for ch in text.lower() if ch.isalnum() or ch.isspace() or ch == "_")
+        out.append(text)
+    return out
+
+
+def _batch_rows(transition: Transition) -> int:
+    for value in [*transition.observation.values(), transition.action]:
+        if isinstance(value, (Tensor, np.ndarray)) and value.ndim >= 1:
+            return int(value.shape[0])
+    return 1
+
+
+def _device(transition: Transition) -> torch.device:
+    for value in transition.observation.values():
+        if isinstance(value, Tensor):
+            return value.device
+    return torch.device("cpu")
+
+
+def _as_tensor(value: Any, where: str) -> Tensor:
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    if not isinstance(value, Tensor):
+        raise InvalidInput(f"{where} must be an array, got {type(value).__name__}", where=where)
+    return value
+
+
+# -- pack --------------------------------------------------------------------------------------
+
+
+def _mapping(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return dict(EMBODIMENT_MAPPING) if value is None else {str(k): int(v) for k, v in value.items()}
+
+
+@attrs.frozen(kw_only=True)
+class PackConfig:
+    """LeRobot's `GrootN17PackInputsStep` config, field for field."""
+
+    state_horizon: int = 1
+    action_horizon: int = NATIVE_ACTION_HORIZON
+    valid_action_horizon: int = NATIVE_ACTION_HORIZON
+    video_horizon: int | None = None
+    max_state_dim: int = 132
+    max_action_dim: int = 132
+    language_key: str = "task"
+    formalize_language: bool = True
+    embodiment_tag: str = "new_embodiment"
+    embodiment_mapping: dict[str, int] = attrs.field(factory=dict, converter=_mapping)
+    normalize_min_max: bool = True
+    state_dropout_prob: float = 0.0
+    clip_outliers: bool = True
+    use_percentiles: bool = False
+    video_modality_keys: list[str] | None = None
+    raw_stats: dict[str, Any] | None = None
+    modality_config: dict[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        raw = {
+            "raw_stats": self.raw_stats,
+            "modality_config": self.modality_config,
+            "video_modality_keys": self.video_modality_keys,
+            "video_horizon": self.video_horizon,
+        }
+        used = [name for name, value in raw.items() if value]
+        if used or self.use_percentiles or self.state_dropout_prob:
+            raise ConfigError(
+                f"the GR00T pack step sets {', '.join(used) or 'raw-checkpoint options'}",
+                where=PACK_STEP,
+                hint=RAW_CHECKPOINT_HINT,
+            )
+        if self.state_horizon != 1:
+            raise ConfigError("GR00T N1.7 reads one state step", where=f"{PACK_STEP}.state_horizon")
+
+
+@register_step(PACK_STEP)
+class GrootPackInputs(Step[PackConfig]):
+    """Frames, prompt text, normalised and padded state and actions, masks, embodiment id."""
+
+    config_class = PackConfig
+
+    def __init__(
+        self, config: PackConfig | None = None, stats: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        super().__init__(config)
+        self.stats: Stats = nested_stats(flat_stats(stats))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return flat_stats(self.stats)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.stats = nested_stats(state)
+
+    def __call__(self, transition: Transition) -> Transition:
+        config = self.config
+        observation = dict(transition.observation)
+        complementary = dict(transition.complementary_data)
+        keys = sorted(k for k in observation if k.startswith(OBS_IMAGES))
+        if not keys and OBS_IMAGE in observation:
+            keys = [OBS_IMAGE]
+        if keys:
+            observation[VIDEO] = [_uint8_frames(observation[key], key) for key in keys]
+            for key in keys:
+                observation.pop(key)
+        observation.pop(OBS_IMAGE, None)
+        rows = _batch_rows(transition)
+        complementary["language"] = prompt_texts(
+            complementary.get(config.language_key), rows, formalize=config.formalize_language
+        )
+        if OBS_STATE in observation:
+            observation["state"] = self._state(_as_tensor(observation.pop(OBS_STATE), OBS_STATE))
+        action = transition.action
+        if action is not None:
+            action, complementary["action_mask"] = self._action(
+                _as_tensor(action, ACTION), complementary
+            )
+        device = _device(transition)
+        if "action_mask" not in complementary:
+            mask = torch.zeros(rows, config.action_horizon, dtype=torch.float32, device=device)
+            mask[:, : min(config.valid_action_horizon, config.action_horizon)] = 1.0
+            complementary["action_mask"] = mask
+        identity = config.embodiment_mapping.get(config.embodiment_tag, 0)
+        complementary["embodiment_id"] = torch.full(
+            (rows,), identity, dtype=torch.int32, device=device
+        )
+        return transition.evolve(
+            observation=observation, action=action, complementary_data=complementary
+        )
+
+    def _state(self, state: Tensor) -> Tensor:
+        config = self.config
+        if state.ndim != 2:
+            raise InvalidInput(
+                f"the state must be (batch, dims), got {tuple(state.shape)}", where=OBS_STATE
+            )
+        rows, dims = state.shape
+        if dims > config.max_state_dim:
+            raise InvalidInput(
+                f"the state has {dims} dimensions, more than max_state_dim "
+                f"({config.max_state_dim})",
+                where=OBS_STATE,
+                hint="raise --policy.max_state_dim (and the base model's)",
+            )
+        state = state.to(torch.float32)
+        if config.normalize_min_max:
+            state = min_max_normalize(state, self.stats, OBS_STATE, config.clip_outliers)
+        state = state.unsqueeze(1)
+        if dims < config.max_state_dim:
+            pad = state.new_zeros(rows, 1, config.max_state_dim - dims)
+            state = torch.cat([state, pad], dim=2)
+        return state
+
+    def _action(self, action: Tensor, complementary: Mapping[str, Any]) -> tuple[Tensor, Tensor]:
+        config = self.config
+        if action.ndim == 2:
+            action = action.unsqueeze(1)
+        if action.ndim != 3:
+            raise InvalidInput(
+                f"the action must be (batch, dims) or (batch, steps, dims), got "
+                f"{tuple(action.shape)}",
+                where=ACTION,
+            )
+        rows, horizon, dims = action.shape
+        if horizon > config.action_horizon:
+            raise InvalidInput(
+                f"the action chunk has {horizon} steps, more than action_horizon "
+                f"({config.action_horizon})",
+                where=ACTION,
+            )
+        if dims > config.max_action_dim:
+            raise InvalidInput(
+                f"the action has {dims} dimensions, more than max_action_dim "
+                f"({config.max_action_dim})",
+                where=ACTION,
+                hint="raise --policy.max_action_dim (and the base model's)",
+            )
+        action = action.to(torch.float32)
+        if config.normalize_min_max:
+            flat = min_max_normalize(
+                action.reshape(rows * horizon, dims), self.stats, ACTION, config.clip_outliers
+            )
+            action = flat.view(rows, horizon, dims)
+        valid_horizon = min(horizon, config.valid_action_horizon, config.action_horizon)
+        if dims < config.max_action_dim:
+            action = torch.cat(
+                [action, action.new_zeros(rows, horizon, config.max_action_dim - dims)], 2
+            )
+        if horizon < config.action_horizon:
+            pad = action.new_zeros(rows, config.action_horizon - horizon, config.max_action_dim)
+            action = torch.cat([action, pad], dim=1)
+            horizon = config.action_horizon
+        valid = torch.zeros(rows, horizon, dtype=torch.bool, device=action.device)
+        valid[:, :valid_horizon] = True
+        is_pad = complementary.get(f"{ACTION}_is_pad", complementary.get("action_horizon_is_pad"))
+        if is_pad is not None:
+            pad_mask = torch.as_tensor(is_pad, dtype=torch.bool, device=action.device)
+            if pad_mask.ndim == 1:
+                if rows == 1 and pad_mask.numel() == horizon:
+                    pad_mask = pad_mask.unsqueeze(0)
+                elif horizon == 1 and pad_mask.numel() == rows:
+                    pad_mask = pad_mask.view(rows, 1)
+            if pad_mask.ndim != 2 or pad_mask.shape[0] != rows:
+                raise InvalidInput(
+                    f"action_is_pad must be (batch, steps), got {tuple(pad_mask.shape)} for "
+                    f"actions {tuple(action.shape)}",
+                    where="action_is_pad",
+                )
+            steps = min(horizon, pad_mask.shape[1])
+            valid[:, :steps] &= ~pad_mask[:, :steps]
+        if valid_horizon < horizon or is_pad is not None:
+            action = action.clone()
+            action[:, valid_horizon:, :] = 0
+            action = action * valid.unsqueeze(-1).to(action.dtype)
+        mask = torch.zeros(rows, horizon, config.max_action_dim, device=action.device)
+        mask[:, :, : min(dims, config.max_action_dim)] = valid.unsqueeze(-1).to(mask.dtype)
+        return action, mask
+
+
+def _uint8_frames(image: Any, key: str) -> Tensor:
+    """(B, T, C, H, W) uint8 frames of a camera given as (B, C, H, W) or (B, T, C, H, W), floats
+    in [0, 1] (LeRobot's truncating `* 255`) or uint8."""
+    frames = _as_tensor(image, key)
+    if frames.is_floating_point():
+        frames = (frames.clamp(0, 1) * 255.0).to(torch.uint8)
+    if frames.ndim == 4:
+        frames = frames.unsqueeze(1)
+    if frames.ndim != 5 or frames.shape[2] != 3:
+        raise InvalidInput(
+            f"the camera must be (batch, 3, height, width), got {tuple(frames.shape)}",
+            where=key,
+            hint="GR00T reads RGB cameras, channels first",
+        )
+    return frames
+
+
+# -- VLM encode --------------------------------------------------------------------------------
+
+
+def _optional_pair(value: Any) -> list[int] | None:
+    return None if value is None else [int(v) for v in value]
+
+
+@attrs.frozen(kw_only=True)
+class EncodeConfig:
+    """LeRobot's `GrootN17VLMEncodeStep` config, field for field."""
+
+    model_name: str = GROOT_N1_7_BACKBONE_MODEL
+    image_crop_size: list[int] | None = attrs.field(default=None, converter=_optional_pair)
+    image_target_size: list[int] | None = attrs.field(default=None, converter=_optional_pair)
+    shortest_image_edge: int | None = None
+    crop_fraction: float | None = None
+    use_albumentations: bool = False
+    letter_box_transform: bool = False
+    device: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.use_albumentations or self.letter_box_transform:
+            raise ConfigError(
+                "the GR00T encode step asks for cv2 image transforms or letter-boxing",
+                where=ENCODE_STEP,
+                hint=RAW_CHECKPOINT_HINT,
+            )
+
+
+def load_vlm_processor(name: str) -> Any:
+    """The backbone's Qwen3-VL processor (tokenizer, image and video processors, chat template),
+    built as LeRobot builds it; tests map Cosmos-Reason2's Hub name to a local folder here."""
+    transformers = require_transformers(f"GR00T's processor {name!r}")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        images = transformers.Qwen2VLImageProcessor.from_pretrained(name)
+        videos = transformers.Qwen3VLVideoProcessor.from_pretrained(name)
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"cannot load GR00T's backbone processor {name!r}: {err}",
+            where=f"{ENCODE_STEP}.model_name",
+            hint="give a local Qwen3-VL folder (tokenizer, preprocessor_config.json, "
+            "video_preprocessor_config.json), or a Hub id already in the Hub cache",
+        ) from err
+    processor = transformers.Qwen3VLProcessor(
+        image_processor=images,
+        tokenizer=tokenizer,
+        video_processor=videos,
+        chat_template=tokenizer.chat_template,
+    )
+    processor.tokenizer.padding_side = "left"
+    return processor
+
+
+def transform_frame(
+    image: Tensor,
+    target: list[int] | None,
+    crop: list[int] | None,
+    shortest_edge: int | None,
+    crop_fraction: float | None,
+) -> Tensor:
+    """LeRobot's `_transform_n1_7_image_for_vlm_torch` on one (C, H, W) uint8 frame: resized to a
+    square of `shortest_edge` (default: the target height), centre-cropped, resized to target."""
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as tv
+
+    if target is None:
+        return image
+    height, width = target
+    edge = shortest_edge or height
+    image = tv.resize(image, [edge, edge], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    if crop_fraction is None and crop is not None:
+        crop_fraction = crop[0] / float(height)
+    if crop_fraction is not None and 0.0 < crop_fraction < 1.0:
+        crop_h = max(1, round(image.shape[-2] * crop_fraction))
+        crop_w = max(1, round(image.shape[-1] * crop_fraction))
+        top = max(0, (image.shape[-2] - crop_h) // 2)
+        left = max(0, (image.shape[-1] - crop_w) // 2)
+        image = image[..., top : top + crop_h, left : left + crop_w]
+    if tuple(image.shape[-2:]) != (height, width):
+        image = tv.resize(
+            image, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True
+        )
+    return image
+
+
+@register_step(ENCODE_STEP)
+class GrootVLMEncode(Step[EncodeConfig]):
+    """The frames and the prompt as one Qwen3-VL chat message per row, tokenised."""
+
+    config_class = EncodeConfig
+
+    def __init__(self, config: EncodeConfig | None = None, *, processor: Any = None) -> None:
+        super().__init__(config)
+        self.processor = (
+            processor if processor is not None else load_vlm_processor(self.config.model_name)
+        )
+
+    def __call__(self, transition: Transition) -> Transition:
+        observation = dict(transition.observation)
+        cameras = observation.pop(VIDEO, None)
+        if cameras is None:
+            return transition
+        config = self.config
+        rows = int(cameras[0].shape[0])
+        texts = prompt_texts(transition.complementary_data.get("language"), rows, formalize=False)
+        prompts, images = [], []
+        for row in range(rows):
+            steps = int(cameras[0].shape[1])
+            frames = [
+                transform_frame(
+                    camera[row, step].cpu(),
+                    config.image_target_size,
+                    config.image_crop_size,
+                    config.shortest_image_edge,
+                    config.crop_fraction,
+                )
+                for step in range(steps)
+                for camera in cameras
+            ]
+            content = [{"type": "image", "image": frame} for frame in frames]
+            content.append({"type": "text", "text": texts[row]})
+            prompts.append(
+                self.processor.apply_chat_template(
+                    [{"role": "user", "content": content}],
+                    tokenize=False,
+                    add_generation_prompt=False,
+                )
+            )
+            images.extend(frames)
+        encoded = self.processor(text=prompts, images=images, return_tensors="pt", padding=True)
+        complementary = dict(transition.complementary_data)
+        complementary.update({key: value for key, value in encoded.items()})
+        return transition.evolve(observation=observation, complementary_data=complementary)
+
+
+# -- unpack ------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class UnpackConfig:
+    """LeRobot's `GrootActionUnpackUnnormalizeStep` config, field for field."""
+
+    env_action_dim: int = 0
+    normalize_min_max: bool = True
+    clip_normalized_action: bool = False
+    libero_gripper_action: bool = False
+    libero_gripper_binarize: bool = True
+
+
+@register_step(UNPACK_STEP)
+class GrootActionUnpack(Step[UnpackConfig]):
+    """The model's actions back in the env's units (and LIBERO's gripper convention)."""
+
+    config_class = UnpackConfig
+
+    def __init__(
+        self,
+        config: UnpackConfig | None = None,
+        stats: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.stats: Stats = nested_stats(flat_stats(stats))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return flat_stats(self.stats)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.stats = nested_stats(state)
+
+    def __call__(self, transition: Transition) -> Transition:
+        action = transition.action
+        if not isinstance(action, Tensor):
+            return transition
+        config = self.config
+        if config.env_action_dim and action.shape[-1] >= config.env_action_dim:
+            action = action[..., : config.env_action_dim]
+        if config.normalize_min_max and self.stats:
+            if config.clip_normalized_action:
+                action = action.clamp(-1.0, 1.0)
+            dims = action.shape[-1]
+            low = stat_vector(self.stats, ACTION, "min", dims, 0.0, 0.0, action)
+            high = stat_vector(self.stats, ACTION, "max", dims, 1.0, 0.0, action)
+            low, high = low.to(action.dtype), high.to(action.dtype)
+            span = high - low
+            usable = span != 0
+            restored = (action + 1.0) * 0.5 * torch.where(usable, span, torch.ones_like(span)) + low
+            action = torch.where(usable, restored, low)
+        if config.libero_gripper_action and action.shape[-1] >= 7:
+            gripper = action[..., -1]
+            action = action.clone()
+            action[..., -1] = (
+                -torch.sign(2.0 * gripper - 1.0)
+                if config.libero_gripper_binarize
+                else -(2.0 * gripper - 1.0)
+            )
+        return transition.evolve(action=action)
