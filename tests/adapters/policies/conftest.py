@@ -113,3 +113,31 @@ def tiny_bart_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write = runpy.run_path(str(TINY_XVLA_SCRIPT))["write_tiny_bart_tokenizer"]
     folder: Path = write(tmp_path_factory.mktemp("bart") / "tokenizer")
     return folder
+
+
+TINY_GROOT_SCRIPT = Path(__file__).with_name("tiny_groot.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_groot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny GR00T N1.7 base model (config, no weights) and its Qwen3-VL backbone folder."""
+    pytest.importorskip("transformers", reason="GR00T needs the smolvla extra")
+    write = runpy.run_path(str(TINY_GROOT_SCRIPT))["write_tiny_groot"]
+    folder: Path = write(tmp_path_factory.mktemp("groot") / "tiny")
+    return folder
+
+
+@pytest.fixture
+def tiny_groot(tiny_groot_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny GR00T folder, with Cosmos-Reason2's Hub name (what LeRobot's GR00T processors
+    write) read from its backbone folder, as if from the Hub cache."""
+    from rlctl.adapters.policies.vla import groot_processors
+
+    load = groot_processors.load_vlm_processor
+    backbone = str(tiny_groot_dir / "backbone")
+
+    def local(name: str) -> object:
+        return load(backbone if name == "nvidia/Cosmos-Reason2-2B" else name)
+
+    monkeypatch.setattr(groot_processors, "load_vlm_processor", local)
+    return tiny_groot_dir

@@ -30,6 +30,7 @@ from rlctl.domain.policies import (
     SmolVLAConfig,
     known_policy_types,
 )
+from rlctl.domain.policies.groot import GrootConfig
 from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
 from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.policies.pi0_fast import PI0FastConfig
@@ -49,7 +50,8 @@ CAMERA = "observation.images.top"
 # A tiny config of every built-in trainable type, reading a history where the type allows it
 # (each is given the tiny SmolVLM folder; only SmolVLA reads it; π0 and π0.5 read the tiny
 # PaliGemma tokenizer the `tiny_paligemma_tokenizer` fixture puts in place of the Hub's; the
-# multi-task DiT is given the tiny CLIP folder instead).
+# multi-task DiT is given the tiny CLIP folder instead; GR00T is given its tiny base model's
+# folder, and packs the state as `state`).
 PI_VLM = (
     "custom:width=32,depth=2,mlp_dim=64,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320,"
     "vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,patch_size=14"
@@ -115,6 +117,11 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
         timestep_embed_dim=8, num_train_timesteps=4, num_inference_steps=2,
         image_resize_shape=(32, 32), image_crop_shape=None, tokenizer_max_length=8,
     ),
+    "groot": lambda tiny: GrootConfig(
+        input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+        output_features=OUTPUTS, base_model_path=str(tiny / "base"), chunk_size=5,
+        n_action_steps=4, max_state_dim=16, max_action_dim=16, use_bf16=False,
+    ),
 }  # fmt: skip
 
 
@@ -143,6 +150,8 @@ def test_each_chunk_is_predicted_from_the_last_observations(
 ) -> None:
     torch.manual_seed(0)
     vlm = request.getfixturevalue("tiny_smolvlm") if policy_type == "smolvla" else Path()
+    if policy_type == "groot":  # its base model's folder, and its backbone's processor
+        vlm = request.getfixturevalue("tiny_groot")
     if policy_type == "pi0_fast":
         request.getfixturevalue("tiny_fast_text_tokenizer")
         vlm = request.getfixturevalue("tiny_fast_tokenizer_dir")
@@ -158,7 +167,7 @@ def test_each_chunk_is_predicted_from_the_last_observations(
     predict = model.predict_chunk
 
     def spy(batch, noise=None):
-        state = batch["observation.state"]
+        state = batch["observation.state"] if "observation.state" in batch else batch["state"]
         ticks = state[0, :, 0] if state.ndim == 3 else state[0, :1]
         seen.append([int(t) for t in ticks])
         return predict(batch, noise)

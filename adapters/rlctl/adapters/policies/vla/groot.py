@@ -257,10 +257,7 @@ def _overridden(settings: dict[str, Any], config: GrootConfig) -> dict[str, Any]
 
 def backbone_name(config: GrootConfig) -> str:
     """The folder the backbone's processor is read from: the base model's backbone."""
-    try:
-        return str(base_model(config).settings.get("model_name", GROOT_N1_7_BACKBONE_MODEL))
-    except ConfigError:
-        return GROOT_N1_7_BACKBONE_MODEL
+    return str(base_model(config).settings.get("model_name", GROOT_N1_7_BACKBONE_MODEL))
 
 
 # -- the action head ---------------------------------------------------------------------------

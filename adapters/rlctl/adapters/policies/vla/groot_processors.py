@@ -200,7 +200,7 @@ class PackConfig:
     language_key: str = "task"
     formalize_language: bool = True
     embodiment_tag: str = "new_embodiment"
-    embodiment_mapping: dict[str, int] = attrs.field(factory=dict, converter=_mapping)
+    embodiment_mapping: dict[str, int] = attrs.field(default=None, converter=_mapping)
     normalize_min_max: bool = True
     state_dropout_prob: float = 0.0
     clip_outliers: bool = True
