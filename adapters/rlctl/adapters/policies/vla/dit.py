@@ -183,6 +183,33 @@ class TransformerBlock(nn.Module):
         self.ff = FeedForward(dim, dropout, activation, final_dropout)
         self.final_dropout = nn.Dropout(dropout) if final_dropout else None
 
+    @classmethod
+    def from_settings(
+        cls,
+        s: Mapping[str, Any],
+        *,
+        cross_attention_dim: int | None,
+        norm_type: str,
+        elementwise_affine: bool,
+        norm_eps: float,
+    ) -> TransformerBlock:
+        """A block as a `dit_settings` mapping (a DiT's or the VL self-attention's) sizes it."""
+        return cls(
+            s["num_attention_heads"] * s["attention_head_dim"],
+            s["num_attention_heads"],
+            s["attention_head_dim"],
+            dropout=s["dropout"],
+            cross_attention_dim=cross_attention_dim,
+            activation=s["activation_fn"],
+            attention_bias=s["attention_bias"],
+            norm_type=norm_type,
+            elementwise_affine=elementwise_affine,
+            norm_eps=norm_eps,
+            final_dropout=s["final_dropout"],
+            positional_embeddings=s["positional_embeddings"],
+            max_positions=s["max_num_positional_embeddings"],
+        )
+
     def forward(
         self,
         x: Tensor,
@@ -313,20 +340,12 @@ class DiT(nn.Module):
         self.inner_dim = inner
         self.timestep_encoder = TimestepEncoder(inner)
         self.transformer_blocks = nn.ModuleList(
-            TransformerBlock(
-                inner,
-                s["num_attention_heads"],
-                s["attention_head_dim"],
-                dropout=s["dropout"],
+            TransformerBlock.from_settings(
+                s,
                 cross_attention_dim=None if self.self_block(i) else cross_attention_dim,
-                activation=s["activation_fn"],
-                attention_bias=s["attention_bias"],
                 norm_type=s["norm_type"],
                 elementwise_affine=s["norm_elementwise_affine"],
                 norm_eps=s["norm_eps"],
-                final_dropout=s["final_dropout"],
-                positional_embeddings=s["positional_embeddings"],
-                max_positions=s["max_num_positional_embeddings"],
             )
             for i in range(s["num_layers"])
         )
@@ -401,22 +420,13 @@ class SelfAttentionTransformer(nn.Module):
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__()
         s = dit_settings(settings, "vl_self_attention_cfg")
-        inner = s["num_attention_heads"] * s["attention_head_dim"]
         self.transformer_blocks = nn.ModuleList(
-            TransformerBlock(
-                inner,
-                s["num_attention_heads"],
-                s["attention_head_dim"],
-                dropout=s["dropout"],
+            TransformerBlock.from_settings(
+                s,
                 cross_attention_dim=None,
-                activation=s["activation_fn"],
-                attention_bias=s["attention_bias"],
                 norm_type="layer_norm",
                 elementwise_affine=True,
                 norm_eps=1e-5,
-                final_dropout=s["final_dropout"],
-                positional_embeddings=s["positional_embeddings"],
-                max_positions=s["max_num_positional_embeddings"],
             )
             for _ in range(s["num_layers"])
         )

@@ -41,7 +41,7 @@ import torch.nn.functional as F  # noqa: N812
 from safetensors import safe_open
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.base import Batch, PolicyModel
+from rlctl.adapters.policies.base import Batch
 from rlctl.adapters.policies.processors import DeviceStep
 from rlctl.adapters.policies.vla.backbones.qwen3vl import (
     Qwen3Backbone,
@@ -66,6 +66,7 @@ from rlctl.adapters.policies.vla.groot_processors import (
     UnpackConfig,
 )
 from rlctl.adapters.policies.vla.loading import built_dtypes, finish_meta_load, is_on_meta
+from rlctl.adapters.policies.vla.policy import GuidedChunking
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance, overlap_blend, strengthened
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind
@@ -524,7 +525,7 @@ class GR00TN17(nn.Module):
 DECAY_EXCLUDED = re.compile(r"bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.)")
 
 
-class GrootPolicy(PolicyModel):
+class GrootPolicy(GuidedChunking):
     """GR00T N1.7 on batches its pack and encode steps prepared."""
 
     config_class: ClassVar[type[GrootConfig]] = GrootConfig
@@ -671,10 +672,6 @@ class GrootPolicy(PolicyModel):
             actions = batch["action"].to(head.state_encoder.layer1.W.dtype)
             loss = head.loss(inputs, actions, batch["action_mask"].to(actions.dtype))
         return loss, {"loss": loss.item()}
-
-    @torch.no_grad()
-    def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
-        return self.predict_guided_chunk(batch, None, noise)
 
     @torch.no_grad()
     def predict_guided_chunk(

@@ -227,14 +227,12 @@ class PackConfig:
             raise ConfigError("GR00T N1.7 reads one state step", where=f"{PACK_STEP}.state_horizon")
 
 
-@register_step(PACK_STEP)
-class GrootPackInputs(Step[PackConfig]):
-    """Frames, prompt text, normalised and padded state and actions, masks, embodiment id."""
-
-    config_class = PackConfig
+class StatsStep[ConfigT](Step[ConfigT]):
+    """A step holding the dataset's statistics as its state (`<key>.<stat>`, as LeRobot's
+    GR00T steps save them)."""
 
     def __init__(
-        self, config: PackConfig | None = None, stats: Mapping[str, Mapping[str, Any]] | None = None
+        self, config: ConfigT | None = None, stats: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
         super().__init__(config)
         self.stats: Stats = nested_stats(flat_stats(stats))
@@ -244,6 +242,13 @@ class GrootPackInputs(Step[PackConfig]):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.stats = nested_stats(state)
+
+
+@register_step(PACK_STEP)
+class GrootPackInputs(StatsStep[PackConfig]):
+    """Frames, prompt text, normalised and padded state and actions, masks, embodiment id."""
+
+    config_class = PackConfig
 
     def __call__(self, transition: Transition) -> Transition:
         config = self.config
@@ -538,24 +543,10 @@ class UnpackConfig:
 
 
 @register_step(UNPACK_STEP)
-class GrootActionUnpack(Step[UnpackConfig]):
+class GrootActionUnpack(StatsStep[UnpackConfig]):
     """The model's actions back in the env's units (and LIBERO's gripper convention)."""
 
     config_class = UnpackConfig
-
-    def __init__(
-        self,
-        config: UnpackConfig | None = None,
-        stats: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> None:
-        super().__init__(config)
-        self.stats: Stats = nested_stats(flat_stats(stats))
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return flat_stats(self.stats)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.stats = nested_stats(state)
 
     def __call__(self, transition: Transition) -> Transition:
         action = transition.action

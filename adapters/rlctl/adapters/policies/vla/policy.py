@@ -31,6 +31,15 @@ from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.domain.processors.steps.task_text import LANGUAGE_ATTENTION_MASK, LANGUAGE_TOKENS
 
 
+class GuidedChunking(PolicyModel):
+    """A flow-matching policy whose plain chunk is its guided chunk without guidance: one
+    sampling path for both (VLAPolicy, GR00T)."""
+
+    @torch.no_grad()
+    def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
+        return self.predict_guided_chunk(batch, None, noise)
+
+
 class VLAModel(AssignsOnMeta, PolicyModel):
     """A VLA on normalised batches; the task arrives tokenised (`observation.language.*`)."""
 
@@ -74,7 +83,7 @@ class VLAModel(AssignsOnMeta, PolicyModel):
         return robot_state(batch, self.config.max_state_dim)
 
 
-class VLAPolicy(VLAModel):
+class VLAPolicy(VLAModel, GuidedChunking):
     """A flow-matching VLA: an expert turns noise into a chunk, reading the VLM's prefix."""
 
     model: FlowMatching
@@ -96,10 +105,6 @@ class VLAPolicy(VLAModel):
         images, masks = self.prepare_images(batch)
         tokens, token_masks = batch[LANGUAGE_TOKENS], batch[LANGUAGE_ATTENTION_MASK]
         return VLAInputs(images, masks, tokens, token_masks, self.state(batch))
-
-    @torch.no_grad()
-    def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
-        return self.predict_guided_chunk(batch, None, noise)
 
     @torch.no_grad()
     def predict_guided_chunk(
