@@ -144,7 +144,14 @@ def observation(tick: int) -> dict[str, torch.Tensor]:
     }
 
 
-@pytest.mark.parametrize("policy_type", sorted(TINY))
+# GR00T's tiny Qwen3-VL and processor take tens of seconds here: in the slow run.
+SLOW_TYPES = {"groot"}
+
+
+@pytest.mark.parametrize(
+    "policy_type",
+    [pytest.param(t, marks=[pytest.mark.slow] if t in SLOW_TYPES else []) for t in sorted(TINY)],
+)
 def test_each_chunk_is_predicted_from_the_last_observations(
     policy_type: str, request: pytest.FixtureRequest
 ) -> None:
