@@ -1,0 +1,296 @@
+"""GR00T N1.7 at its real size (Cosmos-Reason2-2B cut after 16 layers + the 32-layer DiT head,
+about 3 B parameters, random weights, float32 ~12 GB, CPU), rlctl side by side with LeRobot 0.6.1.
+
+The base model folder (tests/adapters/policies/tiny_groot.py --real-size: N1.7's and
+Cosmos-Reason2-2B's sizes; only the tokenizer is a small stand-in, so token ids differ from
+NVIDIA's and timings do not) is written first; rlctl builds the policy on it (random weights),
+saves the checkpoint in LeRobot's format and, as the base model's weights, the same tensors
+(LeRobot always loads its base model before a checkpoint). Then each tool, in its own fresh
+process (one after the other, `--repeat` times), loads the checkpoint and:
+
+- import + load: from the child's start (imports included) to a policy ready to act (rlctl's
+  `load_policy_folder`; LeRobot's `GrootPolicy.from_pretrained` + both processor pipelines);
+- first chunk, then `--chunks` more (median): pre-processing, the model, post-processing, on
+  one observation (two 256x256 cameras, a 7-dim state, a task);
+- to first action: from the child's start to the first chunk's end;
+- one training step on a batch of `--batch` (the same observation and a chunk of actions):
+  forward, backward and a plain SGD step (AdamW's two moments for the ~1.5 B trainable
+  parameters would add about 12 GB, more than a 24 GB machine has beside the model);
+- peak resident memory of the process.
+
+Both tools run GR00T's defaults (bfloat16 autocast over float32 weights) unless `--fp32`. Both
+read compiled bytecode, as installed packages do: the children write theirs into a scratch cache
+(`PYTHONPYCACHEPREFIX`), filled by one untimed warm-up run of each tool at tiny size.
+
+Usage (real size needs ~16 GB free per process and ~25 GB of disk; the tools run one after the
+other):
+    python benchmarks/groot_real_size.py --lerobot-python /path/to/lerobot/venv/bin/python \
+        [--size real|tiny --repeat 1 --chunks 2 --batch 1 --threads N --fp32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import runpy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent / "tests" / "adapters" / "policies"
+STATE, ACTION, SIZE = 7, 7, 256
+CAMERAS = ("observation.images.image", "observation.images.image2")
+TASK = "pick up the cube and place it in the box"
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def observation(rows: int = 1) -> dict[str, object]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    obs: dict[str, object] = {
+        "observation.state": rng.uniform(-1, 1, size=(rows, STATE)).astype(np.float32),
+        "task": [TASK] * rows,
+    }
+    for key in CAMERAS:
+        obs[key] = rng.uniform(size=(rows, 3, SIZE, SIZE)).astype(np.float32)
+    return obs
+
+
+# --- the checkpoint ------------------------------------------------------------------------------
+
+
+def make_checkpoint(out: Path, tiny: Path, fp32: bool) -> None:
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from rlctl.adapters.policies.loaded_policy import create_policy
+    from rlctl.domain.features import typed_feature
+    from rlctl.domain.policies.groot import GrootConfig
+
+    base = json.loads((tiny / "base" / "config.json").read_text())
+    dims = {key: int(base.get(key, 132)) for key in ("max_state_dim", "max_action_dim")}
+    config = GrootConfig(
+        input_features={
+            "observation.state": typed_feature("STATE", (STATE,)),
+            **{key: typed_feature("VISUAL", (3, SIZE, SIZE)) for key in CAMERAS},
+        },
+        output_features={"action": typed_feature("ACTION", (ACTION,))},
+        base_model_path=str(tiny / "base"),
+        chunk_size=int(base.get("action_horizon", 40)),
+        n_action_steps=int(base.get("action_horizon", 40)),
+        use_bf16=not fp32,
+        device="cpu",
+        **dims,
+    )
+    stats = {
+        key: {"min": -np.ones(dim), "max": np.ones(dim), "mean": np.zeros(dim), "std": np.ones(dim)}
+        for key, dim in (("observation.state", STATE), ("action", ACTION))
+    }
+    torch.manual_seed(0)
+    policy = create_policy(config, stats)
+    policy.save(out)
+    prefix = "_groot_model."
+    state = {
+        key[len(prefix) :]: value.detach().contiguous()
+        for key, value in policy.model.state_dict().items()
+    }
+    save_file(state, str(tiny / "base" / "model.safetensors"), metadata={"format": "pt"})
+
+
+# --- one tool, in its own process ----------------------------------------------------------------
+
+
+def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, float]:
+    start = time.perf_counter()
+    import torch
+
+    from rlctl.adapters.policies.loaded_policy import load_policy_folder
+
+    policy = load_policy_folder(folder, device="cpu")
+    loaded = time.perf_counter()
+    obs = observation()
+    with torch.inference_mode():
+        policy.predict_chunk(obs)
+        first = time.perf_counter()
+        latencies = []
+        for _ in range(chunks):
+            tick = time.perf_counter()
+            policy.predict_chunk(obs)
+            latencies.append(time.perf_counter() - tick)
+    model = policy.model.train()
+    rows = observation(batch)
+    actions = torch.rand(batch, model.config.chunk_size, ACTION) * 2 - 1
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    tick = time.perf_counter()
+    loss, _ = model(policy._preprocess({**rows, "action": actions}))
+    loss.backward()
+    optimizer.step()
+    train = time.perf_counter() - tick
+    return report(start, loaded, first, latencies, train)
+
+
+def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, float]:
+    start = time.perf_counter()
+    import torch
+
+    harness = runpy.run_path(str(TESTS / "lerobot_groot.py"))
+    harness["patch_lerobot"](str(tiny))  # Cosmos-Reason2's processor name -> the local folder
+    policy, pre, post = harness["load"](str(folder))
+    loaded = time.perf_counter()
+
+    def batch_of(obs: dict[str, object]) -> dict[str, object]:
+        out = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}  # type: ignore[arg-type]
+        out["task"] = obs["task"]
+        return out
+
+    one = batch_of(observation())
+    with torch.inference_mode():
+        post(policy.predict_action_chunk(pre(dict(one))))
+        first = time.perf_counter()
+        latencies = []
+        for _ in range(chunks):
+            tick = time.perf_counter()
+            post(policy.predict_action_chunk(pre(dict(one))))
+            latencies.append(time.perf_counter() - tick)
+    policy.train()
+    rows = batch_of(observation(batch))
+    rows["action"] = torch.rand(batch, policy.config.chunk_size, ACTION) * 2 - 1
+    optimizer = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=1e-4)
+    tick = time.perf_counter()
+    loss, _ = policy.forward(pre(rows))
+    loss.backward()
+    optimizer.step()
+    train = time.perf_counter() - tick
+    return report(start, loaded, first, latencies, train)
+
+
+def report(
+    start: float, loaded: float, first: float, latencies: list[float], train: float
+) -> dict[str, float]:
+    return {
+        "import_and_load_s": loaded - start,
+        "first_chunk_s": first - loaded,
+        "to_first_action_s": first - start,
+        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
+        "train_step_s": train,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+# --- the orchestration ---------------------------------------------------------------------------
+
+
+def host_line() -> str:
+    """The CPU (lscpu's model name), its AVX flags, cores and memory: figures mean nothing
+    without them."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        lscpu = ""
+    fields = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(":") for line in lscpu.splitlines())
+    )
+    flags = sorted(f for f in fields.get("Flags", "").split() if f.startswith("avx"))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"host: {fields.get('Model name', 'unknown CPU')}, {os.cpu_count()} cores, "
+        f"{memory:.0f} GiB, {' '.join(flags) or 'no AVX'}"
+    )
+
+
+def child(
+    tool: str,
+    python: str,
+    args: argparse.Namespace,
+    folder: Path,
+    tiny: Path,
+    *,
+    chunks: int | None = None,
+) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
+    env["HF_HUB_OFFLINE"] = "1"
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
+    command += ["--tiny", str(tiny), "--batch", str(args.batch)]
+    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if result.returncode:
+        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lerobot-python", help="LeRobot 0.6.1's Python (omit: rlctl only)")
+    parser.add_argument("--size", choices=("real", "tiny"), default="real")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--chunks", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1, help="rows of the training step")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--fp32", action="store_true", help="float32 arithmetic (use_bf16=false)")
+    parser.add_argument("--scratch", type=Path, help="where the checkpoints go (default: /tmp)")
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--tiny", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("rlctl", "lerobot"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        run = run_rlctl if args.child == "rlctl" else run_lerobot
+        print(json.dumps(run(args.folder, args.tiny, args.chunks, args.batch)))
+        return
+
+    write = runpy.run_path(str(TESTS / "tiny_groot.py"))["write_tiny_groot"]
+    with tempfile.TemporaryDirectory(prefix="groot_bench_", dir=args.scratch) as scratch:
+        root = Path(scratch)
+        args.pycache = root / "pycache"
+        folders = {}
+        for size in {"tiny", args.size}:
+            tiny = write(root / f"{size}_base", real_size=size == "real")
+            folder = root / f"groot_{size}"
+            tick = time.perf_counter()
+            make_checkpoint(folder, tiny, args.fp32)
+            print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
+            folders[size] = (folder, tiny)
+        tools = {"rlctl": sys.executable}
+        if args.lerobot_python:
+            tools["lerobot"] = args.lerobot_python
+        for tool, python in tools.items():  # untimed: compiles each tool's imports
+            child(tool, python, args, *folders["tiny"], chunks=0)
+        results: dict[str, list[dict]] = {tool: [] for tool in tools}
+        for _ in range(args.repeat):
+            for tool, python in tools.items():
+                figures = child(tool, python, args, *folders[args.size])
+                results[tool].append(figures)
+                print(json.dumps({"tool": tool, "size": args.size, **figures}), flush=True)
+        print(f"\nGR00T N1.7 ({args.size} size, CPU), best of {args.repeat}:")
+        print(host_line())
+        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
+        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
+        for key in (*keys, "train_step_s", "peak_rss_mb"):
+            best = [min(r[key] for r in results[tool]) for tool in tools]
+            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
+
+
+if __name__ == "__main__":
+    main()
