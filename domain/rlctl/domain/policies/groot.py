@@ -100,9 +100,25 @@ def _legacy(name: str, legacy: Any, current: Any) -> Any:
     return convert
 
 
-def _legacy_int(name: str, legacy: int, current: int) -> Any:
-    remap = _legacy(name, legacy, current)
-    return lambda value: int(remap(int(value)))
+def _legacy_int(name: str, legacy: int, current: int, value: Any) -> int:
+    return int(_legacy(name, legacy, current)(int(value)))
+
+
+# Named converters (attrs' mypy plugin reads only named functions): N1.5-era defaults -> N1.7's.
+def _chunk_size(value: Any) -> int:
+    return _legacy_int("chunk_size", 50, 40, value)
+
+
+def _n_action_steps(value: Any) -> int:
+    return _legacy_int("n_action_steps", 50, 40, value)
+
+
+def _max_state_dim(value: Any) -> int:
+    return _legacy_int("max_state_dim", 64, 132, value)
+
+
+def _max_action_dim(value: Any) -> int:
+    return _legacy_int("max_action_dim", 32, 132, value)
 
 
 def _image_size(value: Iterable[int]) -> tuple[int, int]:
@@ -127,11 +143,11 @@ class GrootConfig(PolicyConfig):
 
     supports_rtc: ClassVar[bool] = True
 
-    chunk_size: int = attrs.field(default=40, converter=_legacy_int("chunk_size", 50, 40))
-    n_action_steps: int = attrs.field(default=40, converter=_legacy_int("n_action_steps", 50, 40))
+    chunk_size: int = attrs.field(default=40, converter=_chunk_size)
+    n_action_steps: int = attrs.field(default=40, converter=_n_action_steps)
     # Shorter state and action vectors are zero-padded to these sizes.
-    max_state_dim: int = attrs.field(default=132, converter=_legacy_int("max_state_dim", 64, 132))
-    max_action_dim: int = attrs.field(default=132, converter=_legacy_int("max_action_dim", 32, 132))
+    max_state_dim: int = attrs.field(default=132, converter=_max_state_dim)
+    max_action_dim: int = attrs.field(default=132, converter=_max_action_dim)
     normalization_mapping: dict[str, str] = attrs.field(
         factory=_groot_norms, converter=norm_mapping
     )
