@@ -71,20 +71,22 @@ def kind() -> PluginKind[GadgetConfig]:
     ]
     calls = []
 
-    def fake_entry_points(*, group: str):
-        calls.append(group)
-        return [ep for ep in declared if ep.group == group]
+    def fake_entry_points():
+        calls.append("read")
+        return declared
 
     original = plugins.entry_points
     plugins.entry_points = fake_entry_points  # type: ignore[assignment]
+    plugins._ENTRY_POINTS = None  # the installed metadata is read once per process
     try:
         made = PluginKind(GadgetConfig, group, (), noun="gadget")
         made.known()
         made.known()
-        assert calls == [group]  # read once
+        assert calls == ["read"]  # read once
         yield made
     finally:
         plugins.entry_points = original  # type: ignore[assignment]
+        plugins._ENTRY_POINTS = None
 
 
 def test_plugin_types_join_the_built_in_ones(kind):
@@ -141,3 +143,18 @@ def test_an_adapter_is_loaded_by_its_path_and_a_missing_one_is_named():
         load_adapter("rlctl.domain.plugins:Missing", part="gadget x")
     with pytest.raises(ConfigError, match=r"is not 'package\.module:name'"):
         load_adapter("rlctl.domain.plugins", part="gadget x")
+
+
+def test_the_type_names_are_listed_without_importing_the_types():
+    """`--help` lists every type by name; importing every config module to do so cost start-up."""
+    import subprocess
+
+    probe = (
+        "import sys; from rlctl.domain.policies.registry import POLICY_TYPES as k;"
+        "names = k.names(); print('rlctl.domain.policies.groot' in sys.modules);"
+        "print(sorted(names) == sorted(k.known()))"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    assert said == ["False", "True"]

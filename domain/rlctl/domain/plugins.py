@@ -87,7 +87,7 @@ class PluginKind[T]:
         if self._loaded and not reload:
             return dict(self._errors)
         self._loaded = True
-        for ep in entry_points(group=self.group):
+        for ep in _declared(self.group, fresh=reload):
             present = registered_types(self.base).get(ep.name)
             if present is not None and not reload and _declares(ep, present):
                 continue  # built in, or loaded before: nothing to import
@@ -128,12 +128,33 @@ class PluginKind[T]:
         self.load_plugins()
         return registered_types(self.base)
 
+    def names(self) -> list[str]:
+        """Every type's name, importing nothing that is not imported yet (for listings such as
+        `--help`): the types registered so far, then those the entry points declare. Without
+        installed metadata (a bare source tree), rlctl's own modules are imported instead."""
+        declared = _declared(self.group)
+        modules = {ep.value.partition(":")[0].strip() for ep in declared}
+        if not set(self.builtin_modules) <= modules:
+            self.load_builtins()
+        names = list(registered_types(self.base))
+        return names + [ep.name for ep in declared if ep.name not in names]
+
     @property
     def errors(self) -> dict[str, str]:
         """Plugins that failed to load, by name, with the reason."""
         return dict(self._errors)
 
     def config_class(self, name: str) -> type[T]:
+        known = registered_types(self.base)
+        if name in known:
+            return known[name]
+        for ep in _declared(self.group):
+            if ep.name == name and name not in self._errors:
+                try:  # only this type's module: start-up
+                    self._register(ep)
+                except Exception:
+                    break  # kept and named by the full load below
+                return registered_types(self.base)[name]
         known = self.known()
         if name in known:
             return known[name]
@@ -201,6 +222,18 @@ def load_adapter(path: str, *, part: str, install: str | None = None) -> Any:
             where=part,
             hint="the config class's `adapter` names the module and the factory in it",
         ) from None
+
+
+_ENTRY_POINTS: list[EntryPoint] | None = None
+
+
+def _declared(group: str, *, fresh: bool = False) -> list[EntryPoint]:
+    """The group's entry points; the installed metadata is read once per process (each scan of
+    every installed distribution costs ~20 ms of start-up), again when `fresh`."""
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None or fresh:
+        _ENTRY_POINTS = list(entry_points())
+    return [ep for ep in _ENTRY_POINTS if ep.group == group]
 
 
 def _declares(ep: EntryPoint, cls: type) -> bool:

@@ -86,6 +86,28 @@ def all_types(base: type) -> dict[str, type]:
     return registered_types(base)
 
 
+def type_names(base: type) -> list[str]:
+    """Every kind of `base` by name, plugins included, importing none that is not imported yet."""
+    from rlctl.domain.plugins import plugin_kind
+
+    kind = plugin_kind(base)
+    return kind.names() if kind is not None else list(registered_types(base))
+
+
+def type_class(base: type, name: str) -> type | None:
+    """The config class of type `name` of `base`, imported if it has to be; None if unknown."""
+    from rlctl.domain.errors import ConfigError
+    from rlctl.domain.plugins import plugin_kind
+
+    kind = plugin_kind(base)
+    if kind is None:
+        return registered_types(base).get(name)
+    try:
+        return kind.config_class(name)
+    except ConfigError:
+        return None
+
+
 def type_text(tp: Any) -> str:
     """An annotation as a user reads it: `int`, `str|null`, `auto|pyav|torchcodec`, `list` …"""
     if tp is type(None):
@@ -161,7 +183,7 @@ def setting_rows(
             yield from setting_rows(field.type, None, f"{key}.", chosen)  # a required section
             continue
         if bases:
-            kinds = ", ".join(all_types(bases[0]))
+            kinds = ", ".join(type_names(bases[0]))
             yield SettingRow(f"{key}.type", "type", "null", f"One of: {kinds}. {note}".strip())
             continue
         yield SettingRow(key, type_text(field.type), default_text(value), note)
@@ -170,10 +192,9 @@ def setting_rows(
 def _typed_section(
     key: str, value: Any, base: type, name: str | None, note: str, chosen: Mapping[str, str]
 ) -> Iterator[SettingRow]:
-    known = all_types(base)
     current = name or type_name_of(value)
-    cls = known.get(current) if current else None
-    others = ", ".join(known)
+    cls = type_class(base, current) if current else None
+    others = ", ".join(type_names(base))
     if cls is None:
         yield SettingRow(f"{key}.type", "type", str(current), f"Unknown type; one of: {others}.")
         return

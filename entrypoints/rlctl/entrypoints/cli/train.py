@@ -78,11 +78,16 @@ def is_main_process() -> bool:
 
 
 def trainable_policy_types() -> str:
-    """The registered policy types that learn (built-in and plugins), as `a|b|c`: their config
-    classes are pure data, so listing them imports no model."""
-    from rlctl.domain.policies import known_policy_types
+    """The policy types that learn (built-in and plugins), as `a|b|c`, named without importing
+    their configs (start-up): a type not imported yet is listed, and training one that does not
+    learn is refused with a message."""
+    from rlctl.domain.config import registered_types
+    from rlctl.domain.policies import PolicyConfig
+    from rlctl.domain.policies.registry import POLICY_TYPES
 
-    return "|".join(name for name, cls in known_policy_types().items() if cls.trainable)
+    imported = registered_types(PolicyConfig)
+    names = POLICY_TYPES.names()
+    return "|".join(n for n in names if n not in imported or imported[n].trainable)
 
 
 EPILOG = """\b
