@@ -102,6 +102,15 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         return self.reader.get_items(indices)
 
+    @property
+    def gathers(self) -> bool:
+        """Whether whole batches are gathered from columns (`gather`): numbers only."""
+        return self.reader.gathers
+
+    def gather(self, indices: Sequence[int]) -> dict[str, Any]:
+        """The collated batch of `indices`, gathered from the columns at once."""
+        return self.reader.gather(indices)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.reader!r})"
 

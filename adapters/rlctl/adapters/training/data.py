@@ -16,14 +16,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order
 from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
-from rlctl.adapters.training.sampling import AugmentedItems, StepBatchSampler, usable_positions
+from rlctl.adapters.training.sampling import (
+    AugmentedItems,
+    GatheredBatches,
+    StepBatchSampler,
+    batch_as_is,
+    usable_positions,
+)
 from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import DatasetError
 from rlctl.domain.policies import ACTION, PolicyConfig
@@ -153,12 +159,17 @@ def make_loader(
     pin_memory: bool,
     seed: int,
 ) -> DataLoader:
-    items = AugmentedItems(data.dataset, data.camera_keys, augment)
+    items: Dataset[dict[str, Any]]
+    if getattr(data.dataset, "gathers", False):
+        # Numbers only: a batch is gathered by index from the columns, not built item by item.
+        items, collate = GatheredBatches(data.dataset), batch_as_is
+    else:
+        # Language annotations (lists of row dicts) stay per-item lists; the rest as by default.
+        items, collate = AugmentedItems(data.dataset, data.camera_keys, augment), collate_items
     return DataLoader(
         items,
         batch_sampler=sampler,
-        # Language annotations (lists of row dicts) stay per-item lists; the rest as by default.
-        collate_fn=collate_items,
+        collate_fn=collate,
         num_workers=num_workers,
         pin_memory=pin_memory,
         # Its own generator: creating the loader's iterator must not draw from the global RNG,

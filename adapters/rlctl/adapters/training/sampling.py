@@ -121,3 +121,26 @@ class AugmentedItems(Dataset[dict[str, Any]]):
 
     def __getitem__(self, key: SampleKey) -> dict[str, Any]:
         return self.__getitems__([key])[0]
+
+
+class GatheredBatches(Dataset[dict[str, Any]]):
+    """Whole batches of a numbers-only dataset gathered from its columns at `(position, seed)`
+    keys (no camera to augment, so the seed is unused); the loader passes them through
+    (`batch_as_is`) instead of collating items."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, keys: Sequence[SampleKey]) -> dict[str, Any]:  # type: ignore[override]
+        return self.dataset.gather([position for position, _ in keys])  # type: ignore[no-any-return]
+
+    def __getitem__(self, key: SampleKey) -> dict[str, Any]:
+        return self.__getitems__([key])
+
+
+def batch_as_is(batch: dict[str, Any]) -> dict[str, Any]:
+    """The collate function of gathered batches (module level: workers pickle it)."""
+    return batch

@@ -48,6 +48,7 @@ from rlctl.domain.depth import DEFAULT_OUTPUT_UNIT
 from rlctl.domain.errors import (
     CorruptDataset,
     InvalidInput,
+    NotSupported,
 )
 from rlctl.domain.video import default_tolerance_s
 from rlctl.domain.windows import (
@@ -309,6 +310,49 @@ class LeRobotDatasetReader:
         if self._identity is not None:
             self._identity.check()
         return items
+
+    @property
+    def gathers(self) -> bool:
+        """Whether a batch can be gathered from the in-memory columns at once (`gather`): the
+        dataset holds numbers only — no cameras, no text columns — and nothing transforms items."""
+        return not (
+            self._videos
+            or self._depth_videos
+            or self._images
+            or self._other
+            or self._depth.image_keys
+            or self._image_transforms is not None
+        )
+
+    def gather(self, indices: Sequence[int]) -> dict[str, Any]:
+        """The collated batch of `indices`, gathered by index from the columns with the windows
+        computed for all rows at once: what collating `get_items(indices)` gives, without building
+        one item at a time (for a small state-only dataset, item building was most of a step)."""
+        if not self.gathers:
+            raise NotSupported(
+                "this dataset's items cannot be gathered from columns (it has cameras or text)",
+                where=str(self.root),
+                hint="read its items with get_items",
+            )
+        table = self._table
+        positions = np.fromiter((self._position(i) for i in indices), np.int64, len(indices))
+        rows: dict[str, np.ndarray] = {}
+        batch: dict[str, Any] = {}
+        if self._deltas:
+            global_rows = table.index[positions]
+            starts, ends = table.episode_from[positions], table.episode_to[positions]
+            for key, deltas in self._deltas.items():
+                window = window_batch(global_rows, starts, ends, deltas)
+                rows[key] = positions[:, None] + (window.indices - global_rows[:, None])
+                batch[is_pad_key(key)] = torch.from_numpy(window.is_pad)
+        for key, column in table.numeric.items():
+            batch[key] = torch.from_numpy(np.ascontiguousarray(column[rows.get(key, positions)]))
+        batch["task"] = [self.meta.tasks[int(t)] for t in table.task_index[positions]]
+        if self._identity is not None:
+            self._identity.check()
+        # The keys in an item's order, as default_collate leaves them.
+        order = [*table.numeric, *(is_pad_key(k) for k in self._deltas), "task"]
+        return {key: batch[key] for key in order}
 
     def _position(self, idx: int) -> int:
         try:
