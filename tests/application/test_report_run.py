@@ -174,3 +174,88 @@ def test_non_finite_figures_are_left_out_of_curves():
     use_case, _ = reporting({"runs/act": RunRecord(location="runs/act", metrics=broken)})
     loss = use_case("runs/act").report.panels[0].series[0]
     assert loss.x == (2.0, 3.0)
+
+
+def rollout_info(ticks: int = 40) -> dict:
+    """What `rlctl rollout` writes, made by the use case's own report type."""
+    from pathlib import Path
+
+    from rlctl.application.control_loop import LoopStats
+    from rlctl.application.use_cases.run_rollout import RolloutReport, Timeline
+
+    drivers = ["policy"] * 10 + ["move"] * 5 + ["human"] * 10 + ["policy"] * (ticks - 25)
+    periods = [0.05] * (ticks - 1)
+    periods[30] = 0.25  # one slow tick
+    starts = [0.0]
+    for p in periods:
+        starts.append(starts[-1] + p)
+    report = RolloutReport(
+        strategy="dagger",
+        root=Path("data/rollout_fix"),
+        saved_episodes=(0,),
+        frames=ticks,
+        total_episodes=1,
+        uploads=0,
+        stopped=False,
+        interrupted=True,
+        timing=LoopStats.of(periods, 0.05, ticks=ticks, late_ticks=1),
+        ticks=ticks,
+        policy_ticks=ticks - 15,
+        human_ticks=10,
+        held_ticks=3,
+        interventions=((15, 24),),
+        max_policy_jump=0.7,
+        timeline=Timeline(
+            starts=tuple(starts),
+            drivers=tuple(drivers),
+            fresh=tuple(i % 10 != 3 for i in range(ticks)),
+            jumps=tuple(0.1 * (i % 3) for i in range(ticks)),
+        ),
+    )
+    return report.to_info()
+
+
+def test_a_rollout_gets_its_timing_who_drove_and_the_interventions():
+    info = rollout_info()
+    use_case, _ = reporting(
+        {"r/rollout_fix.rollout_info.json": RunRecord(location="r", rollout_info=info)}
+    )
+    files = use_case("r/rollout_fix.rollout_info.json")
+    report = files.report
+    assert report.kind == "rollout"
+    assert files.html == "r/rollout_fix.rollout_info.html"
+    assert files.png == "r/rollout_fix.rollout_info_curves.png"
+    facts = dict(report.facts)
+    assert facts["strategy"] == "dagger" and facts["interventions"] == "1"
+    assert facts["policy / human / held ticks"] == "25 / 10 / 3"
+    assert facts["target period"] == "50.0 ms" and facts["late ticks"] == "1"
+    period = next(p for p in report.panels if p.title == "Loop period")
+    assert max(period.series[0].y) == pytest.approx(250.0)
+    assert period.series[1].y == (50.0, 50.0)  # the target
+    moved = next(p for p in report.panels if p.title.startswith("Largest joint change"))
+    assert [s.name for s in moved.series] == ["policy", "human", "move"]
+    assert len(moved.series[1].x) == 10
+    held = next(p for p in report.panels if p.title.startswith("Policy ticks without"))
+    assert held.series[0].x[held.series[0].y.index(1.0)] == 3.0
+    assert sum(held.series[0].y) == 2  # stale at 3, 13, 23, 33: the policy drove 3 and 33
+    table = next(t for t in report.tables if t.title.startswith("Interventions"))
+    assert table.rows == ((1, 15, 24, 10, "0.5 s"),)
+    assert any("interrupted" in note for note in report.notes)
+
+
+def test_a_thinned_rollout_timeline_gives_periods_per_tick():
+    info = rollout_info(40)
+    info["timeline"] = {
+        "every": 4,
+        "start_s": [0.0, 0.2, 0.4, 1.2],
+        "driver": ["policy"] * 4,
+        "fresh": [True] * 4,
+        "jump": [0.0, float("nan"), 0.1, 0.2],
+    }
+    use_case, _ = reporting({"x.json": RunRecord(location="x.json", rollout_info=info)})
+    report = use_case("x.json").report
+    period = next(p for p in report.panels if p.title == "Loop period")
+    assert period.series[0].x == (4.0, 8.0, 12.0)
+    assert period.series[0].y == pytest.approx((50.0, 50.0, 200.0))
+    moved = next(p for p in report.panels if p.title.startswith("Largest joint change"))
+    assert moved.series[0].y == (0.0, 0.1, 0.2)  # the NaN is left out

@@ -110,6 +110,11 @@ def test_base_on_the_scripted_robot_async_records_nothing_and_writes_a_report(fa
     assert info["ticks"] == 20 and info["policy_ticks"] == 20 and info["strategy"] == "base"
     assert fakes["policy"].chunks >= 2
     assert fakes["policy"].predicted_from[0]["task"] == ["wave"]
+    drawn = invoke("report", str(report))
+    assert drawn.exit_code == 0, drawn.output
+    page = (tmp_path / "base.html").read_text(encoding="utf-8")
+    assert "Rollout base.json" in page and "Loop period" in page
+    assert (tmp_path / "base_curves.png").stat().st_size > 0
 
 
 def test_a_recording_strategy_without_a_dataset_and_a_wrong_name_are_refused(fakes, tmp_path):

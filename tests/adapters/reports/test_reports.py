@@ -174,3 +174,20 @@ def test_one_layout_feeds_both_outputs_and_a_missing_value_breaks_the_line():
         int(plot.top) : int(plot.top + plot.height), int(plot.left) : int(plot.left + plot.width)
     ]
     assert inside.sum() > 100  # the painted lines, where the SVG puts them
+
+
+def test_a_rollout_report_file_or_its_folder_is_read_and_another_json_is_refused(tmp_path):
+    from rlctl.domain.errors import InvalidInput
+
+    info = {"strategy": "base", "timing": {"target_s": 0.05}, "ticks": 3}
+    (tmp_path / "arm.rollout_info.json").write_text(json.dumps(info))
+    record = LocalRunFolder().read(str(tmp_path / "arm.rollout_info.json"))
+    assert record.rollout_info == info and record.location.endswith("arm.rollout_info.json")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "rollout_info.json").write_text(json.dumps(info))
+    assert LocalRunFolder().read(str(folder)).rollout_info == info
+    (tmp_path / "other.json").write_text(json.dumps({"loss": 1}))
+    with pytest.raises(InvalidInput, match="not a rollout's report") as caught:
+        LocalRunFolder().read(str(tmp_path / "other.json"))
+    assert caught.value.where.endswith("other.json")

@@ -2,8 +2,9 @@
 
 `rlctl train` writes `rlctl_config.json`, `metrics.jsonl` and `checkpoints/<step>/`, and the
 evaluations it runs put videos under `eval/videos_step_<step>/`; `rlctl eval` (and lerobot-eval)
-write `eval_info.json` and `videos/`. A run still going may end its metrics file mid-line: such
-lines are counted and skipped, never fatal.
+write `eval_info.json` and `videos/`; `rlctl rollout` writes one report file
+(`--report_path`, default `<dataset>.rollout_info.json`). A run still going may end its metrics
+file mid-line: such lines are counted and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -34,9 +35,30 @@ def _json_file(path: Path) -> Any:
         ) from error
 
 
+ROLLOUT_INFO_NAME = "rollout_info.json"
+
+
+def _rollout_info(path: Path) -> dict[str, Any]:
+    info = _json_file(path)
+    if not (isinstance(info, dict) and "strategy" in info and "timing" in info):
+        raise InvalidInput(
+            "this file is not a rollout's report (rollout_info.json)",
+            where=str(path),
+            hint="give `rlctl rollout`'s --report_path file, or a run folder of `rlctl train` "
+            "or `rlctl eval`",
+        )
+    return info
+
+
 class LocalRunFolder:
     def read(self, location: str) -> RunRecord:
         root = Path(location).expanduser()
+        if root.is_file():
+            return RunRecord(location=str(root), rollout_info=_rollout_info(root))
+        if (root / ROLLOUT_INFO_NAME).is_file() and not (root / METRICS_NAME).is_file():
+            return RunRecord(
+                location=str(root), rollout_info=_rollout_info(root / ROLLOUT_INFO_NAME)
+            )
         if not root.is_dir():
             raise InvalidInput(
                 "no run folder here",

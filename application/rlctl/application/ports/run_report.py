@@ -22,6 +22,8 @@ class RunRecord:
     config: Mapping[str, Any] | None = None
     metrics: Sequence[Mapping[str, Any]] = ()
     eval_info: Mapping[str, Any] | None = None
+    # `rlctl rollout`'s report file (`--report_path`, or `<dataset>.rollout_info.json`).
+    rollout_info: Mapping[str, Any] | None = None
     videos: Sequence[str] = ()
     checkpoints: Sequence[int] = ()
     skipped_lines: int = 0
@@ -65,7 +67,7 @@ class Video:
 
 @attrs.frozen
 class RunReport:
-    kind: str  # "train" or "eval"
+    kind: str  # "train", "eval" or "rollout"
     location: str
     title: str
     facts: tuple[tuple[str, str], ...]

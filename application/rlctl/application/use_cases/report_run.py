@@ -1,11 +1,13 @@
-"""ReportRun: a report of a training run or an evaluation, as one HTML page and a PNG of curves.
+"""ReportRun: a report of a training run, an evaluation or a rollout, as one HTML page and a PNG
+of curves.
 
 A training run (`metrics.jsonl`, `rlctl_config.json`, `checkpoints/`) gets its loss, learning
 rate, gradient norm and data-wait curves, any loss parts the policy logs, the success and
 rewards of the evaluations made while training, its config and its evaluation videos. An
 evaluation folder (`eval_info.json`, `videos/`) gets success per task and per episode, the
-reward of each episode, and the episode videos. What is shown is decided here; reading the
-folder and drawing are the ports' work.
+reward of each episode, and the episode videos. A rollout's report file (`rollout_info.json`)
+gets its loop timing, who drove and the interventions (`report_rollout`). What is shown is
+decided here; reading the folder and drawing are the ports' work.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rlctl.application.ports.run_report import (
     Table,
     Video,
 )
+from rlctl.application.use_cases.report_rollout import rollout_report
 from rlctl.domain.errors import InvalidInput
 
 REPORT_NAME = "report.html"
@@ -299,6 +302,8 @@ def eval_report(record: RunRecord) -> RunReport:
 
 
 def build_report(record: RunRecord) -> RunReport:
+    if record.rollout_info is not None:
+        return rollout_report(record)
     if record.eval_info is not None:
         return eval_report(record)
     if record.metrics or record.checkpoints:
@@ -307,7 +312,7 @@ def build_report(record: RunRecord) -> RunReport:
         "this folder holds neither a training run nor an evaluation",
         where=record.location,
         hint="give the output dir of `rlctl train` (metrics.jsonl) or of `rlctl eval` "
-        "(eval_info.json)",
+        "(eval_info.json), or the report file of `rlctl rollout` (rollout_info.json)",
     )
 
 
@@ -328,9 +333,14 @@ class ReportRun:
         """Write `<run>/report.html` and `<run>/report_curves.png` (or where asked); the PNG is
         skipped when there is no curve to draw."""
         report = build_report(self._reader.read(location))
-        base = Path(html).parent if html else Path(location)
-        html_path = html or str(base / REPORT_NAME)
-        png_path = png or str(base / CURVES_NAME)
+        given = Path(location)
+        if given.suffix == ".json":  # a rollout's report file: the page goes beside it
+            html_path = html or str(given.with_suffix(".html"))
+            png_path = png or str(given.with_name(f"{given.stem}_curves.png"))
+        else:
+            base = Path(html).parent if html else given
+            html_path = html or str(base / REPORT_NAME)
+            png_path = png or str(base / CURVES_NAME)
         self._renderer.write_html(report, html_path, embed_videos=embed_videos, refresh_s=refresh_s)
         written_png = None
         if report.panels:

@@ -1,9 +1,10 @@
-"""`rlctl report RUN_DIR`: a training run's or an evaluation's report, as one HTML page and a
-PNG of its curves.
+"""`rlctl report RUN`: a training run's, an evaluation's or a rollout's report, as one HTML page
+and a PNG of its curves.
 
     rlctl report outputs/train/2026-01-01/10-00-00_act        # while it trains, or after
     rlctl report outputs/eval/2026-01-01/11-00-00_pusht_act --embed-videos
     rlctl report outputs/train/... --watch 30                 # rewrite every 30 s until Ctrl-C
+    rlctl report ~/rollouts/rollout_arm.rollout_info.json     # a rollout: timing, who drove
 
 The page is self-contained (inline SVG and script); videos are referenced relative to it, or
 embedded with --embed-videos. Heavy imports happen in the command body only.
@@ -17,12 +18,13 @@ from rlctl.entrypoints.cli.config_options import start_command
 
 
 @click.command(name="report")
-@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.argument("run_dir", metavar="RUN", type=click.Path(exists=False))
 @click.option(
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Where to write the HTML page (default: RUN_DIR/report.html).",
+    help="Where to write the HTML page (default: RUN/report.html; for a rollout's report file, "
+    "the same name ending in .html).",
 )
 @click.option(
     "--png",
@@ -49,7 +51,8 @@ def report_command(
     embed_videos: bool,
     watch: int | None,
 ) -> None:
-    """Write the report of a training run or an evaluation: an HTML page and a PNG of curves."""
+    """Write the report of a training run, an evaluation or a rollout (its rollout_info.json):
+    an HTML page and a PNG of curves."""
     import time
 
     from rlctl.entrypoints.container import build_container
