@@ -64,3 +64,48 @@ def test_a_fake_store_swapped_in():
     c.meta_reader.override(providers.Object(store))
     with pytest.raises(DatasetNotFound):
         rlctl.api.inspect_dataset("mem-only/name", using=c)
+
+
+def test_rollout_runs_a_policy_on_a_robot_and_records_with_the_guard(tmp_path):
+    """`rlctl.api.rollout` as a service embeds it: a container with the policy swapped in, the
+    scripted robot, a sentry recording; what it records passes the dataset check."""
+    from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
+    from rlctl.domain.errors import ConfigError
+
+    calls = []
+
+    def chunker(batch):
+        calls.append(1)
+        state = np.asarray(batch["observation.state"], dtype=np.float32)
+        steps = np.arange(1, 9, dtype=np.float32)[None, :, None] * 0.05
+        out = state[:, None, :] + steps
+        if len(calls) == 2:
+            out[:, 3, 0] = np.nan  # a chunk with a NaN never reaches the motors: held instead
+        return out
+
+    policy = ScriptedPolicy(3, chunk_size=8, chunker=chunker)
+
+    c = rlctl.api.container(rlctl.api.AppSettings(progress="silent"))
+    c.resolve_policy.override(providers.Object(lambda location: location))
+    c.policy_loader.override(providers.Object(InMemoryPolicyLoader({"me/p": policy})))
+    robot = {"type": "scripted", "joints": ["a", "b", "c"]}
+    report = rlctl.api.rollout(
+        robot,
+        policy="me/p",
+        strategy={"type": "sentry"},
+        inference="async",
+        dataset=tmp_path / "rollout_arm",
+        task="wave",
+        fps=20,
+        duration_s=1.0,
+        return_to_initial_position=False,
+        using=c,
+    )
+    info = report.to_info()
+    assert info["strategy"] == "sentry" and info["ticks"] == 20 and info["frames"] == 20
+    assert len(calls) >= 3  # the refused chunk was asked for again
+    assert rlctl.api.inspect_dataset(tmp_path / "rollout_arm", using=c).total_frames == 20
+    actions = rlctl.api.open_dataset(tmp_path / "rollout_arm", using=c)
+    assert all(np.isfinite(np.asarray(actions[i]["action"])).all() for i in range(20))
+    with pytest.raises(ConfigError, match="no policy given"):
+        rlctl.api.rollout(robot, using=c)

@@ -31,6 +31,7 @@ __all__ = [
     "reencode_videos",
     "remove_features",
     "resume_dataset",
+    "rollout",
 ]
 
 
@@ -255,6 +256,90 @@ def connect_policy(
     c = using or build_container()
     return c.policy_connector().connect(
         RemotePolicySettings(server=server, **settings), realtime=realtime
+    )
+
+
+def rollout(
+    robot: Mapping[str, Any] | Any,
+    *,
+    policy: str | Path | None = None,
+    server: str | None = None,
+    strategy: Mapping[str, Any] | str = "base",
+    inference: Mapping[str, Any] | str = "sync",
+    teleop: Mapping[str, Any] | Any | None = None,
+    dataset: str | Path | None = None,
+    resume: bool = False,
+    task: str = "",
+    fps: int = 30,
+    duration_s: float = 10.0,
+    return_to_initial_position: bool = True,
+    controls: Any = None,
+    using: Container | None = None,
+) -> Any:
+    """Run a policy on a robot as `rlctl rollout` does, and return its report (`to_info()` is
+    the JSON `--report_path` writes).
+
+    `robot` / `teleop`: configs or mappings as on the command line (`{"type":
+    "so101_follower", "port": "/dev/ttyACM0", "id": "arm"}`); `policy`: a checkpoint folder or
+    Hub repo id, or `server`: `HOST:PORT` of `rlctl policy serve`; `strategy` / `inference`: a
+    type name or a mapping of its settings (`{"type": "dagger", "record_autonomous": False}`);
+    `dataset`: where a recording strategy stores its episodes; `controls`: a `RolloutControls`
+    (keys, pedal, or your own events); None: none. Every command goes through the robot's
+    safety guard. With `duration_s=0` it runs until the controls stop it; then the arm goes back
+    to where it started (`return_to_initial_position`)."""
+    from rlctl.application.use_cases.record_episodes import DatasetTarget
+    from rlctl.application.use_cases.run_rollout import RolloutSettings
+    from rlctl.domain.config import structure
+    from rlctl.domain.errors import ConfigError
+    from rlctl.domain.rollout import InferenceConfig, RolloutStrategyConfig
+    from rlctl.entrypoints.cli.record import PolicyInControl
+    from rlctl.entrypoints.parts import RobotConfig, TeleoperatorConfig
+
+    if not policy and not server:
+        raise ConfigError(
+            "no policy given",
+            where="policy",
+            hint="give policy=DIR or a Hub repo id, or server=HOST:PORT",
+        )
+
+    def config(value: Any, base: type) -> Any:
+        data = {"type": value} if isinstance(value, str) else value
+        return structure(dict(data), base) if isinstance(data, Mapping) else data
+
+    chosen = config(strategy, RolloutStrategyConfig)
+    robot_config = config(robot, RobotConfig)
+    c = using or build_container()
+    source = PolicyInControl(path=str(policy) if policy else None, server=server)
+    made = c.robot(robot_config)
+    acting = c.acting_policy(
+        source, inference=config(inference, InferenceConfig), realtime=made.realtime
+    )
+    try:
+        teleoperator = (
+            c.teleoperator(config(teleop, TeleoperatorConfig).paired_with(robot_config))
+            if teleop is not None
+            else None
+        )
+        use_case = c.run_rollout(
+            robot=made,
+            policy=acting,
+            teleop=teleoperator,
+            controls=controls if controls is not None else c.rollout_controls(chosen, False),
+        )
+    except BaseException:
+        close = getattr(acting, "close", None)  # the use case closes it once it runs
+        if callable(close):
+            close()
+        raise
+    return use_case(
+        chosen,
+        RolloutSettings(
+            fps=fps,
+            duration_s=duration_s,
+            task=task,
+            return_to_initial_position=return_to_initial_position,
+        ),
+        DatasetTarget(root=Path(dataset), resume=resume) if dataset is not None else None,
     )
 
 
