@@ -28,7 +28,10 @@ import attrs
 
 from rlctl.domain.errors import ConfigError
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
+# "xvla-adamw": LeRobot's AdamW for X-VLA, its groups named by the model ("vlm" at a tenth of
+# the lr and weight decay, "soft_prompts" at `soft_prompt_lr_scale`, "other" at the lr).
+XVLA_ADAMW = "xvla-adamw"
+OPTIMIZERS = ("adam", "adamw", "sgd", XVLA_ADAMW)
 COSINE_DECAY = "cosine_decay_with_warmup"
 SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup", COSINE_DECAY)
 DIFFUSER_NAMES = ("cosine", "linear", "constant", "constant_with_warmup")
@@ -45,6 +48,10 @@ class OptimizerSpec:
     eps: float = 1e-8
     momentum: float = 0.0
     grad_clip_norm: float = 10.0
+    # xvla-adamw: the soft prompts' lr as a share of `lr`; with a warm-up scale they start at
+    # that share instead (the schedule warms them up), LeRobot's XVLAAdamWConfig fields.
+    soft_prompt_lr_scale: float = 1.0
+    soft_prompt_warmup_lr_scale: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.type not in OPTIMIZERS:
@@ -57,6 +64,20 @@ class OptimizerSpec:
             raise ConfigError(
                 f"the learning rate must be positive, got {self.lr}", where="optimizer.lr"
             )
+        for name in ("soft_prompt_lr_scale", "soft_prompt_warmup_lr_scale"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(
+                    f"{name} must be positive, got {value}", where=f"optimizer.{name}"
+                )
+
+    def group_lr_scales(self) -> dict[str, tuple[float, float]]:
+        """(lr, weight decay) multipliers of the groups the optimiser names (xvla-adamw's);
+        a group whose name is not here trains at the spec's own values."""
+        if self.type != XVLA_ADAMW:
+            return {}
+        prompts = self.soft_prompt_warmup_lr_scale or self.soft_prompt_lr_scale
+        return {"vlm": (0.1, 0.1), "soft_prompts": (prompts, 1.0), "other": (1.0, 1.0)}
 
 
 @attrs.frozen(kw_only=True)

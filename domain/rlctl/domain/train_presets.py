@@ -18,6 +18,7 @@ from rlctl.domain.optimization import (
     DIFFUSER_NAMES,
     OPTIMIZERS,
     SCHEDULERS,
+    XVLA_ADAMW,
     OptimizerSpec,
     SchedulerSpec,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "DIFFUSER_NAMES",
     "OPTIMIZERS",
     "SCHEDULERS",
+    "XVLA_ADAMW",
     "OptimizerSpec",
     "SchedulerSpec",
     "resolve_optimization",

@@ -113,7 +113,7 @@ class DatasetSource:
 class OptimizerOverrides:
     """`--optimizer.*`: what replaces the preset's values; None keeps the preset's."""
 
-    type: str | None = None  # adam, adamw, sgd
+    type: str | None = None  # adam, adamw, sgd, xvla-adamw
     lr: float | None = None
     weight_decay: float | None = None
     betas: tuple[float, float] | None = attrs.field(default=None, converter=_optional_pair)

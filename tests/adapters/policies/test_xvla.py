@@ -10,6 +10,7 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -28,6 +29,7 @@ from rlctl.adapters.policies.vla.xvla_processors import (
 )
 from rlctl.adapters.sim.envs.libero import LiberoEnv
 from rlctl.adapters.sim.simulation import GymSimulation, policy_env_processors
+from rlctl.adapters.training.optim import build_optimizer
 from rlctl.domain.config import structure, unstructure
 from rlctl.domain.errors import ConfigError, InvalidInput
 from rlctl.domain.features import typed_feature
@@ -193,9 +195,17 @@ def test_trains_every_part_with_lerobots_learning_rates(tokenizer: Path) -> None
     ]
     assert any(n.startswith("model.vlm.vision_tower") for n in grads)
     assert any("soft_prompt_hub" in n for n in grads)
-    vlm, prompts, rest = model.parameter_groups()
-    assert vlm["lr"] == pytest.approx(1e-5) and prompts["lr"] == pytest.approx(1e-4)
-    assert "lr" not in rest and len(prompts["params"]) == 1
+    # LeRobot's xvla-adamw: named groups, the VLM at a tenth of the lr and weight decay.
+    spec = attrs.evolve(
+        model.config.optimizer_preset(), weight_decay=0.01, soft_prompt_warmup_lr_scale=0.01
+    )
+    assert spec.type == "xvla-adamw"
+    groups = build_optimizer(spec, model.parameter_groups()).param_groups
+    vlm, prompts, rest = groups
+    assert [g["name"] for g in groups] == ["vlm", "soft_prompts", "other"]
+    assert vlm["lr"] == pytest.approx(1e-5) and vlm["weight_decay"] == pytest.approx(0.001)
+    assert prompts["lr"] == pytest.approx(1e-6) and len(prompts["params"]) == 1
+    assert rest["lr"] == pytest.approx(1e-4) and rest["weight_decay"] == pytest.approx(0.01)
     assert policy.predict_chunk(observation()).actions.shape == (2, 4, 7)
 
 

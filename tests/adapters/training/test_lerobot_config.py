@@ -45,3 +45,36 @@ def test_no_env_is_null_and_another_env_keeps_its_own_fields():
     assert train_config(None)["env"] is None
     env = train_config(AlohaEnv())["env"]
     assert env["type"] == "aloha" and env["features"]["pixels/top"]["type"] == "VISUAL"
+
+
+def test_xvla_trains_with_lerobots_xvla_adamw_and_says_so():
+    """LeRobot resumes an X-VLA run with its `XVLAAdamWConfig` only if train_config.json names
+    it, with its fields, and the optimiser's groups are its three named ones."""
+    from rlctl.domain.policies.xvla import XVLAConfig
+
+    settings = TrainSettings(
+        policy=XVLAConfig(optimizer_soft_prompt_warmup_lr_scale=0.01), output_dir="out"
+    )
+    optimizer, scheduler = resolve_optimization(settings)
+    data = lerobot_train_config(
+        settings,
+        policy={},
+        dataset_root=Path("data/sim"),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        video_backend=None,
+        env=None,
+    )
+    assert data["optimizer"] == {
+        "type": "xvla-adamw",
+        "lr": 1e-4,
+        "betas": [0.9, 0.99],
+        "eps": 1e-8,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 10.0,
+        "soft_prompt_lr_scale": 1.0,
+        "soft_prompt_warmup_lr_scale": 0.01,
+    }
+    assert optimizer.group_lr_scales()["soft_prompts"] == (0.01, 1.0)
+    other = resolve_optimization(TrainSettings(policy=MLPConfig(), output_dir="o"))[0]
+    assert other.group_lr_scales() == {}

@@ -13,7 +13,7 @@ from typing import Any
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
 from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
-from rlctl.domain.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
+from rlctl.domain.train_presets import COSINE_DECAY, XVLA_ADAMW, OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
 
 TRAIN_CONFIG_NAME = TRAIN_CONFIG_FILE
@@ -30,6 +30,11 @@ def _optimizer(spec: OptimizerSpec) -> dict[str, Any]:
         out.update(momentum=spec.momentum, dampening=0.0, nesterov=False)
     else:
         out.update(betas=list(spec.betas), eps=spec.eps)
+    if spec.type == XVLA_ADAMW:
+        out.update(
+            soft_prompt_lr_scale=spec.soft_prompt_lr_scale,
+            soft_prompt_warmup_lr_scale=spec.soft_prompt_warmup_lr_scale,
+        )
     return out
 
 

@@ -29,11 +29,22 @@ def build_optimizer(
     """`param_groups` come from the model (ACT gives its backbone its own lr); the spec's values
     are the defaults every group without its own inherits."""
     groups = [g for g in param_groups if g["params"]]
+    scales = spec.group_lr_scales()
+    if scales:  # LeRobot's order of keys: params, lr, weight_decay, name
+        groups = [
+            {
+                "params": g["params"],
+                "lr": spec.lr * scales.get(g.get("name", ""), (1.0, 1.0))[0],
+                "weight_decay": spec.weight_decay * scales.get(g.get("name", ""), (1.0, 1.0))[1],
+                **{k: v for k, v in g.items() if k not in ("params", "lr", "weight_decay")},
+            }
+            for g in groups
+        ]
     if spec.type == "sgd":
         return torch.optim.SGD(
             groups, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
         )
-    cls = torch.optim.AdamW if spec.type == "adamw" else torch.optim.Adam
+    cls = torch.optim.Adam if spec.type == "adam" else torch.optim.AdamW
     # `fused` computes the update in one kernel per dtype: much faster on CPU than the
     # per-parameter loop, identical in arithmetic up to rounding.
     extra = {"fused": True} if fused else {}

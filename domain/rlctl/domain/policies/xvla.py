@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from rlctl.domain.optimization import (
+    XVLA_ADAMW,
     OptimizerSpec,
     SchedulerSpec,
     cosine_decay_optimizer,
@@ -173,9 +174,14 @@ class XVLAConfig(PolicyConfig):
         )
 
     def optimizer_preset(self) -> OptimizerSpec:
-        """LeRobot's `xvla-adamw`: AdamW whose groups the model gives (`parameter_groups`: the
-        VLM at a tenth of the lr and weight decay, the soft prompts at their own scale)."""
-        return cosine_decay_optimizer(self)
+        """LeRobot's `xvla-adamw`: AdamW over the groups the model names (`parameter_groups`):
+        the VLM at a tenth of the lr and weight decay, the soft prompts at their own scale."""
+        return attrs.evolve(
+            cosine_decay_optimizer(self),
+            type=XVLA_ADAMW,
+            soft_prompt_lr_scale=self.optimizer_soft_prompt_lr_scale,
+            soft_prompt_warmup_lr_scale=self.optimizer_soft_prompt_warmup_lr_scale,
+        )
 
     def scheduler_preset(self) -> SchedulerSpec:
         return cosine_decay_scheduler(self)

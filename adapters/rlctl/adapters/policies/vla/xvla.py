@@ -518,32 +518,22 @@ class XVLAPolicy(PolicyModel):
         return xvla_libero_processors() if env_type == "libero" else None
 
     def parameter_groups(self) -> list[dict[str, Any]]:
-        """LeRobot's `xvla-adamw` groups: the VLM at a tenth of the lr and weight decay, the
-        soft prompts at `optimizer_soft_prompt_lr_scale` (or its warm-up scale), the rest at
-        the lr."""
-        config = self.config
-        vlm: list[nn.Parameter] = []
-        prompts: list[nn.Parameter] = []
-        rest: list[nn.Parameter] = []
+        """The groups LeRobot's `xvla-adamw` names: "vlm" (trained at a tenth of the lr and
+        weight decay), "soft_prompts" (at `optimizer_soft_prompt_lr_scale`, or its warm-up
+        scale), "other"; the optimiser spec sets their rates (`OptimizerSpec.group_lr_scales`)."""
+        groups: dict[str, list[nn.Parameter]] = {"vlm": [], "soft_prompts": [], "other": []}
         for name, param in self.named_parameters():
-            if not param.requires_grad:
-                continue
-            lowered = name.lower()
-            (vlm if "vlm" in lowered else prompts if "soft_prompt" in lowered else rest).append(
-                param
-            )
-        scale = config.optimizer_soft_prompt_warmup_lr_scale
-        if scale is None:
-            scale = config.optimizer_soft_prompt_lr_scale
-        return [
-            {
-                "params": vlm,
-                "lr": config.optimizer_lr * 0.1,
-                "weight_decay": config.optimizer_weight_decay * 0.1,
-            },
-            {"params": prompts, "lr": config.optimizer_lr * scale},
-            {"params": rest},
-        ]
+            if param.requires_grad:
+                lowered = name.lower()
+                kind = (
+                    "vlm"
+                    if "vlm" in lowered
+                    else "soft_prompts"
+                    if "soft_prompt" in lowered
+                    else "other"
+                )
+                groups[kind].append(param)
+        return [{"params": params, "name": kind} for kind, params in groups.items()]
 
     # --- inputs --------------------------------------------------------------------------------
 
