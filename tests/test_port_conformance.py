@@ -85,6 +85,7 @@ from rlctl.adapters.memory.training import (
 )
 from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.damiao import DamiaoMotorBus
+from rlctl.adapters.motors.robstride import RobstrideMotorBus
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
@@ -227,9 +228,10 @@ def motor_bus(
     feetech: FeetechMotorBus,
     dynamixel: DynamixelMotorBus,
     damiao: DamiaoMotorBus,
+    robstride: RobstrideMotorBus,
     fake: InMemoryMotorBus,
 ) -> list[MotorBus]:
-    return [feetech, dynamixel, damiao, fake]
+    return [feetech, dynamixel, damiao, robstride, fake]
 
 
 def calibration_target(arm: ServoArm, can_arm: DamiaoArm) -> list[CalibrationTarget]:

@@ -108,6 +108,35 @@ class DamiaoBusConfig(MotorBusConfig):
         }
 
 
+@MotorBusConfig.register("robstride")
+@attrs.frozen(kw_only=True)
+class RobstrideBusConfig(MotorBusConfig):
+    """Robstride motors in MIT mode on a CAN bus (`port`: the channel, `can0`), as LeRobot
+    0.6.1's `RobstrideMotorsBus` (classic CAN frames at 1 Mbit/s)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.motors.robstride:RobstrideMotorBus"
+    library: ClassVar[str] = "python-can"
+    extra: ClassVar[str] = "can"
+
+    # python-can's interface: socketcan (Linux), slcan (a serial adapter), virtual, or auto.
+    interface: str = "auto"
+    bitrate: int = 1_000_000
+    # The id each motor puts first in its answers, when not its own id.
+    recv_ids: dict[str, int] = attrs.field(factory=dict)
+    # How long the answers to one exchange may take, and extra attempts after none came.
+    timeout_s: float = 0.01
+    retries: int = 2
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "interface": self.interface,
+            "bitrate": self.bitrate,
+            "recv_ids": dict(self.recv_ids),
+            "timeout_s": self.timeout_s,
+            "retries": self.retries,
+        }
+
+
 # Every bus type: the ones above and the `rlctl.motors` entry points of installed packages
 # (rlctl's own are declared there too, in adapters/pyproject.toml).
 MOTOR_BUS_TYPES = PluginKind(MotorBusConfig, "rlctl.motors", (), noun="motor bus")

@@ -1,0 +1,166 @@
+"""Robstride motors emulated on a python-can bus: a thread that answers as the motors do in MIT
+mode (and velocity mode), frame for frame as `robstride_protocol` describes them.
+
+    with VirtualRobstrideMotors("rig", {1: (1, "o2"), 2: (2, "o0")}) as motors:
+        bus = RobstrideMotorBus("rig", {...}, interface="virtual")
+
+Each motor keeps an enabled flag, a control mode, a position (where an MIT command sends it when
+enabled, or where a test puts it as a hand would) and a zero. Faults are injected per motor:
+`silence(id)` (it stops answering), `corrupt(id)` (its answers are short frames),
+`fault(id, bits)` (it answers state queries with a fault frame).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from rlctl.adapters.motors import robstride_protocol as rs
+
+
+@attrs.define
+class EmulatedRobstride:
+    send_id: int
+    recv_id: int
+    model: str
+    position: float = 0.0  # degrees from the motor's zero
+    velocity: float = 0.0  # degrees per second
+    torque: float = 0.0
+    temp_mos: float = 31.5
+    enabled: bool = False
+    mode: int = rs.MODE_MIT
+    fault_bits: int = 0
+    silent: bool = False
+    corrupt: bool = False
+    # The latest commands received, newest last (bounded: an emulator may run for hours).
+    commands: deque[rs.MitCommand] = attrs.field(factory=lambda: deque(maxlen=1000))
+    velocity_commands: deque[tuple[float, float]] = attrs.field(factory=lambda: deque(maxlen=1000))
+    frames: deque[bytes] = attrs.field(factory=lambda: deque(maxlen=1000))
+
+    def feedback(self) -> bytes:
+        frame = rs.encode_feedback(
+            self.model, self.recv_id, self.position, self.velocity, self.torque, self.temp_mos
+        )
+        return frame[:5] if self.corrupt else frame
+
+
+class VirtualRobstrideMotors:
+    def __init__(
+        self,
+        channel: str,
+        motors: Mapping[int, tuple[int, str]],
+        *,
+        interface: str = "virtual",
+    ) -> None:
+        """`motors`: id -> (receive id, model)."""
+        self.channel = channel
+        self.motors = {
+            send: EmulatedRobstride(send, recv, model) for send, (recv, model) in motors.items()
+        }
+        self._interface = interface
+        self._bus: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> VirtualRobstrideMotors:
+        import can
+
+        self._bus = can.Bus(interface=self._interface, channel=self.channel)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._serve, name="virtual-robstride", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        if self._bus is not None:
+            self._bus.shutdown()
+            self._bus = None
+
+    def __enter__(self) -> VirtualRobstrideMotors:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # Faults and hands
+
+    def silence(self, send_id: int, silent: bool = True) -> None:
+        with self._lock:
+            self.motors[send_id].silent = silent
+
+    def corrupt(self, send_id: int, corrupt: bool = True) -> None:
+        with self._lock:
+            self.motors[send_id].corrupt = corrupt
+
+    def fault(self, send_id: int, bits: int) -> None:
+        with self._lock:
+            self.motors[send_id].fault_bits = bits
+
+    def move(self, send_id: int, position_deg: float) -> None:
+        """Put a joint somewhere, as a hand moving a disabled motor would."""
+        with self._lock:
+            self.motors[send_id].position = position_deg
+
+    # The motors' side of the protocol
+
+    def _serve(self) -> None:
+        import can
+
+        while not self._stop.is_set():
+            msg = self._bus.recv(timeout=0.02)
+            if msg is None or msg.is_extended_id:
+                continue
+            with self._lock:
+                reply = self._answer(msg.arbitration_id, bytes(msg.data))
+            if reply is not None:
+                # Robstride firmware answers on the host's id; LeRobot reads the first byte.
+                self._bus.send(can.Message(arbitration_id=0xFD, data=reply, is_extended_id=False))
+
+    def _answer(self, arbitration_id: int, data: bytes) -> bytes | None:
+        motor = self.motors.get(arbitration_id)
+        if motor is None or len(data) != 8:
+            return None
+        motor.frames.append(data)
+        if motor.silent:
+            return None
+        if rs.is_simple_command(data):
+            command = data[7]
+            if command == rs.CMD_CLEAR_FAULT and motor.fault_bits:
+                return rs.fault_frame(motor.recv_id, motor.fault_bits)
+            if command == rs.CMD_ENABLE:
+                motor.enabled = True
+            elif command == rs.CMD_DISABLE:
+                motor.enabled = False
+                motor.velocity = 0.0
+            elif command == rs.CMD_SET_ZERO:
+                motor.position = 0.0
+            return motor.feedback()
+        if rs.is_mode_command(data):
+            motor.mode = data[6]
+            return motor.feedback()
+        if motor.mode == rs.MODE_VELOCITY:
+            velocity, current = rs.decode_velocity(data)
+            motor.velocity_commands.append((velocity, current))
+            if motor.enabled and not motor.fault_bits:
+                motor.velocity = velocity
+            return motor.feedback()
+        command_mit = rs.decode_mit(motor.model, data)
+        motor.commands.append(command_mit)
+        if motor.enabled and not motor.fault_bits and motor.mode == rs.MODE_MIT:
+            motor.position = command_mit.position_deg
+        return motor.feedback()
