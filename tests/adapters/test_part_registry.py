@@ -54,8 +54,8 @@ MOTORS = {"shoulder": Motor(1, "sts3215", MotorNormMode.DEGREES)}
 
 
 def test_an_unknown_bus_type_lists_the_known_ones_and_the_group():
-    with pytest.raises(ConfigError, match="unknown motor bus type 'robstride'") as caught:
-        motor_bus("robstride", MOTORS, port="can0")
+    with pytest.raises(ConfigError, match="unknown motor bus type 'kinova_can'") as caught:
+        motor_bus("kinova_can", MOTORS, port="can0")
     assert caught.value.hint is not None
     assert "feetech, dynamixel" in caught.value.hint and "'rlctl.motors'" in caught.value.hint
 
