@@ -21,6 +21,7 @@ import pkgutil
 import typing
 
 from rlctl.adapters.cameras.opencv import OpenCVCamera
+from rlctl.adapters.cameras.zmq import ZMQCamera
 from rlctl.adapters.clock.system import SystemClock
 from rlctl.adapters.control.rollout_keys import (
     EitherControls,
@@ -85,9 +86,9 @@ from rlctl.adapters.memory.training import (
 )
 from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.damiao import DamiaoMotorBus
-from rlctl.adapters.motors.robstride import RobstrideMotorBus
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
+from rlctl.adapters.motors.robstride import RobstrideMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
 from rlctl.adapters.policies.vla.fast import FASTFitter, FASTTokenizer
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
@@ -192,8 +193,8 @@ from rlctl.application.use_cases.serve_policy import PolicyService
 # --- devices --------------------------------------------------------------------------------
 
 
-def camera(opencv: OpenCVCamera, fake: SyntheticCamera) -> list[Camera]:
-    return [opencv, fake]
+def camera(opencv: OpenCVCamera, zmq: ZMQCamera, fake: SyntheticCamera) -> list[Camera]:
+    return [opencv, zmq, fake]
 
 
 def clock(system: SystemClock, fake: ManualClock) -> list[Clock]:

@@ -24,6 +24,11 @@ FIRST_FRAME_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 2.0
 
 
+class CameraLost(HardwareError):
+    """Raised by `_grab` when the source is gone for good (a publisher that went silent past its
+    timeout): the capture stops at once instead of retrying."""
+
+
 class CaptureThreadCamera(abc.ABC):
     def __init__(self, *, first_frame_timeout_s: float = FIRST_FRAME_TIMEOUT_S) -> None:
         self._frames = LatestFrame()
@@ -128,6 +133,9 @@ class CaptureThreadCamera(abc.ABC):
         while not self._stop.is_set():
             try:
                 frame = self._grab()
+            except CameraLost as error:
+                self._frames.fail(error)
+                return
             except Exception as error:
                 failures += 1
                 if failures >= MAX_FAILED_GRABS:

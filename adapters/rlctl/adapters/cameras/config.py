@@ -87,6 +87,40 @@ class OpenCVCameraConfig(CameraConfig):
             )
 
 
+@CameraConfig.register("zmq")
+@attrs.frozen(kw_only=True)
+class ZMQCameraConfig(CameraConfig):
+    """Frames published over ZeroMQ as LeRobot 0.6.1's image server sends them: JSON
+    `{"timestamps": {name: t}, "images": {name: base64 JPEG}}` on a PUB socket."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.cameras.zmq:ZMQCamera"
+
+    # The publisher's host (an IP address or a name).
+    server_address: str
+    port: int = 5555
+    # Which of the message's images is this camera's (the first one when it is not there).
+    camera_name: str = "zmq_camera"
+    # rgb: the frames as LeRobot's image server sends them; bgr: their channels swapped.
+    color_mode: ColorMode = "rgb"
+    # How long the publisher may stay silent before the camera is declared lost.
+    timeout_ms: int = 5000
+    warmup_s: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.server_address:
+            raise ConfigError(
+                "server_address must name the publisher's host",
+                where="server_address",
+                hint="e.g. {type: zmq, server_address: 192.168.1.20, port: 5555}",
+            )
+        if not 0 < self.port <= 65535:
+            raise ConfigError(f"port must be in 1..65535, got {self.port}", where="port")
+        if self.timeout_ms <= 0:
+            raise ConfigError(
+                f"timeout_ms must be positive, got {self.timeout_ms}", where="timeout_ms"
+            )
+
+
 @CameraConfig.register("synthetic")
 @attrs.frozen(kw_only=True)
 class SyntheticCameraConfig(CameraConfig):

@@ -1,0 +1,119 @@
+"""The ZMQ camera against a local publisher process speaking LeRobot 0.6.1's image-server
+messages: frames, a publisher that stops, nobody publishing, bad settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlctl.adapters.cameras.config import CameraConfig, ZMQCameraConfig
+from rlctl.adapters.cameras.zmq import ZMQCamera
+from rlctl.domain.config import structure
+from rlctl.domain.errors import ConfigError, HardwareError
+
+pytestmark = pytest.mark.timeout(60)
+PUBLISHER = Path(__file__).with_name("zmq_publisher.py")
+
+
+@contextmanager
+def publisher(
+    name: str = "head", width: int = 64, height: int = 48, fps: int = 30, frames: int = -1
+) -> Iterator[int]:
+    process = subprocess.Popen(
+        [sys.executable, str(PUBLISHER), name, str(width), str(height), str(fps), str(frames)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield int(process.stdout.readline())
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def zmq_camera(port: int, **settings) -> ZMQCamera:
+    config = {"server_address": "127.0.0.1", "port": port, "camera_name": "head", "warmup_s": 0}
+    return ZMQCamera(ZMQCameraConfig(**{**config, **settings}))
+
+
+def test_frames_arrive_decoded_in_the_publishers_colour_order_and_size():
+    with publisher() as port:
+        camera = zmq_camera(port, timeout_ms=3000)
+        camera.connect()
+        try:
+            assert (camera.height, camera.width) == (48, 64)  # learnt from the first frame
+            frame = camera.read()
+            assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8
+            assert abs(int(frame[..., 0].mean()) - 200) < 6  # red first: RGB, as published
+            assert abs(int(frame[..., 2].mean()) - 60) < 6
+            greens = {int(camera.read()[..., 1].mean()) // 10 for _ in range(3)}
+            assert len(greens) == 3  # each read is a new frame
+            assert camera.read_latest().shape == (48, 64, 3)
+        finally:
+            camera.disconnect()
+        assert not camera.is_connected
+
+
+def test_bgr_swaps_the_channels_and_a_size_other_than_the_configured_one_is_named():
+    with publisher() as port:
+        camera = zmq_camera(port, color_mode="bgr")
+        camera.connect()
+        try:
+            assert abs(int(camera.read()[..., 2].mean()) - 200) < 6
+        finally:
+            camera.disconnect()
+        wrong = zmq_camera(port, width=640, height=480, timeout_ms=1000)
+        with pytest.raises(HardwareError, match="64x48, the camera was configured as 640x480"):
+            wrong.connect()
+            wrong.read()
+        wrong.disconnect()
+
+
+def test_a_publisher_that_stops_is_one_error_naming_the_camera_and_its_address():
+    with publisher(frames=15) as port:
+        camera = zmq_camera(port, timeout_ms=400)
+        camera.connect()
+        try:
+            with pytest.raises(HardwareError) as caught:
+                for _ in range(100):
+                    camera.read()
+            assert caught.value.where == f"zmq head@127.0.0.1:{port}"
+            assert f"no frame from the publisher at tcp://127.0.0.1:{port} for 400 ms" in (
+                caught.value.message
+            )
+            with pytest.raises(HardwareError, match="no frame from the publisher"):
+                camera.read_latest()  # every later read says the same
+        finally:
+            camera.disconnect()
+
+
+def test_nobody_publishing_fails_the_connection_with_the_address_to_check():
+    with publisher(frames=0) as port:  # bound and gone: nothing listens there
+        pass
+    camera = zmq_camera(port, timeout_ms=300)
+    with pytest.raises(HardwareError) as caught:
+        camera.connect()
+    assert f"tcp://127.0.0.1:{port}" in caught.value.hint
+    assert not camera.is_connected
+
+
+def test_settings_are_read_as_lerobots_and_bad_ones_refused():
+    config = structure(
+        {"front": {"type": "zmq", "server_address": "10.0.0.2", "port": 5556}},
+        dict[str, CameraConfig],
+    )
+    assert config["front"] == ZMQCameraConfig(server_address="10.0.0.2", port=5556)
+    assert config["front"].camera_name == "zmq_camera" and config["front"].timeout_ms == 5000
+    with pytest.raises(ConfigError, match=r"port must be in 1\.\.65535"):
+        ZMQCameraConfig(server_address="x", port=70000)
+    with pytest.raises(ConfigError, match="server_address must name"):
+        ZMQCameraConfig(server_address="")
+    with pytest.raises(ConfigError, match="timeout_ms must be positive"):
+        ZMQCameraConfig(server_address="x", timeout_ms=0)
