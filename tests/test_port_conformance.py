@@ -99,6 +99,8 @@ from rlctl.adapters.reports.run_folder import LocalRunFolder
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
+from rlctl.adapters.robots.lekiwi import LeKiwi
+from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
 from rlctl.adapters.robots.openarm_follower import DamiaoArm, OpenArmFollower
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
@@ -249,10 +251,12 @@ def robot(
     arm: ArmFollower,
     arms: BimanualFollower,
     openarm: OpenArmFollower,
+    kiwi: LeKiwi,
+    kiwi_client: LeKiwiClient,
     sim: SimRobot,
     fake: ScriptedRobot,
 ) -> list[Robot]:
-    return [arm, arms, openarm, sim, fake]
+    return [arm, arms, openarm, kiwi, kiwi_client, sim, fake]
 
 
 def teleoperator(

@@ -342,6 +342,8 @@ class Container(containers.DeclarativeContainer):
     robot = providers.Factory(
         lazy("rlctl.adapters.robots.config:make_robot"), calibration_store=calibration_store
     )
+    # `rlctl lekiwi-host`: a LeKiwi served to a client over ZeroMQ.
+    lekiwi_host = providers.Factory(lazy("rlctl.adapters.robots.lekiwi_host:LeKiwiHost"))
     teleoperator = providers.Factory(
         lazy("rlctl.adapters.teleop.config:make_teleoperator"),
         calibration_store=calibration_store,

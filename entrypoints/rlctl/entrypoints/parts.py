@@ -16,7 +16,7 @@ from rlctl.adapters.cameras.config import OpenCVCameraConfig
 from rlctl.adapters.display.settings import DisplaySettings
 from rlctl.adapters.hub.settings import HubSettings
 from rlctl.adapters.motors.config import MotorBusConfig
-from rlctl.adapters.robots.config import RobotConfig
+from rlctl.adapters.robots.config import LeKiwiConfig, RobotConfig
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.adapters.sim.envs.pusht import PushtEnv
 from rlctl.adapters.sim.registry import ENV_TYPES  # noqa: F401  (hooks env structuring)
@@ -25,6 +25,7 @@ from rlctl.adapters.teleop.config import TeleoperatorConfig
 __all__ = [
     "DisplaySettings",
     "EnvConfig",
+    "LeKiwiConfig",
     "MotorBusConfig",
     "OpenCVCameraConfig",
     "PushtEnv",

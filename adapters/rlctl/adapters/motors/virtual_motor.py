@@ -2,7 +2,8 @@
 
 The shaft position (`shaft`, in encoder ticks) relaxes towards the goal with time constant `tau`
 while torque is on in a position mode; with torque off it stays put unless moved by hand
-(`move_by_hand`). Motion is integrated lazily, from the time elapsed since the last look, so no
+(`move_by_hand`); in velocity mode (a LeKiwi's wheels) it turns at the goal velocity. Motion is
+integrated lazily, from the time elapsed since the last look, so no
 thread ticks in the background. The homing offset relates shaft and register as on the real
 motors: Feetech reports `shaft - offset` (wrapped to one turn), Dynamixel `shaft + offset`.
 """
@@ -18,6 +19,8 @@ from rlctl.adapters.motors.tables import Family, ServoModel
 
 _MEMORY_SIZE = 256  # every register we model sits below this address on both families
 _POSITION_MODES = {Family.FEETECH: {0}, Family.DYNAMIXEL: {3, 4, 5}}
+# Velocity mode: the shaft turns at Goal_Velocity (ticks per second here) while torque is on.
+_VELOCITY_MODES = {Family.FEETECH: {1}, Family.DYNAMIXEL: {1}}
 _MOVING_THRESHOLD_TICKS = 2.0
 
 
@@ -46,6 +49,7 @@ class VirtualMotor:
         self._shaft = float(model.resolution // 2 if shaft is None else shaft)
         self._target = self._shaft
         self._velocity = 0.0
+        self._spin = 0.0  # ticks per second, in velocity mode
         self._last_update = clock()
         self._refresh_present()
 
@@ -134,16 +138,29 @@ class VirtualMotor:
     # The shaft
 
     def _retarget(self) -> None:
-        in_position_mode = self._load("Operating_Mode") in _POSITION_MODES[self.model.family]
-        if self.torque_enabled and in_position_mode:
+        mode = self._load("Operating_Mode")
+        self._spin = 0.0
+        if self.torque_enabled and mode in _POSITION_MODES[self.model.family]:
             self._target = self._shaft_of_register(self._load_signed("Goal_Position"))
         else:
             self._target = self._shaft
+            if self.torque_enabled and mode in _VELOCITY_MODES[self.model.family]:
+                self._spin = float(self._load_signed("Goal_Velocity"))
+
+    @property
+    def spin(self) -> float:
+        """The speed the shaft turns at in velocity mode (ticks per second; 0: still)."""
+        with self._lock:
+            return self._spin
 
     def _advance(self) -> None:
         now = self._clock()
         dt, self._last_update = now - self._last_update, now
-        if dt > 0 and self._target != self._shaft:
+        if self._spin:
+            self._shaft += self._spin * max(dt, 0.0)
+            self._target = self._shaft
+            self._velocity = self._spin
+        elif dt > 0 and self._target != self._shaft:
             before = self._shaft
             self._shaft += (self._target - self._shaft) * (1 - math.exp(-dt / self.tau_s))
             self._velocity = (self._shaft - before) / dt

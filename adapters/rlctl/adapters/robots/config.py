@@ -260,6 +260,105 @@ class BiOpenArmFollowerConfig(BimanualFollowerConfig):
         )
 
 
+def lekiwi_cameras() -> dict[str, CameraConfig]:
+    """LeRobot 0.6.1's LeKiwi cameras: the front one upside down, the wrist one on its side."""
+    from rlctl.adapters.cameras.config import OpenCVCameraConfig
+
+    return {
+        "front": OpenCVCameraConfig(
+            index_or_path="/dev/video0", fps=30, width=640, height=480, fourcc="MJPG", rotation=180
+        ),
+        "wrist": OpenCVCameraConfig(
+            index_or_path="/dev/video2", fps=30, width=480, height=640, fourcc="MJPG", rotation=90
+        ),
+    }
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class LeKiwiBaseLimits:
+    """rlctl's: the base velocities the safety guard lets through. Past them by more than a tenth
+    an action is refused and the base stopped; a little past, clipped. (LeRobot's keyboard
+    speeds reach 0.3 m/s and 90 deg/s; the wheels are scaled down past 3000 ticks/s anyway.)"""
+
+    # The fastest x.vel / y.vel the guard lets through (m/s).
+    base_max_linear_m_s: float = 1.0
+    # The fastest theta.vel the guard lets through (deg/s).
+    base_max_angular_deg_s: float = 360.0
+
+
+@RobotConfig.register("lekiwi")
+@attrs.frozen(kw_only=True)
+class LeKiwiConfig(RobotConfig, LeKiwiBaseLimits):
+    """LeKiwi driven on its own computer (what `rlctl lekiwi-host` runs): a SO arm and three
+    omniwheels, nine Feetech STS3215 on one bus, LeRobot 0.6.1's settings."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.lekiwi:lekiwi"
+
+    # The motors board (`rlctl find-port`).
+    port: str = "/dev/ttyACM0"
+    disable_torque_on_disconnect: bool = True
+    # Caps each arm joint's step (the wheels take velocities): one number, or one per motor.
+    max_relative_target: MaxRelativeTarget = None
+    cameras: dict[str, CameraConfig] = attrs.field(factory=lekiwi_cameras)
+    # Arm joints in degrees (LeRobot 0.6.1's default) or in -100..100 of their range.
+    use_degrees: bool = True
+    # Extra attempts when a read of the motors fails.
+    num_read_retries: int = 2
+
+
+def lekiwi_teleop_keys() -> dict[str, str]:
+    return {
+        "forward": "w",
+        "backward": "s",
+        "left": "a",
+        "right": "d",
+        "rotate_left": "z",
+        "rotate_right": "x",
+        "speed_up": "r",
+        "speed_down": "f",
+        "quit": "q",
+    }
+
+
+@RobotConfig.register("lekiwi_client")
+@attrs.frozen(kw_only=True)
+class LeKiwiClientConfig(RobotConfig, LeKiwiBaseLimits):
+    """LeKiwi seen from a laptop: observations and actions over ZeroMQ to the host running on
+    the robot (`rlctl lekiwi-host`, or LeRobot's `lerobot.robots.lekiwi.lekiwi_host`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.lekiwi_client:lekiwi_client"
+
+    # The robot's address.
+    remote_ip: str
+    port_zmq_cmd: int = 5555
+    port_zmq_observations: int = 5556
+    # Keys that drive the base (LeRobot's bindings), for keyboard teleoperation.
+    teleop_keys: dict[str, str] = attrs.field(factory=lekiwi_teleop_keys)
+    # The host's cameras, as it sends them (their sizes declare the dataset's features).
+    cameras: dict[str, CameraConfig] = attrs.field(factory=lekiwi_cameras)
+    # How long one observation read waits for a new message from the host.
+    polling_timeout_ms: int = 15
+    # How long connecting waits for the host's first observation.
+    connect_timeout_s: float = 5
+    # rlctl's: no observation from the host for this long is a lost robot (LeRobot keeps
+    # serving the last one).
+    observation_timeout_s: float = 2.0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.remote_ip:
+            raise ConfigError(
+                "remote_ip must name the robot's address",
+                where="robot.remote_ip",
+                hint="the LeKiwi's IP address, as its host prints it (e.g. 192.168.1.42)",
+            )
+        for field in ("port_zmq_cmd", "port_zmq_observations"):
+            port = getattr(self, field)
+            if not 0 < port <= 65535:
+                raise ConfigError(
+                    f"{field} must be in 1..65535, got {port}", where=f"robot.{field}"
+                )
+
+
 def _default_env() -> EnvConfig:
     from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 
