@@ -368,8 +368,8 @@ class Container(containers.DeclarativeContainer):
     )
     # `rlctl setup-can`: CAN links brought up, Damiao motors found and timed on them.
     can_setup = providers.Factory(lazy("rlctl.adapters.motors.can_setup:CanSetup"), console)
-    # `rlctl find-cameras`: the cameras OpenCV opens, and one opened by its config.
-    find_cameras = providers.Object(lazy("rlctl.adapters.cameras.opencv:find_cameras"))
+    # `rlctl find-cameras`: the cameras of every kind, and an OpenCV one opened by its config.
+    find_cameras = providers.Object(lazy("rlctl.adapters.cameras.discovery:find_all"))
     opencv_camera = providers.Factory(lazy("rlctl.adapters.cameras.opencv:OpenCVCamera"))
     # Ctrl-C and SIGTERM during a recording: the episode under way and the dataset's closing
     # are saved however often the signal comes (uv forwards each Ctrl-C twice).
