@@ -169,13 +169,17 @@ def test_host_and_client_drive_the_arm_and_base_and_the_watchdog_stops_the_base(
         goal[6] = 0.1  # x.vel
         sent = client.send_action(goal)
         assert sent == pytest.approx(goal)
-        assert wait_for(lambda: kiwi_bus.motor(7).spin != 0 and kiwi_bus.motor(9).spin != 0)
+        # Sent on every look: the watchdog stops the base 300 ms after the last action.
+        assert wait_for(
+            lambda: (
+                client.send_action(goal) is not None
+                and kiwi_bus.motor(7).spin != 0
+                and kiwi_bus.motor(9).spin != 0
+                and abs(client.get_observation()[STATE_KEY][6] - 0.1) < 5e-3
+            )
+        )
         assert kiwi_bus.motor(8).spin == 0  # straight ahead: the back wheel stays still
-        for _ in range(5):
-            client.send_action(goal)
-            time.sleep(0.05)
-        state = client.get_observation()[STATE_KEY]
-        assert state[6] == pytest.approx(0.1, abs=5e-3) and abs(state[7]) < 5e-3
+        assert abs(client.get_observation()[STATE_KEY][7]) < 5e-3
 
         # The client goes silent: the watchdog stops the wheels; the arm stays where sent.
         assert wait_for(lambda: all(kiwi_bus.motor(i).spin == 0 for i in (7, 8, 9)), 5)
@@ -301,10 +305,11 @@ def test_rlctl_lekiwi_host_serves_a_client_in_another_process(kiwi_bus, tmp_path
         client.connect()
         goal = client.get_observation()[STATE_KEY].copy()
         goal[8] = 30.0  # theta.vel: turn on the spot, every wheel the same way
-        client.send_action(goal)
+        # Sent on every look: the watchdog stops the base 300 ms after the last action.
         assert wait_for(
             lambda: (
-                len({kiwi_bus.motor(i).spin for i in (7, 8, 9)}) == 1
+                client.send_action(goal) is not None
+                and len({kiwi_bus.motor(i).spin for i in (7, 8, 9)}) == 1
                 and kiwi_bus.motor(7).spin != 0
             )
         )
