@@ -157,7 +157,7 @@ class SimRobot:
         step = env.step(sent[None])
         self._raw = step.observation
         self._over = bool(step.terminated[0] or step.truncated[0])
-        return sent
+        return _executed(step.info, sent)
 
     def disconnect(self) -> None:
         env, self._env = self._env, None
@@ -168,6 +168,19 @@ class SimRobot:
         if self._env is None:
             raise InvalidInput("the simulated robot is not connected", where=self.robot_type)
         return self._env
+
+
+def _executed(info: Any, sent: np.ndarray) -> np.ndarray:
+    """What the env executed: a person's action where the env let them take over (gym-hil
+    tags such steps `is_intervention` with the action in `teleop_action`), else `sent`."""
+    try:
+        intervening = bool(np.asarray(info["is_intervention"]).reshape(-1)[0])
+        executed = np.asarray(info["teleop_action"], dtype=np.float32).reshape(-1)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return sent
+    if not intervening or executed.shape[0] != sent.size:
+        return sent
+    return executed.reshape(sent.shape)
 
 
 def sim_robot(

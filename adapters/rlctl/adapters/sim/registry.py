@@ -26,6 +26,7 @@ BUILTIN_MODULES = (
     "rlctl.adapters.sim.envs.metaworld",
     "rlctl.adapters.sim.envs.libero",
     "rlctl.adapters.sim.envs.gym_generic",
+    "rlctl.adapters.sim.envs.hil",
 )
 
 ENV_TYPES = PluginKind(EnvConfig, ENTRY_POINT_GROUP, BUILTIN_MODULES, noun="env", where="env.type")

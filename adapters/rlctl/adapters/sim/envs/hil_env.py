@@ -1,0 +1,127 @@
+"""Builds one gym-hil env: gym-hil's own scene and wrappers, and the person's input.
+
+gym-hil's registered `Keyboard` / `Gamepad` tasks open MuJoCo's passive viewer (a window) and
+start a pynput listener when built, which a machine without a desktop cannot do. The env here
+is the same stack — gym-hil's `GripperPenaltyWrapper`, `EEActionWrapper`, its reset delay —
+with the input wrapper below in place of `InputsControlWrapper` (same step logic, same `info`
+tags) taking a controller that `hil_input` chooses, and no viewer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlctl.adapters.sim.envs.hil_input import make_controller
+
+if TYPE_CHECKING:
+    from rlctl.adapters.sim.envs.hil import HilEnvSpec
+
+log = logging.getLogger(__name__)
+
+
+class HilInputWrapper(gym.Wrapper):  # type: ignore[type-arg]
+    """gym-hil's InputsControlWrapper.step with an injected controller (see the module doc)."""
+
+    def __init__(self, env: gym.Env, controller: Any, use_gripper: bool) -> None:  # type: ignore[type-arg]
+        super().__init__(env)
+        self.controller = controller
+        self.use_gripper = use_gripper
+
+    def _input(self) -> tuple[bool, np.ndarray, bool, bool, bool]:
+        c = self.controller
+        c.update()
+        action = np.array(c.get_deltas(), dtype=np.float32)
+        # gym-hil's end-effector action always ends with the gripper command (1: stay).
+        gripper = {"open": 2.0, "close": 0.0}.get(c.gripper_command(), 1.0)
+        gripper = gripper if self.use_gripper else 1.0
+        action = np.concatenate([action, np.array([gripper], dtype=np.float32)])
+        status = c.get_episode_end_status()
+        rerecord = status == "rerecord_episode" or bool(
+            getattr(c, "rerecord_requested", lambda: False)()
+        )
+        return bool(c.should_intervene()), action, status is not None, status == "success", rerecord
+
+    def step(self, action: Any) -> Any:
+        is_intervention, human, terminate, success, rerecord = self._input()
+        if terminate:
+            log.info("episode ended by the person: %s", "success" if success else "failure")
+        if is_intervention:
+            action = human
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        terminated = terminated or truncated or terminate
+        if success:
+            reward = 1.0
+        info["is_intervention"] = is_intervention
+        info["teleop_action"] = np.asarray(action, dtype=np.float32)
+        info["rerecord_episode"] = rerecord
+        if terminated or truncated:
+            info["next.success"] = success
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.controller.reset()
+        return self.env.reset(**kwargs)
+
+    def close(self) -> None:
+        self.controller.stop()
+        self.env.close()
+
+
+class TaggedPolicyWrapper(gym.Wrapper):  # type: ignore[type-arg]
+    """The plain tasks: nobody intervenes, but each step is tagged as the input tasks tag theirs."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["is_intervention"] = False
+        info["teleop_action"] = np.asarray(action, dtype=np.float32)
+        info["rerecord_episode"] = False
+        return obs, reward, terminated, truncated, info
+
+
+def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
+    from gym_hil.envs import PandaArrangeBoxesGymEnv, PandaPickCubeGymEnv
+    from gym_hil.mujoco_gym_env import GymRenderingSpec
+    from gym_hil.wrappers.hil_wrappers import (
+        DEFAULT_EE_STEP_SIZE,
+        EEActionWrapper,
+        GripperPenaltyWrapper,
+        ResetDelayWrapper,
+    )
+
+    scene_class = {
+        "PandaPickCube": PandaPickCubeGymEnv,
+        "PandaArrangeBoxes": PandaArrangeBoxesGymEnv,
+    }
+    options: dict[str, Any] = {
+        "image_obs": True,
+        "render_mode": "rgb_array",
+        "render_spec": GymRenderingSpec(height=spec.height, width=spec.width),
+    }
+    if spec.scene == "PandaPickCube":
+        options["random_block_position"] = spec.random_block_position
+    env: gym.Env = scene_class[spec.scene](**options)  # type: ignore[type-arg]
+    if spec.use_gripper:
+        env = GripperPenaltyWrapper(env, penalty=spec.gripper_penalty)
+    # gym-hil always keeps the gripper command in the action, `use_gripper` or not.
+    env = EEActionWrapper(env, ee_action_step_size=DEFAULT_EE_STEP_SIZE, use_gripper=True)
+    if spec.device is None:
+        env = TaggedPolicyWrapper(env)
+    else:
+        env = HilInputWrapper(
+            env, make_controller(spec.device, spec.scripted_keys), spec.use_gripper
+        )
+    if spec.reset_delay_s > 0:
+        env = ResetDelayWrapper(env, delay_seconds=spec.reset_delay_s)
+    return gym.wrappers.TimeLimit(FrontCameraRender(env), max_episode_steps=spec.max_steps)
+
+
+class FrontCameraRender(gym.Wrapper):  # type: ignore[type-arg]
+    """`render()` gives the front camera's frame (gym-hil's gives a list, one per camera)."""
+
+    def render(self) -> Any:
+        frames = self.env.render()
+        return frames[0] if isinstance(frames, list | tuple) and frames else frames

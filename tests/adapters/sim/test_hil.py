@@ -1,0 +1,205 @@
+"""gym-hil as `--env.type=hil`: the config as LeRobot's, scripted key events standing in for the
+keyboard, LeRobot's HIL processor steps, and the env in eval and under the sim robot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlctl.adapters.sim.envs.hil import HilEnv
+from rlctl.adapters.sim.envs.hil_input import ScriptedKeys
+from rlctl.adapters.sim.envs.hil_processor import (
+    CropResizeConfig,
+    GymHILAdapter,
+    ImageCropResize,
+    InterventionAction,
+    InterventionConfig,
+)
+from rlctl.adapters.sim.registry import make_env_config
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.frames import Transition
+
+SMALL = {"observation_height": 32, "observation_width": 32}
+
+
+def test_tasks_name_the_scene_and_the_input_device():
+    assert make_env_config("hil").scene_and_input() == ("PandaPickCube", None)
+    keyboard = make_env_config("hil", task="PandaPickCubeKeyboard")
+    assert keyboard.scene_and_input() == ("PandaPickCube", "keyboard")
+    assert keyboard.gym_id == "gym_hil/PandaPickCubeKeyboard-v0"
+    gamepad = make_env_config("hil", task="PandaArrangeBoxesGamepad-v0")
+    assert gamepad.scene_and_input() == ("PandaArrangeBoxes", "gamepad")
+    scripted = make_env_config(
+        "hil", task="PandaPickCubeKeyboard-v0", scripted_keys=["0 press space"]
+    )
+    assert scripted.scene_and_input() == ("PandaPickCube", "scripted")
+    assert (
+        make_env_config("hil", task="PandaPickCubeKeyboard", input="none").scene_and_input()[1]
+        is None
+    )
+
+
+def test_lerobots_processor_sections_decide_length_gripper_and_success():
+    config = make_env_config(
+        "hil",
+        fps=10,
+        processor={
+            "gripper": {"use_gripper": True, "gripper_penalty": -0.02},
+            "reset": {"control_time_s": 3.0, "terminate_on_success": False},
+        },
+    )
+    assert config.max_steps() == 30 and config.gripper_penalty() == -0.02
+    assert not config.terminate_on_success()
+    # As LeRobot: no gripper section, no penalty; no reset section, gym-hil's 100 steps.
+    plain = make_env_config("hil")
+    assert plain.gripper_penalty() == 0.0 and plain.max_steps() == 100
+    assert make_env_config("hil", episode_length=7).max_steps() == 7
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"task": "PandaStackCubes-v0"}, "env.task"),
+        ({"robot": {"type": "so101_follower"}}, "env.robot"),
+        ({"scripted_keys": ["soon press space"]}, "env.scripted_keys[0]"),
+        ({"scripted_keys": ["0 press f13"]}, "env.scripted_keys[0]"),
+        (
+            {"processor": {"inverse_kinematics": {"urdf_path": "x.urdf"}}},
+            "env.processor.inverse_kinematics",
+        ),
+    ],
+)
+def test_bad_settings_say_where(fields, where):
+    with pytest.raises(ConfigError) as caught:
+        make_env_config("hil", **fields)
+    assert caught.value.where == where
+    with pytest.raises(ConfigError, match="gym-hil"):
+        HilEnv(name="real_robot")  # `name` as a config file gives it
+
+
+def test_scripted_keys_drive_gym_hils_keyboard_map():
+    keys = ScriptedKeys(
+        ["0 press space", "0 press up", "1 press ctrl_l", "2 release up", "3 press enter"]
+    )
+    keys.update()  # step 0
+    assert keys.should_intervene() and keys.get_deltas() == (1.0, 0.0, 0.0)
+    keys.update()  # step 1
+    assert keys.gripper_command() == "close"
+    keys.update()  # step 2
+    assert keys.get_deltas() == (0.0, 0.0, 0.0) and keys.should_intervene()
+    keys.update()  # step 3
+    assert keys.get_episode_end_status() == "success"
+    assert keys.get_episode_end_status() is None  # read once, as gym-hil's controllers
+    keys.reset()
+    assert not keys.should_intervene()
+
+
+def test_the_intervention_step_takes_the_persons_action_and_signals():
+    adapted = GymHILAdapter()(
+        Transition(
+            action=np.zeros(4, np.float32),
+            info={
+                "is_intervention": True,
+                "teleop_action": np.array([1, 0, 0, 2]),
+                "discrete_penalty": -0.02,
+                "success": True,
+            },
+        )
+    )
+    assert adapted.complementary_data["discrete_penalty"] == -0.02
+    out = InterventionAction(InterventionConfig(use_gripper=True))(adapted)
+    np.testing.assert_array_equal(out.action, [1, 0, 0, 2])
+    assert out.action.dtype == np.float32 and out.done and out.reward == 1.0
+    assert out.info["is_intervention"] and out.complementary_data["teleop_action"] is out.action
+    # A gamepad's dict, without the intervention flag: the policy's action stays.
+    calm = InterventionAction(InterventionConfig(terminate_on_success=False))(
+        Transition(
+            action=np.ones(3),
+            complementary_data={"teleop_action": {"delta_x": 5.0}},
+            info={"success": True},
+        )
+    )
+    np.testing.assert_array_equal(calm.action, np.ones(3))
+    assert not calm.done and calm.reward == 1.0
+
+
+@pytest.mark.slow
+def test_crop_and_resize_as_torchvision():
+    torch = pytest.importorskip("torch")
+    from torchvision.transforms import functional as tvf
+
+    image = np.random.default_rng(0).random((1, 3, 20, 30), dtype=np.float32)
+    step = ImageCropResize(CropResizeConfig({"observation.images.front": (2, 3, 10, 12)}, (8, 8)))
+    out = step(
+        Transition(observation={"observation.images.front": image, "observation.state": np.ones(2)})
+    )
+    cropped = tvf.crop(torch.from_numpy(image), 2, 3, 10, 12)
+    expected = tvf.resize(cropped, [8, 8]).clamp(0, 1).numpy()
+    np.testing.assert_allclose(out.observation["observation.images.front"], expected, atol=1e-6)
+    np.testing.assert_array_equal(out.observation["observation.state"], np.ones(2))
+    with pytest.raises(ConfigError):
+        ImageCropResize(CropResizeConfig({"observation.images.front": (15, 0, 10, 10)}))(
+            Transition(observation={"observation.images.front": image})
+        )
+
+
+def _needs_gym_hil():
+    pytest.importorskip("gym_hil")
+
+
+@pytest.mark.slow
+def test_a_scripted_person_takes_over_and_ends_the_episode_as_gym_hil_tags_it():
+    _needs_gym_hil()
+    config = make_env_config(
+        "hil",
+        task="PandaPickCubeKeyboard-v0",
+        scripted_keys=["0 press space", "0 press up", "2 press space", "3 press enter"],
+        **SMALL,
+    )
+    assert isinstance(config, HilEnv)
+    env = config.env_factory(config.tasks()[0])()
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs["pixels"]["front"].shape == (32, 32, 3) and obs["agent_pos"].shape == (18,)
+        policy = np.array([0, 0, 0, 1], np.float32)
+        infos = []
+        for _ in range(4):
+            _, reward, terminated, _, info = env.step(policy)
+            infos.append(info)
+        assert [i["is_intervention"] for i in infos] == [True, True, False, False]
+        np.testing.assert_array_equal(infos[0]["teleop_action"], [1, 0, 0, 1])
+        np.testing.assert_array_equal(infos[2]["teleop_action"], policy)
+        assert terminated and reward == 1.0 and infos[3]["next.success"]
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_the_sim_robot_records_what_the_person_executed():
+    _needs_gym_hil()
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+
+    env = make_env_config(
+        "hil",
+        task="PandaPickCubeKeyboard",
+        scripted_keys=["1 press space", "1 press left"],
+        **SMALL,
+    )
+    robot = SimRobot(SimRobotConfig(env=env))
+    assert set(robot.observation_features) == {
+        "observation.state",
+        "observation.images.front",
+        "observation.images.wrist",
+    }
+    robot.connect()
+    try:
+        robot.reset()
+        policy = np.array([0.5, 0, 0, 1], np.float32)
+        first = robot.send_action(policy)
+        second = robot.send_action(policy)
+        np.testing.assert_allclose(first, policy)
+        np.testing.assert_array_equal(second, [0, 1, 0, 1])  # left: +y, as gym-hil maps it
+        assert robot.get_observation()["observation.images.wrist"].dtype == np.uint8
+    finally:
+        robot.disconnect()
