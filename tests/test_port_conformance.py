@@ -78,6 +78,7 @@ from rlctl.adapters.memory.progress import (
 from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
 from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
+from rlctl.adapters.memory.success import ScriptedSuccessDetector
 from rlctl.adapters.memory.teleoperator import ScriptedLeaderArm, ScriptedTeleoperator
 from rlctl.adapters.memory.training import (
     ScriptedProcesses,
@@ -90,6 +91,7 @@ from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.robstride import RobstrideMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
+from rlctl.adapters.policies.success_detector import ClassifierSuccessDetector
 from rlctl.adapters.policies.vla.fast import FASTFitter, FASTTokenizer
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
 from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
@@ -178,6 +180,7 @@ from rlctl.application.ports.progress import Progress, ProgressTask
 from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, Robot
 from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
 from rlctl.application.ports.simulation import Simulation, VectorSimulator
+from rlctl.application.ports.success import SuccessDetector
 from rlctl.application.ports.teleoperator import (
     ActuatedTeleoperator,
     EpisodeActions,
@@ -461,6 +464,12 @@ def policy_connector(
     grpc: GrpcPolicyConnector, fake: InProcessPolicyConnector
 ) -> list[PolicyConnector]:
     return [grpc, fake]
+
+
+def success_detector(
+    classifier: ClassifierSuccessDetector, fake: ScriptedSuccessDetector
+) -> list[SuccessDetector]:
+    return [classifier, fake]
 
 
 def simulation(gym: GymSimulation, fake: FakeSimulation) -> list[Simulation]:

@@ -224,6 +224,9 @@ def lerobot_config_data(config: PolicyConfig) -> dict[str, Any]:
     gap. Off, they change nothing, and the file stays what LeRobot writes.
     """
     data = unstructure(config)
+    # Fields the LeRobot counterpart lacks (a reward model has no n_obs_steps …).
+    for name in getattr(type(config), "lerobot_omits", ()):
+        data.pop(name, None)
     if not config.use_relative_actions:
         for name in RELATIVE_ACTION_FIELDS:
             data.pop(name, None)

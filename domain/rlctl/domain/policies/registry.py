@@ -36,6 +36,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.xvla",
     "rlctl.domain.policies.multi_task_dit",
     "rlctl.domain.policies.groot",
+    "rlctl.domain.policies.reward_classifier",
 )
 
 POLICY_TYPES = PluginKind(
