@@ -15,14 +15,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlctl.adapters.policies.checkpoint import (
-    checkpoint_folder,
-    read_config,
-    read_model,
-    read_processors,
-)
+from rlctl.adapters.policies.checkpoint import checkpoint_folder, read_config, read_model
+from rlctl.adapters.policies.processors import read_pipeline
 from rlctl.adapters.policies.reward_classifier import RewardClassifier
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.processors import ProcessorPipeline
+
+# rlctl saves the pre-processor under a policy's name; LeRobot's reward-model training under
+# this one. A folder with neither (LeRobot's `Classifier.save_pretrained` alone) feeds the
+# frames as they are, as LeRobot's `RewardClassifierProcessorStep` does.
+PREPROCESSOR_NAMES = ("policy_preprocessor", "classifier_preprocessor")
+
+
+def _preprocessor(folder: Any, device: str) -> ProcessorPipeline:
+    for name in PREPROCESSOR_NAMES:
+        if (folder / f"{name}.json").is_file():
+            return read_pipeline(folder, name, device=device)
+    return ProcessorPipeline(name="classifier_preprocessor")
 
 
 def frame_tensor(value: Any, key: str) -> torch.Tensor:
@@ -66,8 +75,7 @@ class ClassifierSuccessDetector:
             )
         model = read_model(folder, config, device=device)
         assert isinstance(model, RewardClassifier)
-        preprocessor, _ = read_processors(folder, device=device)
-        return cls(model, preprocessor, threshold)
+        return cls(model, _preprocessor(folder, device), threshold)
 
     @property
     def threshold(self) -> float:
