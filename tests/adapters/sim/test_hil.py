@@ -192,6 +192,7 @@ def test_the_sim_robot_records_what_the_person_executed():
         "observation.images.front",
         "observation.images.wrist",
     }
+    assert robot.action_features["action"].names == ["delta_x", "delta_y", "delta_z", "gripper"]
     robot.connect()
     try:
         robot.reset()

@@ -42,6 +42,7 @@ TASK_PATTERN = re.compile(
 # gym-hil registers every task with this step limit.
 GYM_HIL_MAX_STEPS = 100
 STATE_DIM = 18
+ACTION_NAMES = ("delta_x", "delta_y", "delta_z", "gripper")
 
 
 def _hil_map() -> dict[str, str]:
@@ -245,7 +246,8 @@ class HilEnv(EnvConfig):
     def default_features(self) -> dict[str, FeatureSpec]:
         image = env_feature("VISUAL", (self.observation_height, self.observation_width, 3))
         return {
-            "action": env_feature("ACTION", (4,)),
+            # LeRobot's names for gym-hil's actions (gym_manipulator's recorded datasets).
+            "action": attrs.evolve(env_feature("ACTION", (4,)), names=list(ACTION_NAMES)),
             "agent_pos": env_feature("STATE", (STATE_DIM,)),
             "pixels/front": image,
             "pixels/wrist": image,
