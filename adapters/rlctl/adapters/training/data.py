@@ -9,7 +9,7 @@ dataset's `meta/stats.json`, with the cameras' replaced by ImageNet's when
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +160,7 @@ def make_loader(
     seed: int,
 ) -> DataLoader:
     items: Dataset[dict[str, Any]]
+    collate: Callable[[Any], dict[str, Any] | None]
     if getattr(data.dataset, "gathers", False):
         # Numbers only: a batch is gathered by index from the columns, not built item by item.
         items, collate = GatheredBatches(data.dataset), batch_as_is

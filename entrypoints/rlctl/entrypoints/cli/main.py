@@ -42,7 +42,7 @@ SUBCOMMAND_HELP = {
     "quickstart": "Record expert demonstrations in Meta-World, train a policy, evaluate it...",
     "record": "Record episodes from a robot driven by a teleoperator (or a policy)...",
     "replay": "Replay the actions of one recorded episode on a robot, at the dataset's rate.",
-    "report": "Write the report of a training run or an evaluation: an HTML page and a PNG of...",
+    "report": "Write the report of a training run, an evaluation or a rollout (its...",
     "rollout": "Deploy a policy on a robot: act, watch, correct with a teleoperator, record.",
     "setup-can": "Set up CAN interfaces for Damiao motors, find the motors on them, time their...",
     "setup-motors": "Set the id and baud rate of each motor of an arm, one motor at a time.",

@@ -85,7 +85,7 @@ def trainable_policy_types() -> str:
     from rlctl.domain.policies import PolicyConfig
     from rlctl.domain.policies.registry import POLICY_TYPES
 
-    imported = registered_types(PolicyConfig)
+    imported: dict[str, type[PolicyConfig]] = registered_types(PolicyConfig)
     names = POLICY_TYPES.names()
     return "|".join(n for n in names if n not in imported or imported[n].trainable)
 
