@@ -148,6 +148,45 @@ class EmaSettings:
     max_decay: float = 0.9999
 
 
+@attrs.frozen(kw_only=True)
+class DistributedSettings:
+    """How several processes (`torchrun`, SLURM) share a run.
+
+    - `ddp`: every process holds the whole model; gradients are averaged (one process: plain).
+    - `fsdp`: parameters, gradients and optimiser state sharded over all processes (FSDP2,
+      `fully_shard`), checkpoints written shard by shard (torch distributed checkpoint).
+    - `hsdp`: sharded inside groups of `shard_size` processes, replicated across the groups
+      (a 2-D device mesh: replicate x shard), so the all-gathers stay inside one node.
+    """
+
+    strategy: Literal["ddp", "fsdp", "hsdp"] = "ddp"
+    # hsdp: processes per shard group; None: the processes of one node (LOCAL_WORLD_SIZE).
+    shard_size: int | None = None
+    # Recompute each wrap unit's activations in the backward pass instead of keeping them:
+    # less memory for about a third more compute (sharded strategies; VLAs under any).
+    activation_checkpointing: bool = False
+    # fsdp/hsdp: free the gathered parameters after each unit's forward (less memory, one more
+    # all-gather in the backward pass).
+    reshard_after_forward: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.shard_size is not None and self.shard_size < 1:
+            raise ConfigError(
+                f"shard_size must be at least 1, got {self.shard_size}",
+                where="distributed.shard_size",
+            )
+        if self.shard_size is not None and self.strategy != "hsdp":
+            raise ConfigError(
+                "shard_size applies to --distributed.strategy=hsdp only",
+                where="distributed.shard_size",
+                hint="drop --distributed.shard_size, or train with --distributed.strategy=hsdp",
+            )
+
+    @property
+    def sharded(self) -> bool:
+        return self.strategy in ("fsdp", "hsdp")
+
+
 def _positive(name: str) -> Any:
     def check(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
         if value < 1:
@@ -170,6 +209,9 @@ class TrainSettings:
     seed: int | None = 1000
     num_workers: int = 4
     batch_size: int = attrs.field(default=8, validator=_positive("batch_size"))
+    # Micro-batches of `batch_size` per process whose gradients add up to one optimisation step:
+    # the step sees batch_size x processes x grad_accum_steps samples.
+    grad_accum_steps: int = attrs.field(default=1, validator=_positive("grad_accum_steps"))
     steps: int = attrs.field(default=100_000, validator=_positive("steps"))
     log_freq: int = 200
     save_freq: int = 20_000
@@ -184,6 +226,7 @@ class TrainSettings:
     # None: the optimiser's (10 in every preset, as LeRobot); 0 or less: no clipping.
     grad_clip_norm: float | None = None
     ema: EmaSettings = attrs.field(factory=EmaSettings)
+    distributed: DistributedSettings = attrs.field(factory=DistributedSettings)
     # The training speed paths for the CPU (the torch adapters' CPU kernels): "auto" uses
     # them, "torch" trains with torch's own modules and allocator (same results within float
     # tolerance; different dropout draws). Checkpoints are the same either way.
@@ -214,6 +257,7 @@ for _cls in (
     OptimizerOverrides,
     SchedulerOverrides,
     EmaSettings,
+    DistributedSettings,
     TrainSettings,
 ):
     attrs.resolve_types(_cls)

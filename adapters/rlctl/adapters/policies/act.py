@@ -62,6 +62,18 @@ class ACTPolicy(PolicyModel):
             {"params": backbone, "lr": self.config.optimizer_lr_backbone},
         ]
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """Each transformer layer (the CVAE encoder's, the encoder's, the decoder's), and the
+        ResNet trunk as one."""
+        act = self.model
+        units: list[nn.Module | tuple[nn.Module, ...]] = []
+        if hasattr(act, "vae_encoder"):
+            units += list(act.vae_encoder.layers)
+        units += [*act.encoder.layers, *act.decoder.layers]
+        if hasattr(act, "backbone"):
+            units.append(act.backbone)
+        return units
+
     @torch.no_grad()
     def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
         self.eval()

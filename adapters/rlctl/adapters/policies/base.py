@@ -86,6 +86,22 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
         """Parameter groups for the optimiser; policies with a separate backbone lr override it."""
         return [{"params": [p for p in self.parameters() if p.requires_grad]}]
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """The groups of parameters sharded training gathers together, each just before it
+        runs (usually one per transformer layer; a tuple: modules that run as one, such as two
+        experts' layers under joint attention). Empty: the whole model is one unit."""
+        return []
+
+    def enable_activation_checkpointing(self) -> None:
+        """Recompute each wrap unit's activations in the backward pass instead of keeping them.
+        Units whose `forward` is what runs are checkpointed here; a model that runs its layers
+        another way overrides this."""
+        from torch.distributed._composable import checkpoint
+
+        for unit in self.fsdp_units():
+            for module in unit if isinstance(unit, tuple) else (unit,):
+                checkpoint(module)
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

@@ -41,8 +41,16 @@ from rlctl.adapters.training.precision import Precision, grad_scaler, precision_
 from rlctl.adapters.training.run_setup import PreparedRun, prepare_run
 from rlctl.adapters.training.sampling import StepBatchSampler
 from rlctl.adapters.training.session import RunParts, TorchTrainingSession
+from rlctl.adapters.training.sharded_checkpoint import (
+    DCP_DIR,
+    is_sharded_checkpoint,
+    load_full_optimizer,
+    load_sharded,
+)
+from rlctl.adapters.training.sharding import shard_model, sharded_numel
 from rlctl.application.ports.training import CheckpointRef, TrainingPlan
 from rlctl.domain.config import unstructure
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
 from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec
@@ -91,7 +99,7 @@ class TorchTrainingBackend:
         return read_config(folder / PRETRAINED_DIR)
 
     def join(self, settings: TrainSettings) -> TorchProcesses:
-        world = start_world(settings.policy.device)
+        world = start_world(settings.policy.device, settings.distributed)
         if self.keep_freed_memory and settings.cpu_kernels == "auto" and world.device.type == "cpu":
             keep_freed_memory()
         return TorchProcesses(self, world)
@@ -114,24 +122,33 @@ class TorchTrainingBackend:
         _check_statistics(run, checkpoint)
         settings = run.settings
         model = run.policy.model.train()
+        strategy = settings.distributed.strategy if world.distributed or world.mesh else "ddp"
+        sharded = world.mesh is not None
+        _check_sharded(settings, sharded)
         ema = EmaModel(model, settings.ema) if settings.ema.enable else None
         if checkpoint is not None and ema is not None:
             # pretrained_model holds the average; the live weights are in training_state.
             load_weights(model, checkpoint / TRAINING_STATE_DIR / state_files.LIVE_MODEL)
-        draw_threads = use_cpu_kernels(model, settings.cpu_kernels)
+        # The CPU kernels swap module classes, as FSDP does: sharded runs use torch's own.
+        draw_threads = None if sharded else use_cpu_kernels(model, settings.cpu_kernels)
         channels_last = to_channels_last(model)
         if ema is not None and channels_last:
             to_channels_last(ema.model)
-        optimisation = self._optimisation(plan, settings, model, world)
+        precision = precision_for(settings.amp_requested, world.device)
+        if sharded:
+            shard_model(model, world, settings.distributed, precision)
+        elif settings.distributed.activation_checkpointing:
+            model.enable_activation_checkpointing()
+        optimisation = self._optimisation(plan, settings, model, world, precision)
         start_step = 0
         if checkpoint is not None:
-            start_step = _restore(checkpoint, optimisation, world)
+            start_step = _restore(checkpoint, optimisation, world, model)
         batches = _batches(run, settings, world, data_seed, start_step)
         _describe(run, model, world, optimisation, start_step)
         parts = RunParts(
             world=world,
             model=model,
-            trained=_distributed(model, world),
+            trained=model if sharded else _distributed(model, world),
             preprocessor=run.policy.preprocessor,
             postprocessor=run.policy.postprocessor,
             optimizer=optimisation.optimizer,
@@ -157,16 +174,22 @@ class TorchTrainingBackend:
                 # The command's settings carry the simulator evaluated in (`--env.type`).
                 env=getattr(settings, "env", None),
             ),
+            strategy=strategy,
+            grad_accum_steps=settings.grad_accum_steps,
         )
         return TorchTrainingSession(parts, start_step)
 
     def _optimisation(
-        self, plan: TrainingPlan, settings: TrainSettings, model: PolicyModel, world: World
+        self,
+        plan: TrainingPlan,
+        settings: TrainSettings,
+        model: PolicyModel,
+        world: World,
+        precision: Precision,
     ) -> Optimisation:
         optimizer_spec, scheduler_spec = plan.optimizer, plan.scheduler
         fused = self.fused_optimizer and fused_supported(world.device)
         optimizer = build_optimizer(optimizer_spec, model.parameter_groups(), fused=fused)
-        precision = precision_for(settings.amp_requested, world.device)
         return Optimisation(
             optimizer_spec,
             scheduler_spec,
@@ -226,13 +249,15 @@ def _batches(
             num_workers=settings.num_workers,
             pin_memory=pin_memory,
             seed=data_seed,
-            start_epoch=start_step,
+            start_epoch=start_step * settings.grad_accum_steps,
         )
     sampler = StepBatchSampler(
         sample_positions(run.data, settings.policy),
         batch_size=settings.batch_size,
         seed=data_seed,
-        start_step=start_step,
+        # Each micro-batch is a sampler step: an accumulated step reads the samples of one
+        # batch grad_accum_steps times larger.
+        start_step=start_step * settings.grad_accum_steps,
         rank=world.rank,
         world_size=world.size,
     )
@@ -266,10 +291,17 @@ def _check_statistics(run: PreparedRun, checkpoint: Path | None) -> None:
     check_statistics(pipelines, where=where, hint=hint, names=names)
 
 
-def _restore(checkpoint: Path, optimisation: Optimisation, world: World) -> int:
+def _restore(checkpoint: Path, optimisation: Optimisation, world: World, model: PolicyModel) -> int:
     folder = checkpoint / TRAINING_STATE_DIR
-    state_files.load_optimizer(optimisation.optimizer, folder)
-    match_optimizer_layout(optimisation.optimizer)
+    if is_sharded_checkpoint(checkpoint):
+        # Model and optimiser, resharded to this run (the pretrained_model weights it was
+        # built from are the same numbers).
+        load_sharded(folder / DCP_DIR, model, optimisation.optimizer)
+    elif world.mesh is not None:
+        load_full_optimizer(model, optimisation.optimizer, folder)
+    else:
+        state_files.load_optimizer(optimisation.optimizer, folder)
+        match_optimizer_layout(optimisation.optimizer)
     if optimisation.scheduler is not None:
         state_files.load_scheduler(optimisation.scheduler, folder)
     scaler_file = folder / state_files.GRAD_SCALER_STATE
@@ -289,6 +321,26 @@ def _distributed(model: PolicyModel, world: World) -> torch.nn.Module:
         # As LeRobot: some policies leave parameters unused in some steps.
         find_unused_parameters=True,
     )
+
+
+def _check_sharded(settings: TrainSettings, sharded: bool) -> None:
+    if not sharded:
+        return
+    strategy = settings.distributed.strategy
+    if settings.ema.enable:
+        raise ConfigError(
+            f"an EMA of the weights is not kept under --distributed.strategy={strategy}",
+            where="ema.enable",
+            hint="train with --distributed.strategy=ddp to keep an EMA, or drop --ema.enable",
+        )
+    if settings.eval_freq > 0 and getattr(settings, "env", None) is not None:
+        raise ConfigError(
+            f"evaluation in the simulator during training runs on one rank, which cannot run a "
+            f"model sharded over all of them (--distributed.strategy={strategy})",
+            where="eval_freq",
+            hint="pass --eval_freq=0 and evaluate the checkpoints with `rlctl eval "
+            "--policy.path=OUTPUT/checkpoints/STEP/pretrained_model`, or train with ddp",
+        )
 
 
 def _data_seed(settings: TrainSettings, step_info: dict[str, Any], world: World) -> int:
@@ -316,7 +368,10 @@ def _describe(
         parameters=sum(p.numel() for p in model.parameters()),
         device=str(world.device),
         processes=world.size,
-        batch_size=f"{settings.batch_size} x {world.size}",
+        batch_size=f"{settings.batch_size} x {world.size}"
+        + (f" x {settings.grad_accum_steps} accumulated" if settings.grad_accum_steps > 1 else ""),
+        strategy=settings.distributed.strategy if world.distributed or world.mesh else "single",
+        parameters_per_rank=sharded_numel(model),
         optimizer=unstructure(optimisation.optimizer_spec),
         scheduler=unstructure(optimisation.scheduler_spec) if optimisation.scheduler_spec else None,
         precision=str(optimisation.precision.dtype).removeprefix("torch."),

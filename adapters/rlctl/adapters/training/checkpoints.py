@@ -76,14 +76,30 @@ def confined(checkpoint: Path) -> None:
 def write_checkpoint(output_dir: Path, name: str, fill: Callable[[Path], None]) -> Path:
     """`fill(staging)` writes the checkpoint's content; it then appears as
     `checkpoints/<name>` and `last` points at it."""
+    staging = begin_checkpoint(output_dir, name)
+    try:
+        fill(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return commit_checkpoint(staging, name)
+
+
+def begin_checkpoint(output_dir: Path, name: str) -> Path:
+    """An empty staging folder for checkpoint `name` (leftovers of killed saves removed)."""
     folder = output_dir / CHECKPOINTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for leftover in folder.glob(f".*{_STAGING}*"):
         shutil.rmtree(leftover, ignore_errors=True)
     staging = folder / f".{name}{_STAGING}{os.getpid()}"
     staging.mkdir()
+    return staging
+
+
+def commit_checkpoint(staging: Path, name: str) -> Path:
+    """The filled `staging` folder becomes `checkpoints/<name>`, and `last` points at it."""
+    folder = staging.parent
     try:
-        fill(staging)
         target = folder / name
         if target.exists():
             old = folder / f".{name}{_STAGING}old"

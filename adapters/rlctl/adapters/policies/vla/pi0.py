@@ -294,6 +294,20 @@ class PiPolicy(VLAPolicy):
         """LeRobot's π0 pipelines always hold the relative-action pair (`with_relative_pair`)."""
         return with_relative_pair(config, pre, post)
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """SigLIP's encoder layers, and each PaliGemma layer with the action expert's layer of
+        the same depth: joint attention runs the pair as one step (`GemmaLayer.joint_step`), so
+        they are gathered together."""
+        backbone = self.model.paligemma_with_expert
+        vision = backbone.paligemma.model.vision_tower.vision_model
+        units: list[nn.Module | tuple[nn.Module, ...]] = list(vision.encoder.layers)
+        units += list(zip(backbone.vlm_layers, backbone.expert_layers, strict=True))
+        return units
+
+    def enable_activation_checkpointing(self) -> None:
+        """LeRobot's `gradient_checkpointing`: each joint layer step is recomputed."""
+        self.model.paligemma_with_expert.gradient_checkpointing = True
+
     def prepare_camera(self, batch: Batch, key: str) -> tuple[Tensor, Tensor]:
         """The camera resized with padding (centred, openpi's) to `image_resolution`."""
         return openpi_camera(batch, key, self.config.image_resolution, self.device)

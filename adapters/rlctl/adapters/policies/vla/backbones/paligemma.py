@@ -111,6 +111,9 @@ class GemmaMLP(nn.Module):
 
 
 class GemmaLayer(nn.Module):
+    # Sharded training gathers the pair of layers around `joint_step` (it is their forward).
+    fsdp_forward_methods = ("joint_step",)
+
     def __init__(self, sizes: GemmaSizes, cond_dim: int | None) -> None:
         super().__init__()
         self.self_attn = GemmaAttention(sizes)
@@ -129,6 +132,17 @@ class GemmaLayer(nn.Module):
         key = attn.k_proj(hidden).view(shape).transpose(1, 2)
         value = attn.v_proj(hidden).view(shape).transpose(1, 2)
         return query, key, value, gate
+
+    def joint_step(
+        self,
+        partner: GemmaLayer,
+        streams: list[Tensor],
+        conds: list[Tensor | None],
+        mask: Tensor,
+        positions: Tensor,
+    ) -> list[Tensor]:
+        """This layer and the other expert's `partner` over both streams, attending jointly."""
+        return _joint_layer((self, partner), streams, conds, mask, positions)
 
     def finish(
         self,
@@ -354,13 +368,18 @@ class PaliGemmaWithExpertModel(VLMWithExpert, PaliGemmaParts):
         streams = [prefix, suffix]
         conds = [None, expert_cond]
         for vlm_layer, expert_layer in zip(self.vlm_layers, self.expert_layers, strict=True):
-            layers = (vlm_layer, expert_layer)
             if self.gradient_checkpointing and self.training:
                 streams = checkpoint(
-                    _joint_layer, layers, streams, conds, mask, positions, use_reentrant=False
+                    vlm_layer.joint_step,
+                    expert_layer,
+                    streams,
+                    conds,
+                    mask,
+                    positions,
+                    use_reentrant=False,
                 )
             else:
-                streams = _joint_layer(layers, streams, conds, mask, positions)
+                streams = vlm_layer.joint_step(expert_layer, streams, conds, mask, positions)
         out, _ = self.gemma_expert.model.norm(streams[1], expert_cond)
         return out
 
