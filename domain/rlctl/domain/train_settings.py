@@ -163,7 +163,7 @@ class DistributedSettings:
     # hsdp: processes per shard group; None: the processes of one node (LOCAL_WORLD_SIZE).
     shard_size: int | None = None
     # Recompute each wrap unit's activations in the backward pass instead of keeping them:
-    # less memory for about a third more compute (sharded strategies; VLAs under any).
+    # less memory for about a third more compute (any strategy; the units are the policy's).
     activation_checkpointing: bool = False
     # fsdp/hsdp: free the gathered parameters after each unit's forward (less memory, one more
     # all-gather in the backward pass).

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,8 @@ def save_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     """Every rank's shards of the model and optimiser into `folder` (a collective)."""
     import torch.distributed.checkpoint as dcp
 
-    dcp.save(_state(model, optimizer), checkpoint_id=str(folder))
+    with _one_process_is_fine():
+        dcp.save(_state(model, optimizer), checkpoint_id=str(folder))
 
 
 def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -78,7 +81,8 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     _check_shapes(folder, model)
     state = _state(model, optimizer)
     try:
-        dcp.load(state, checkpoint_id=str(folder))
+        with _one_process_is_fine():
+            dcp.load(state, checkpoint_id=str(folder))
     except Exception as err:  # DCP wraps every rank's failure in one CheckpointException
         raise CheckpointMismatch(
             f"the sharded training state does not fit this run: {str(err)[:500]}",
@@ -93,6 +97,15 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
         model_state_dict=state["model"],
         optim_state_dict=state["optimizer"],
     )
+
+
+@contextmanager
+def _one_process_is_fine() -> Iterator[None]:
+    """Without a process group DCP reads and writes as one process, which it warns about."""
+    with warnings.catch_warnings():
+        if not dist.is_initialized():
+            warnings.filterwarnings("ignore", message=".*single process", category=UserWarning)
+        yield
 
 
 def _check_shapes(folder: Path, model: nn.Module) -> None:
