@@ -64,7 +64,9 @@ def main() -> None:
         resume=spec.get("resume"),
         cpu_kernels="torch",
         distributed=DistributedSettings(
-            strategy=spec.get("strategy", "ddp"), shard_size=spec.get("shard_size")
+            strategy=spec.get("strategy", "ddp"),
+            shard_size=spec.get("shard_size"),
+            activation_checkpointing=spec.get("activation_checkpointing", False),
         ),
     )
     sink = RecordingMetricsSink()

@@ -131,7 +131,8 @@ class TorchTrainingBackend:
             load_weights(model, checkpoint / TRAINING_STATE_DIR / state_files.LIVE_MODEL)
         # The CPU kernels swap module classes, as FSDP does: sharded runs use torch's own.
         draw_threads = None if sharded else use_cpu_kernels(model, settings.cpu_kernels)
-        channels_last = to_channels_last(model)
+        # FSDP shards contiguous parameters only: channels-last convolutions are not.
+        channels_last = False if sharded else to_channels_last(model)
         if ema is not None and channels_last:
             to_channels_last(ema.model)
         precision = precision_for(settings.amp_requested, world.device)
