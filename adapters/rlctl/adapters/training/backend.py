@@ -122,8 +122,8 @@ class TorchTrainingBackend:
         _check_statistics(run, checkpoint)
         settings = run.settings
         model = run.policy.model.train()
-        strategy = settings.distributed.strategy if world.distributed or world.mesh else "ddp"
         sharded = world.mesh is not None
+        strategy = settings.distributed.strategy if world.distributed or sharded else "ddp"
         _check_sharded(settings, sharded)
         ema = EmaModel(model, settings.ema) if settings.ema.enable else None
         if checkpoint is not None and ema is not None:
@@ -371,7 +371,9 @@ def _describe(
         processes=world.size,
         batch_size=f"{settings.batch_size} x {world.size}"
         + (f" x {settings.grad_accum_steps} accumulated" if settings.grad_accum_steps > 1 else ""),
-        strategy=settings.distributed.strategy if world.distributed or world.mesh else "single",
+        strategy=settings.distributed.strategy
+        if world.distributed or world.mesh is not None
+        else "single",
         parameters_per_rank=sharded_numel(model),
         optimizer=unstructure(optimisation.optimizer_spec),
         scheduler=unstructure(optimisation.scheduler_spec) if optimisation.scheduler_spec else None,

@@ -84,7 +84,7 @@ class World:
         return [p.cpu() for p in parts] if self.is_main else []
 
     def close(self) -> None:
-        if self.distributed and dist.is_initialized():
+        if (self.distributed or self.mesh is not None) and dist.is_initialized():
             dist.destroy_process_group()
 
 
