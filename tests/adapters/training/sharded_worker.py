@@ -19,7 +19,7 @@ from dependency_injector import providers
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import SilentProgress
 from rlctl.adapters.training.backend import TorchTrainingBackend
-from rlctl.adapters.training.sharding import sharded_numel
+from rlctl.adapters.training.sharding import local, sharded_numel
 from rlctl.domain.policies import ACTConfig, MLPConfig
 from rlctl.domain.train_settings import DatasetSource, DistributedSettings, TrainSettings
 from rlctl.entrypoints.container import build_container
@@ -75,6 +75,8 @@ def main() -> None:
     container.progress.override(providers.Object(SilentProgress()))
     report = container.train_policy(metrics=sink)(settings)
     model = Backend.session.model
+    optimizer = Backend.session._p.optimizer
+    moments = [v for per in optimizer.state.values() for k, v in per.items() if k != "step"]
     rank = int(os.environ.get("RANK", "0"))
     (out / f"rank{rank}.json").write_text(
         json.dumps(
@@ -85,6 +87,8 @@ def main() -> None:
                 "losses": [r.metrics["loss"] for r in sink.records],
                 "held": sharded_numel(model),
                 "total": sum(p.numel() for p in model.parameters()),
+                # Adam's two moments: the optimiser state this rank holds.
+                "optimizer_held": sum(local(v).numel() for v in moments),
             }
         )
     )

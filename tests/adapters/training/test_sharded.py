@@ -79,6 +79,8 @@ def test_fsdp_on_two_ranks_is_one_process_with_accumulation_and_resumes_in_one(
     assert rank1["losses"] == []  # only rank 0 logs
     assert rank0["held"] + rank1["held"] == rank0["total"]
     assert abs(rank0["held"] - rank0["total"] / 2) <= 64  # about half each
+    assert rank0["optimizer_held"] == 2 * rank0["held"]  # and half the optimiser state
+    assert rank0["optimizer_held"] + rank1["optimizer_held"] == 2 * rank0["total"]
     assert "declares no FSDP wrap units" in log  # the MLP is one unit, and says so
 
     checkpoint = tmp_path / "fsdp" / "checkpoints" / "000003"
