@@ -140,6 +140,11 @@ def test_four_ranks_fsdp_and_hsdp_and_resume_on_two(fixtures_dir, tmp_path):
     assert close(hsdp[0]["losses"], one[0]["losses"])
     assert "mesh=[2, 2]" in log
     assert sum(r["held"] for r in hsdp) == 2 * hsdp[0]["total"]  # two replicas of two shards
+    # Exported by the first replica group's two shards, by the four shards: one process's weights.
+    expected = tmp_path / "one/checkpoints/000003/pretrained_model/model.safetensors"
+    for run in ("hsdp", "fsdp4"):
+        exported = tmp_path / run / "checkpoints" / "000003" / "pretrained_model"
+        same_weights(exported / "model.safetensors", expected)
 
     # 4 ranks -> 2 ranks.
     again = resume_from(tmp_path / "fsdp4", "000002", tmp_path / "resumed")
