@@ -38,6 +38,10 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
     `PolicyImplementation`'s.
     """
 
+    # Trailing action dimensions the post-processor leaves alone (a discrete gripper command
+    # chosen by index, as LeRobot's actor leaves SAC's): they are not unnormalised.
+    unprocessed_action_tail: int = 0
+
     def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:
         # Every model takes `load_backbone_weights`: False when a checkpoint's weights follow,
         # so a pretrained backbone is not fetched for nothing. The base has no backbone.

@@ -147,6 +147,12 @@ class LoadedPolicy:
 
     def _postprocess(self, actions: Tensor, raw: Mapping[str, Any]) -> Tensor:
         # The raw observation travels along for steps that need it (relative -> absolute actions).
+        tail = self.model.unprocessed_action_tail
+        if tail:
+            done = self.postprocessor(
+                Transition(observation=dict(raw), action=actions[..., :-tail])
+            ).action
+            return torch.cat([done, actions[..., -tail:].to(done.device, done.dtype)], dim=-1)
         return self.postprocessor(Transition(observation=dict(raw), action=actions)).action
 
 

@@ -37,6 +37,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.multi_task_dit",
     "rlctl.domain.policies.groot",
     "rlctl.domain.policies.reward_classifier",
+    "rlctl.domain.policies.gaussian_actor",
 )
 
 POLICY_TYPES = PluginKind(

@@ -1,0 +1,362 @@
+"""Soft actor-critic on a Gaussian actor: the critics, their targets, the temperature, the update.
+
+LeRobot 0.6.1's `SACAlgorithm`, loss for loss: each step pulls `utd_ratio` batches, updates the
+critic ensemble on each (TD targets from the target critics at the actor's next actions, the
+entropy term with `use_backup_entropy`, `num_subsample_critics` drawn at random), the discrete
+critic (double DQN, `discrete_penalty` added to its reward) when the policy has a gripper, then
+every `policy_update_freq` steps the actor (`alpha * log_prob - min Q`) and the temperature, and
+moves the targets by Polyak averaging. Gradients are clipped at `grad_clip_norm`.
+
+Its tensors are saved under LeRobot's names (`critic_ensemble.critics.0.net.net.0.weight`,
+`critic_target.…`, `discrete_critic_target.…`, `log_alpha`; the shared encoder's weights are the
+policy's), in the `algorithm/` folder of a checkpoint as LeRobot saves it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from rlctl.adapters.policies.gaussian_actor import (
+    MLP,
+    GaussianActorPolicy,
+    ImageFeatures,
+    ObservationEncoder,
+    Observations,
+    _uniform_or_orthogonal,
+)
+from rlctl.domain.errors import InvalidInput
+from rlctl.domain.rl.sac import SACSettings
+
+ALGORITHM_CONFIG = "config.json"
+ALGORITHM_WEIGHTS = "model.safetensors"
+OPTIMIZER_STATE = "optimizer_state.safetensors"
+OPTIMIZER_GROUPS = "optimizer_param_groups.json"
+
+
+class CriticHead(nn.Module):
+    def __init__(self, input_dim: int, hidden_dims: tuple[int, ...], **network: Any) -> None:
+        super().__init__()
+        self.net = MLP(input_dim, hidden_dims, **network)
+        self.output_layer = nn.Linear(hidden_dims[-1], 1)
+        _uniform_or_orthogonal(self.output_layer, None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.output_layer(self.net(x))  # type: ignore[no-any-return]
+
+
+class CriticEnsemble(nn.Module):
+    """Q-values of every critic, `(num_critics, batch)`."""
+
+    def __init__(self, encoder: ObservationEncoder, heads: list[CriticHead]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.critics = nn.ModuleList(heads)
+
+    def forward(
+        self, observations: Observations, actions: Tensor, cache: ImageFeatures | None = None
+    ) -> Tensor:
+        inputs = torch.cat([self.encoder(observations, cache=cache), actions], dim=-1)
+        return torch.stack([critic(inputs).squeeze(-1) for critic in self.critics], dim=0)
+
+
+class SoftActorCritic:
+    """The learner's half of SAC around a `GaussianActorPolicy` (which it trains in place)."""
+
+    def __init__(self, policy: GaussianActorPolicy, settings: SACSettings) -> None:
+        self.policy = policy
+        self.settings = settings
+        config = policy.config
+        self.action_dim = config.action_dim
+        self.discrete = config.num_discrete_actions is not None
+        encoder = policy.encoder_critic
+        network = settings.critic_network_kwargs
+
+        def heads() -> list[CriticHead]:
+            return [
+                CriticHead(
+                    encoder.output_dim + self.action_dim,
+                    network.hidden_dims,
+                    activate_final=network.activate_final,
+                    final_activation=network.final_activation,
+                )
+                for _ in range(settings.num_critics)
+            ]
+
+        self.critic_ensemble = CriticEnsemble(encoder, heads())
+        self.critic_target = CriticEnsemble(encoder, heads())
+        self.critic_target.load_state_dict(self.critic_ensemble.state_dict())
+        self.discrete_critic_target: nn.Module | None = None
+        if self.discrete and policy.discrete_critic is not None:
+            from rlctl.adapters.policies.gaussian_actor import DiscreteCritic
+
+            target = DiscreteCritic(
+                encoder,
+                encoder.output_dim,
+                int(config.num_discrete_actions or 0),
+                settings.discrete_critic_network_kwargs,
+            )
+            target.load_state_dict(policy.discrete_critic.state_dict())
+            self.discrete_critic_target = target
+        device = policy.device
+        self.critic_ensemble.to(device)
+        self.critic_target.to(device)
+        if self.discrete_critic_target is not None:
+            self.discrete_critic_target.to(device)
+        self.log_alpha = nn.Parameter(
+            torch.tensor([math.log(settings.temperature_init)], device=device)
+        )
+        self.target_entropy = settings.entropy_target(self.action_dim, self.discrete)
+        self.optimizers: dict[str, torch.optim.Optimizer] = {
+            "actor": torch.optim.Adam(policy.actor_parameters(), lr=settings.actor_lr),
+            "critic": torch.optim.Adam(self.critic_ensemble.parameters(), lr=settings.critic_lr),
+            "temperature": torch.optim.Adam([self.log_alpha], lr=settings.temperature_lr),
+        }
+        if self.discrete and policy.discrete_critic is not None:
+            self.optimizers["discrete_critic"] = torch.optim.Adam(
+                policy.discrete_critic.parameters(), lr=settings.critic_lr
+            )
+        self.optimization_step = 0
+
+    @property
+    def temperature(self) -> float:
+        return float(self.log_alpha.exp().item())
+
+    # --- one learner step ------------------------------------------------------------------
+
+    def update(self, batches: Iterator[Mapping[str, Any]]) -> dict[str, float]:
+        """One step over `utd_ratio` batches (`state`, `action`, `reward`, `next_state`,
+        `done`, `discrete_penalty`, tensors on the policy's device, observations normalised)."""
+        self.policy.train()
+        s = self.settings
+        for _ in range(s.utd_ratio - 1):
+            batch = next(batches)
+            self._step("critic", self._critic_loss(batch), self.critic_ensemble.parameters())
+            if self.discrete:
+                self._step_discrete(batch)
+            self._update_targets()
+        batch = next(batches)
+        loss_critic, critic_norm = self._step(
+            "critic", self._critic_loss(batch), self.critic_ensemble.parameters()
+        )
+        stats = {"loss_critic": loss_critic, "critic_grad_norm": critic_norm}
+        if self.discrete:
+            stats["loss_discrete_critic"], stats["discrete_critic_grad_norm"] = self._step_discrete(
+                batch
+            )
+        if self.optimization_step % s.policy_update_freq == 0:
+            for _ in range(s.policy_update_freq):
+                loss_actor, actor_norm = self._step(
+                    "actor", self._actor_loss(batch), self.policy.actor.parameters()
+                )
+                loss_temp, temp_norm = self._step(
+                    "temperature", self._temperature_loss(batch), [self.log_alpha]
+                )
+            stats.update(
+                loss_actor=loss_actor,
+                loss_temperature=loss_temp,
+                actor_grad_norm=actor_norm,
+                temperature_grad_norm=temp_norm,
+                temperature=self.temperature,
+            )
+        self._update_targets()
+        self.optimization_step += 1
+        return stats
+
+    def _step(self, name: str, loss: Tensor, params: Any) -> tuple[float, float]:
+        optimizer = self.optimizers[name]
+        optimizer.zero_grad()
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(params), max_norm=self.settings.grad_clip_norm)
+        optimizer.step()
+        return float(loss.item()), float(norm.item())
+
+    def _step_discrete(self, batch: Mapping[str, Any]) -> tuple[float, float]:
+        assert self.policy.discrete_critic is not None
+        return self._step(
+            "discrete_critic",
+            self._discrete_critic_loss(batch),
+            self.policy.discrete_critic.parameters(),
+        )
+
+    def _critic_loss(self, batch: Mapping[str, Any]) -> Tensor:
+        s = self.settings
+        with torch.no_grad():
+            next_actions, next_log_probs, _ = self.policy.actor(batch["next_state"])
+            q_targets = self.critic_target(batch["next_state"], next_actions)
+            if s.num_subsample_critics is not None:
+                indices = torch.randperm(s.num_critics)[: s.num_subsample_critics]
+                q_targets = q_targets[indices]
+            min_q, _ = q_targets.min(dim=0)
+            if s.use_backup_entropy:
+                min_q = min_q - self.temperature * next_log_probs
+            td_target = batch["reward"] + (1 - batch["done"]) * s.discount * min_q
+        actions = batch["action"]
+        if self.discrete:
+            actions = actions[:, :-1]  # the critics judge the continuous part
+        q_preds = self.critic_ensemble(batch["state"], actions)
+        target = td_target.unsqueeze(0).expand_as(q_preds)
+        return F.mse_loss(q_preds, target, reduction="none").mean(dim=1).sum()
+
+    def _discrete_critic_loss(self, batch: Mapping[str, Any]) -> Tensor:
+        critic = self.policy.discrete_critic
+        target_critic = self.discrete_critic_target
+        assert critic is not None and target_critic is not None
+        chosen = torch.round(batch["action"][:, -1:]).long()
+        with torch.no_grad():
+            best_next = torch.argmax(critic(batch["next_state"]), dim=-1, keepdim=True)
+            next_q = torch.gather(target_critic(batch["next_state"]), 1, best_next).squeeze(-1)
+            rewards = batch["reward"] + batch.get("discrete_penalty", 0.0)
+            target = rewards + (1 - batch["done"]) * self.settings.discount * next_q
+        predicted = torch.gather(critic(batch["state"]), 1, chosen).squeeze(-1)
+        return F.mse_loss(predicted, target)
+
+    def _actor_loss(self, batch: Mapping[str, Any]) -> Tensor:
+        actions, log_probs, _ = self.policy.actor(batch["state"])
+        min_q = self.critic_ensemble(batch["state"], actions).min(dim=0)[0]
+        return ((self.temperature * log_probs) - min_q).mean()
+
+    def _temperature_loss(self, batch: Mapping[str, Any]) -> Tensor:
+        with torch.no_grad():
+            _, log_probs, _ = self.policy.actor(batch["state"])
+        return (-self.log_alpha.exp() * (log_probs + self.target_entropy)).mean()
+
+    def _update_targets(self) -> None:
+        tau = self.settings.critic_target_update_weight
+        pairs = [(self.critic_target, self.critic_ensemble)]
+        if self.discrete_critic_target is not None and self.policy.discrete_critic is not None:
+            pairs.append((self.discrete_critic_target, self.policy.discrete_critic))
+        with torch.no_grad():
+            for target, source in pairs:
+                for t, p in zip(target.parameters(), source.parameters(), strict=True):
+                    t.data.copy_(p.data * tau + t.data * (1.0 - tau))
+
+    # --- what travels to the actors, what a checkpoint holds -------------------------------
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The actor's (and the discrete critic's) weights, for the actors: LeRobot's
+        `get_weights` (`policy.*`, `discrete_critic.*`) as float32 arrays."""
+        out = {f"policy.{k}": _numpy(v) for k, v in self.policy.actor.state_dict().items()}
+        if self.policy.discrete_critic is not None:
+            for k, v in self.policy.discrete_critic.state_dict().items():
+                out[f"discrete_critic.{k}"] = _numpy(v)
+        return out
+
+    def state_dict(self) -> dict[str, Tensor]:
+        bundle: dict[str, Tensor] = {}
+        modules: list[tuple[str, nn.Module | None]] = [
+            ("critic_ensemble", self.critic_ensemble),
+            ("critic_target", self.critic_target),
+            ("discrete_critic_target", self.discrete_critic_target),
+        ]
+        for prefix, module in modules:
+            if module is None:
+                continue
+            for k, v in module.state_dict().items():
+                if not k.startswith("encoder."):
+                    bundle[f"{prefix}.{k}"] = v.detach().cpu().contiguous()
+        bundle["log_alpha"] = self.log_alpha.detach().cpu().contiguous()
+        return bundle
+
+    def save(self, folder: Path, settings_data: Mapping[str, Any]) -> None:
+        """`algorithm/` (config.json, model.safetensors) and the optimisers' state."""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ALGORITHM_CONFIG).write_text(
+            json.dumps({"type": "sac", **settings_data}, indent=4) + "\n", encoding="utf-8"
+        )
+        save_file(self.state_dict(), str(folder / ALGORITHM_WEIGHTS))
+        tensors: dict[str, Tensor] = {}
+        groups: dict[str, Any] = {"optimization_step": self.optimization_step}
+        for name, optimizer in self.optimizers.items():
+            state = optimizer.state_dict()
+            groups[name] = state["param_groups"]
+            for index, values in state["state"].items():
+                for key, value in values.items():
+                    tensors[f"{name}.{index}.{key}"] = torch.as_tensor(value).detach().cpu()
+        save_file(tensors, str(folder / OPTIMIZER_STATE))
+        (folder / OPTIMIZER_GROUPS).write_text(json.dumps(groups) + "\n", encoding="utf-8")
+
+    def load(self, folder: Path) -> None:
+        """Resume from `save`'s folder: critics, targets, temperature, optimisers, step."""
+        try:
+            state = load_file(str(folder / ALGORITHM_WEIGHTS))
+            optimizer_tensors = load_file(str(folder / OPTIMIZER_STATE))
+            groups = json.loads((folder / OPTIMIZER_GROUPS).read_text(encoding="utf-8"))
+        except (OSError, SafetensorError, ValueError) as err:
+            raise InvalidInput(
+                f"cannot read the learner's state: {err}",
+                where=str(folder),
+                hint="the checkpoint is incomplete; start over without --resume",
+            ) from err
+        for prefix, module in (
+            ("critic_ensemble.", self.critic_ensemble),
+            ("critic_target.", self.critic_target),
+            ("discrete_critic_target.", self.discrete_critic_target),
+        ):
+            if module is None:
+                continue
+            part = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+            expected = {k for k in module.state_dict() if not k.startswith("encoder.")}
+            if set(part) != expected:
+                raise InvalidInput(
+                    f"the saved {prefix.rstrip('.')} does not fit the policy's critics",
+                    where=str(folder / ALGORITHM_WEIGHTS),
+                    hint="resume with the settings the run started with",
+                )
+            module.load_state_dict(part, strict=False)
+        if "log_alpha" in state:
+            with torch.no_grad():
+                self.log_alpha.data.copy_(state["log_alpha"].to(self.log_alpha.device))
+        for name, optimizer in self.optimizers.items():
+            if name not in groups:
+                continue
+            per_param: dict[int, dict[str, Tensor]] = {}
+            for key, value in optimizer_tensors.items():
+                owner, index, field = key.split(".", 2)
+                if owner == name:
+                    per_param.setdefault(int(index), {})[field] = value
+            optimizer.load_state_dict({"state": per_param, "param_groups": groups[name]})
+        self.optimization_step = int(groups.get("optimization_step", 0))
+
+
+def load_actor_weights(policy: GaussianActorPolicy, weights: Mapping[str, np.ndarray]) -> None:
+    """The learner's `weights()` into an actor's policy (LeRobot's `load_weights`)."""
+    actor = {k[len("policy.") :]: v for k, v in weights.items() if k.startswith("policy.")}
+    expected = policy.actor.state_dict()
+    if set(actor) != set(expected):
+        raise InvalidInput(
+            "the learner's parameters do not fit this actor's policy",
+            where="parameters",
+            hint="the actor and the learner must run the same policy config",
+        )
+    for key, value in actor.items():
+        if tuple(value.shape) != tuple(expected[key].shape):
+            raise InvalidInput(
+                f"the learner's parameters do not fit this actor's policy: {key} has shape "
+                f"{tuple(value.shape)}, this policy's {tuple(expected[key].shape)}",
+                where="parameters",
+                hint="the actor and the learner must run the same policy config",
+            )
+    device = policy.device
+    policy.actor.load_state_dict({k: torch.from_numpy(v).to(device) for k, v in actor.items()})
+    if policy.discrete_critic is not None:
+        prefix = "discrete_critic."
+        part = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+        if part:
+            policy.discrete_critic.load_state_dict(
+                {k: torch.from_numpy(v).to(device) for k, v in part.items()}
+            )
+
+
+def _numpy(value: Tensor) -> np.ndarray:
+    return value.detach().to("cpu", torch.float32).contiguous().numpy()

@@ -1,0 +1,1 @@
+"""Reinforcement learning on the robot (HIL-SERL): transitions, replay, SAC's settings."""
