@@ -75,6 +75,18 @@ from rlctl.adapters.memory.progress import (
     SilentProgress,
     _SilentTask,
 )
+from rlctl.adapters.memory.reinforcement import (
+    ConstantActingPolicy,
+    ConstantActingPolicyFactory,
+    CountingTrainer,
+    CountingTrainerFactory,
+    InMemoryLearnerEndpoint,
+    InMemoryLearnerLink,
+    InMemoryReplayStore,
+    LineInteraction,
+    ScriptedIntervention,
+    ThresholdReward,
+)
 from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
 from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
@@ -96,8 +108,20 @@ from rlctl.adapters.policies.vla.fast import FASTFitter, FASTTokenizer
 from rlctl.adapters.remote.grpc_client import GrpcPolicyClient
 from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
 from rlctl.adapters.remote.remote_policy import GrpcPolicyConnector, RemotePolicy
+from rlctl.adapters.remote.rl_grpc import GrpcLearnerEndpoint, GrpcLearnerLink
 from rlctl.adapters.reports.renderer import HtmlReportRenderer
 from rlctl.adapters.reports.run_folder import LocalRunFolder
+from rlctl.adapters.rl.acting import (
+    GaussianActingPolicy,
+    GaussianActingPolicyFactory,
+    RobotInteraction,
+)
+from rlctl.adapters.rl.reward import EnvReward, NoIntervention
+from rlctl.adapters.rl.trainer import (
+    SafetensorsReplayStore,
+    TorchSACTrainer,
+    TorchSACTrainerFactory,
+)
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
@@ -177,6 +201,18 @@ from rlctl.application.ports.policy_service import (
     PolicyServer,
 )
 from rlctl.application.ports.progress import Progress, ProgressTask
+from rlctl.application.ports.reinforcement import (
+    ActingPolicy,
+    ActingPolicyFactory,
+    Interaction,
+    InterventionSource,
+    LearnerEndpoint,
+    LearnerLink,
+    ReplayStore,
+    RewardSource,
+    SACTrainer,
+    SACTrainerFactory,
+)
 from rlctl.application.ports.robot import CalibrationStore, CalibrationTarget, Robot
 from rlctl.application.ports.run_report import ReportRenderer, RunFolderReader
 from rlctl.application.ports.simulation import Simulation, VectorSimulator
@@ -500,6 +536,57 @@ def streamed_datasets(
     hub: HubStreamedDatasets, fake: InMemoryDatasetStore
 ) -> list[StreamedDatasets]:
     return [hub, fake]
+
+
+# --- reinforcement learning (HIL-SERL) --------------------------------------------------------
+
+
+def learner_endpoint(
+    grpc: GrpcLearnerEndpoint, fake: InMemoryLearnerEndpoint
+) -> list[LearnerEndpoint]:
+    return [grpc, fake]
+
+
+def learner_link(grpc: GrpcLearnerLink, fake: InMemoryLearnerLink) -> list[LearnerLink]:
+    return [grpc, fake]
+
+
+def sac_trainer(torch: TorchSACTrainer, fake: CountingTrainer) -> list[SACTrainer]:
+    return [torch, fake]
+
+
+def sac_trainer_factory(
+    torch: TorchSACTrainerFactory, fake: CountingTrainerFactory
+) -> list[SACTrainerFactory]:
+    return [torch, fake]
+
+
+def replay_store(files: SafetensorsReplayStore, fake: InMemoryReplayStore) -> list[ReplayStore]:
+    return [files, fake]
+
+
+def acting_policy(torch: GaussianActingPolicy, fake: ConstantActingPolicy) -> list[ActingPolicy]:
+    return [torch, fake]
+
+
+def acting_policy_factory(
+    torch: GaussianActingPolicyFactory, fake: ConstantActingPolicyFactory
+) -> list[ActingPolicyFactory]:
+    return [torch, fake]
+
+
+def interaction(robot: RobotInteraction, fake: LineInteraction) -> list[Interaction]:
+    return [robot, fake]
+
+
+def reward_source(env: EnvReward, fake: ThresholdReward) -> list[RewardSource]:
+    return [env, fake]
+
+
+def intervention_source(
+    nobody: NoIntervention, fake: ScriptedIntervention
+) -> list[InterventionSource]:
+    return [nobody, fake]
 
 
 # Ports whose only stand-ins live outside `rlctl.adapters.memory` (tests use a scripted policy

@@ -113,6 +113,89 @@ def compose_policy_serving(
     return serve(server=grpc), local
 
 
+def compose_rl_learning(
+    settings: Any,
+    *,
+    insecure: bool,
+    read_token: Callable[[str | None], Any],
+    server: Callable[..., Any],
+    endpoint: Callable[..., Any],
+    trainers: Callable[..., Any],
+    trainer_settings: Callable[..., Any],
+    demonstrations: Callable[..., Any],
+    replay_store: Callable[..., Any],
+    clock: Any,
+    learn: Callable[..., Any],
+) -> Any:
+    """`rlctl rl learn`: `LearnWithSAC` over a gRPC endpoint set up as the settings say (the
+    policy server's guards), a torch SAC trainer, the demonstrations (if any) and a replay store."""
+    grpc = server(
+        host=settings.host,
+        port=settings.port,
+        token=read_token(settings.token_file),
+        tls_cert=settings.tls_cert,
+        tls_key=settings.tls_key,
+        insecure=insecure,
+        max_message_bytes=int(settings.max_message_mb * (1 << 20)),
+        workers=settings.workers,
+        handle_signals=False,
+    )
+    demos = None
+    stats = features = None
+    if settings.demonstrations:
+        source = demonstrations(settings.demonstrations)
+        stats, features = source.stats, source.features
+        keys = list(settings.policy.input_features) or None
+        demos = source.transitions(keys)
+    factory = trainers(
+        trainer_settings(
+            policy=settings.policy,
+            algorithm=settings.algorithm,
+            policy_path=settings.policy_path,
+            device=settings.device,
+            dataset_stats=stats,
+            dataset_features=features,
+        )
+    )
+    return learn(
+        endpoint=endpoint(grpc),
+        trainers=factory,
+        replay_store=replay_store(),
+        clock=clock,
+        demonstrations=demos,
+    )
+
+
+def compose_rl_acting(
+    settings: Any,
+    robot: Any,
+    *,
+    read_token: Callable[[str | None], Any],
+    link: Callable[..., Any],
+    policies: Callable[..., Any],
+    interaction: Callable[..., Any],
+    reward: Callable[..., Any],
+    intervention: Callable[..., Any],
+    clock: Any,
+    act: Callable[..., Any],
+) -> Any:
+    """`rlctl rl act`: `ActWithPolicy` over a gRPC link to the learner, on `robot` (its guard
+    on every action), with the env's reward and no intervention unless told otherwise."""
+    return act(
+        link=link(
+            settings.learner,
+            token=read_token(settings.token_file),
+            tls_cert=settings.tls_cert,
+            max_message_bytes=int(settings.max_message_mb * (1 << 20)),
+        ),
+        policies=policies(device=settings.device),
+        interaction=interaction(robot),
+        reward=reward(),
+        intervention=intervention(),
+        clock=clock,
+    )
+
+
 class Container(containers.DeclarativeContainer):
     config = providers.Configuration(strict=True)
     # True only for a command that owns its process (`rlctl train|record|teleoperate|replay`):
@@ -558,6 +641,32 @@ class Container(containers.DeclarativeContainer):
         backend=training_backend,
         progress=progress,
         plan=plan_training,
+    )
+
+    # `rlctl rl learn` / `rlctl rl act` (HIL-SERL): `container.rl_learning(settings, insecure=)`,
+    # `container.rl_acting(settings, container.robot(robot_config))`.
+    rl_learning = providers.Factory(
+        compose_rl_learning,
+        read_token=policy_token,
+        server=policy_server.provider,
+        endpoint=providers.Object(lazy("rlctl.adapters.remote.rl_grpc:GrpcLearnerEndpoint")),
+        trainers=providers.Object(lazy("rlctl.adapters.rl.trainer:TorchSACTrainerFactory")),
+        trainer_settings=providers.Object(lazy("rlctl.adapters.rl.trainer:TrainerSettings")),
+        demonstrations=providers.Object(lazy("rlctl.adapters.rl.demonstrations:Demonstrations")),
+        replay_store=providers.Object(lazy("rlctl.adapters.rl.trainer:SafetensorsReplayStore")),
+        clock=clock,
+        learn=providers.Object(lazy("rlctl.application.use_cases.rl_learn:LearnWithSAC")),
+    )
+    rl_acting = providers.Factory(
+        compose_rl_acting,
+        read_token=policy_token,
+        link=providers.Object(lazy("rlctl.adapters.remote.rl_grpc:GrpcLearnerLink")),
+        policies=providers.Object(lazy("rlctl.adapters.rl.acting:GaussianActingPolicyFactory")),
+        interaction=providers.Object(lazy("rlctl.adapters.rl.acting:RobotInteraction")),
+        reward=providers.Object(lazy("rlctl.adapters.rl.reward:EnvReward")),
+        intervention=providers.Object(lazy("rlctl.adapters.rl.reward:NoIntervention")),
+        clock=clock,
+        act=providers.Object(lazy("rlctl.application.use_cases.rl_act:ActWithPolicy")),
     )
 
 

@@ -30,6 +30,7 @@ from rlctl.domain.policies import (
     SmolVLAConfig,
     known_policy_types,
 )
+from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
 from rlctl.domain.policies.groot import GrootConfig
 from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
 from rlctl.domain.policies.pi0 import PI0Config
@@ -116,6 +117,10 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
         n_obs_steps=2, horizon=8, n_action_steps=4, hidden_dim=16, num_layers=1, num_heads=2,
         timestep_embed_dim=8, num_train_timesteps=4, num_inference_steps=2,
         image_resize_shape=(32, 32), image_crop_shape=None, tokenizer_max_length=8,
+    ),
+    "gaussian_actor": lambda vlm: GaussianActorConfig(
+        input_features=INPUTS, output_features=OUTPUTS, latent_dim=8,
+        actor_network_kwargs={"hidden_dims": [8]},
     ),
     "groot": lambda tiny: GrootConfig(
         input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},

@@ -32,7 +32,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from pathlib import Path
 from typing import Any, NoReturn
@@ -191,6 +191,24 @@ class GrpcPolicyServer:
     def serve(
         self, service: ChunkService, *, on_ready: Callable[[str], None] | None = None
     ) -> None:
+        answers: dict[str, Callable[[bytes], bytes]] = {
+            "Describe": lambda body: _describe(service, body),
+            "Predict": lambda body: _predict(service, body),
+        }
+        self.serve_methods(SERVICE, answers, on_ready=on_ready)
+
+    def serve_methods(
+        self,
+        service_name: str,
+        answers: Mapping[str, Callable[[bytes], bytes]],
+        *,
+        on_ready: Callable[[str], None] | None = None,
+        what: str = "serving policies",
+    ) -> None:
+        """Serve `answers` (method name -> raw request bytes to raw reply bytes) as the gRPC
+        service `service_name`, each method a stream of one message, behind this server's token,
+        admission caps, size limits and refusals (another service reuses them: the RL learner's).
+        Blocks until `stop()`."""
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._workers + SPARE_THREADS),
             interceptors=(_TokenGate(self._token, self._refusals),),
@@ -205,12 +223,10 @@ class GrpcPolicyServer:
             ],
             maximum_concurrent_rpcs=(self._workers + SPARE_THREADS) * CALLS_PER_WORKER,
         )
-        answers: dict[str, Callable[[bytes], bytes]] = {
-            "Describe": lambda body: _describe(service, body),
-            "Predict": lambda body: _predict(service, body),
-        }
-        handlers = {method: self._handler(answers[method]) for method in served_methods()}
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        handlers = {method: self._handler(answer) for method, answer in answers.items()}
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service_name, handlers),)
+        )
         where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         if self._tls is not None:
             try:
@@ -230,7 +246,7 @@ class GrpcPolicyServer:
                 signal.signal(sig, lambda *_: self.stop())
         address = f"{self.host}:{port}"
         log.info(
-            "serving policies",
+            what,
             address=address,
             tls=self._tls is not None,
             workers=self._workers,
@@ -404,11 +420,12 @@ def _peer_host(peer: str) -> str:
     return peer
 
 
-def served_methods() -> list[str]:
-    """The proto's methods, each taking a stream of one message and answering one: what the
-    handlers serve (and a test checks)."""
+def served_methods(service: Any = None) -> list[str]:
+    """The proto's methods (`service`: a service descriptor; the policy service by default),
+    each taking a stream of one message and answering one: what the handlers serve (and a test
+    checks)."""
     names = []
-    for method in _SERVICE.methods:
+    for method in (service or _SERVICE).methods:
         if not method.client_streaming or method.server_streaming:
             raise AssertionError(f"{method.name} must take a stream of one message, answer one")
         names.append(method.name)

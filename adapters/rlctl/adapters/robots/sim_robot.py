@@ -19,7 +19,7 @@ import structlog
 from rlctl.adapters.robots.config import SimRobotConfig
 from rlctl.adapters.sim.simulation import GymSimulation
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
-from rlctl.application.ports.simulation import SimSpec, VectorSimulator
+from rlctl.application.ports.simulation import SimSpec, SimStep, VectorSimulator
 from rlctl.domain.action_guard import ActionGuard, ActionLimits
 from rlctl.domain.env_observation import policy_key
 from rlctl.domain.errors import InvalidInput
@@ -46,6 +46,8 @@ class SimRobot:
         self._episodes = 0
         self._over = False
         self._guard: ActionGuard | None = None
+        # The env's last step (reward, termination, info): what an RL actor reads.
+        self.last_step: SimStep | None = None
 
     @property
     def robot_type(self) -> str:
@@ -102,6 +104,7 @@ class SimRobot:
         self._task_text = env.task_descriptions()[0]
         self._episodes += 1
         self._over = False
+        self.last_step = None
         self.action_guard.begin_episode()
         self.action_guard.forget()  # a new scene: the last episode's command means nothing here
 
@@ -155,6 +158,7 @@ class SimRobot:
         if self._over:
             return sent
         step = env.step(sent[None])
+        self.last_step = step
         self._raw = step.observation
         self._over = bool(step.terminated[0] or step.truncated[0])
         return _executed(step.info, sent)

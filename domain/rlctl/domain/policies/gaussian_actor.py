@@ -33,28 +33,23 @@ OBS_IMAGE = "observation.image"
 DEFAULT_HIDDEN = (256, 256)
 
 
-def _nested[T](cls: type[T]) -> Any:
-    """A converter taking an instance of `cls`, or its fields as a mapping (config.json)."""
-
-    def convert(value: Any) -> T:
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, Mapping):
-            raise ConfigError(
-                f"expected a mapping of {cls.__name__} settings, got {value!r}",
-                where=cls.__name__,
-            )
-        known = {f.name for f in attrs.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown {cls.__name__} setting(s): {', '.join(map(str, unknown))}",
-                where=cls.__name__,
-                hint=f"known: {', '.join(sorted(known))}",
-            )
-        return cls(**value)
-
-    return convert
+def _nested[T](cls: type[T], value: Any) -> T:
+    """An instance of `cls`, given as one or as its fields in a mapping (config.json)."""
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"expected a mapping of {cls.__name__} settings, got {value!r}", where=cls.__name__
+        )
+    known = {f.name for f in attrs.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(map(str, value)) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown {cls.__name__} setting(s): {', '.join(unknown)}",
+            where=cls.__name__,
+            hint=f"known: {', '.join(sorted(known))}",
+        )
+    return cls(**value)
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +90,26 @@ class GaussianHeadConfig:
     std_min: float = 1e-5
     std_max: float = 10.0
     init_final: float = 0.05
+
+
+def _actor_learner(value: Any) -> ActorLearnerConfig:
+    return _nested(ActorLearnerConfig, value)
+
+
+def _concurrency(value: Any) -> ConcurrencyConfig:
+    return _nested(ConcurrencyConfig, value)
+
+
+def _actor_network(value: Any) -> ActorNetworkConfig:
+    return _nested(ActorNetworkConfig, value)
+
+
+def _head(value: Any) -> GaussianHeadConfig:
+    return _nested(GaussianHeadConfig, value)
+
+
+def critic_network(value: Any) -> CriticNetworkConfig:
+    return _nested(CriticNetworkConfig, value)
 
 
 def _sac_norms() -> dict[str, str]:
@@ -175,19 +190,15 @@ class GaussianActorConfig(PolicyConfig):
     async_prefetch: bool = False
     online_step_before_learning: int = 100
     actor_learner_config: ActorLearnerConfig = attrs.field(
-        factory=ActorLearnerConfig, converter=_nested(ActorLearnerConfig)
+        factory=ActorLearnerConfig, converter=_actor_learner
     )
-    concurrency: ConcurrencyConfig = attrs.field(
-        factory=ConcurrencyConfig, converter=_nested(ConcurrencyConfig)
-    )
+    concurrency: ConcurrencyConfig = attrs.field(factory=ConcurrencyConfig, converter=_concurrency)
     actor_network_kwargs: ActorNetworkConfig = attrs.field(
-        factory=ActorNetworkConfig, converter=_nested(ActorNetworkConfig)
+        factory=ActorNetworkConfig, converter=_actor_network
     )
-    policy_kwargs: GaussianHeadConfig = attrs.field(
-        factory=GaussianHeadConfig, converter=_nested(GaussianHeadConfig)
-    )
+    policy_kwargs: GaussianHeadConfig = attrs.field(factory=GaussianHeadConfig, converter=_head)
     discrete_critic_network_kwargs: CriticNetworkConfig = attrs.field(
-        factory=CriticNetworkConfig, converter=_nested(CriticNetworkConfig)
+        factory=CriticNetworkConfig, converter=critic_network
     )
 
     def __attrs_post_init__(self) -> None:

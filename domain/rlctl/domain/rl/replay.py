@@ -413,11 +413,11 @@ def random_shift_images(
 def _shift(images: np.ndarray, rng: np.random.Generator, pad: int) -> np.ndarray:
     n, _, height, width = images.shape
     padded = np.pad(images, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode="edge")
-    tops = rng.integers(0, 2 * pad + 1, size=n)
-    lefts = rng.integers(0, 2 * pad + 1, size=n)
+    offsets = rng.integers(0, 2 * pad + 1, size=(n, 2))
     out = np.empty_like(images)
     for i in range(n):
-        out[i] = padded[i, :, tops[i] : tops[i] + height, lefts[i] : lefts[i] + width]
+        top, left = (int(v) for v in offsets[i])
+        out[i] = padded[i, :, top : top + height, left : left + width]
     return out
 
 

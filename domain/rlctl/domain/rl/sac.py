@@ -3,23 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from rlctl.domain.errors import ConfigError
-from rlctl.domain.policies.gaussian_actor import CriticNetworkConfig
-
-
-def _critic_network(value: Any) -> CriticNetworkConfig:
-    if isinstance(value, CriticNetworkConfig):
-        return value
-    if not isinstance(value, dict):
-        raise ConfigError(
-            f"expected a mapping of critic network settings, got {value!r}",
-            where="algorithm.critic_network_kwargs",
-        )
-    return CriticNetworkConfig(**value)
+from rlctl.domain.policies.gaussian_actor import CriticNetworkConfig, critic_network
 
 
 @attrs.frozen(kw_only=True)
@@ -36,10 +23,10 @@ class SACSettings:
     # Critics drawn at random for each target (high update-to-data ratios); None: all.
     num_subsample_critics: int | None = None
     critic_network_kwargs: CriticNetworkConfig = attrs.field(
-        factory=CriticNetworkConfig, converter=_critic_network
+        factory=CriticNetworkConfig, converter=critic_network
     )
     discrete_critic_network_kwargs: CriticNetworkConfig = attrs.field(
-        factory=CriticNetworkConfig, converter=_critic_network
+        factory=CriticNetworkConfig, converter=critic_network
     )
     temperature_init: float = 1.0
     # None: -|A|/2, |A| the action dimensions (+1 with a discrete gripper).

@@ -1,0 +1,265 @@
+"""The learner's torch side: `SACTrainer` (SAC on a Gaussian actor), its factory, the replay store.
+
+A checkpoint is LeRobot's layout:
+
+    checkpoints/<step>/pretrained_model/   the policy, its config and processors (any tool reads it)
+    checkpoints/<step>/algorithm/          the critics, targets, temperature (`sac.SoftActorCritic`)
+                                           and the optimisers' state
+    checkpoints/<step>/training_state/training_step.json   {"step", "interaction_step"}
+    checkpoints/<step>/replay/, replay_offline/            the buffers (safetensors)
+    checkpoints/last -> <step>
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+
+from rlctl.adapters.policies.checkpoint import read_config, read_model, read_processors
+from rlctl.adapters.policies.gaussian_actor import GaussianActorPolicy
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy
+from rlctl.adapters.rl.sac import SoftActorCritic
+from rlctl.application.ports.reinforcement import ActorHello, LearnerDescription
+from rlctl.domain.config import unstructure
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.features import FeatureKind, FeatureSpec, typed_feature
+from rlctl.domain.policies import ACTION
+from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
+from rlctl.domain.rl.replay import ReplayBuffer, TransitionBatch
+from rlctl.domain.rl.sac import SACSettings
+
+log = structlog.get_logger(__name__)
+
+PRETRAINED = "pretrained_model"
+ALGORITHM = "algorithm"
+TRAINING_STATE = "training_state"
+TRAINING_STEP = "training_step.json"
+REPLAY_FILE = "transitions.safetensors"
+REPLAY_META = "replay.json"
+
+
+class TorchSACTrainer:
+    def __init__(self, policy: LoadedPolicy, settings: SACSettings) -> None:
+        model = policy.model
+        if not isinstance(model, GaussianActorPolicy):
+            raise ConfigError(
+                f"rlctl rl learn trains a gaussian_actor policy, not {model.config.type_name!r}",
+                where="--policy.type",
+                hint="--policy.type=gaussian_actor",
+            )
+        self.policy = policy
+        self.model = model
+        self.settings = settings
+        self.sac = SoftActorCritic(model, settings)
+        stats = _pipeline_stats(policy)
+        self._description = LearnerDescription(model.config, stats)
+
+    @property
+    def description(self) -> LearnerDescription:
+        return self._description
+
+    @property
+    def optimization_step(self) -> int:
+        return self.sac.optimization_step
+
+    def update(self, batches: Iterator[TransitionBatch]) -> dict[str, float]:
+        return self.sac.update(self._prepared(batch) for batch in batches)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return self.sac.weights()
+
+    def save(self, folder: Path, interaction_step: int) -> None:
+        self.policy.save(folder / PRETRAINED)
+        self.sac.save(folder / ALGORITHM, unstructure(self.settings))
+        state = folder / TRAINING_STATE
+        state.mkdir(parents=True, exist_ok=True)
+        (state / TRAINING_STEP).write_text(
+            json.dumps({"step": self.optimization_step, "interaction_step": interaction_step})
+            + "\n",
+            encoding="utf-8",
+        )
+
+    def _prepared(self, batch: TransitionBatch) -> dict[str, Any]:
+        """Tensors on the policy's device, observations normalised (LeRobot's trainer
+        normalises observations only: actions stay the robot's)."""
+        device = self.model.device
+        return {
+            "state": self._observations(batch.state, device),
+            "next_state": self._observations(batch.next_state, device),
+            "action": torch.from_numpy(batch.action).to(device),
+            "reward": torch.from_numpy(batch.reward).to(device),
+            "done": torch.from_numpy(batch.done).to(device),
+            "discrete_penalty": torch.from_numpy(batch.discrete_penalty).to(device),
+        }
+
+    def _observations(self, values: Mapping[str, np.ndarray], device: torch.device) -> Any:
+        tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).float() for k, v in values.items()}
+        processed = self.policy.preprocessor.process_batch(tensors)
+        return {
+            k: v.to(device) for k, v in processed.items() if k in self.model.config.input_features
+        }
+
+
+def _pipeline_stats(policy: LoadedPolicy) -> dict[str, dict[str, np.ndarray]]:
+    for step in policy.preprocessor:
+        state = getattr(step, "state_dict", None)
+        if state is None or type(step).__name__ != "Normalizer":
+            continue
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for flat, value in state().items():
+            key, _, name = flat.rpartition(".")
+            out.setdefault(key, {})[name] = np.asarray(value, dtype=np.float32)
+        return out
+    return {}
+
+
+@attrs.frozen(kw_only=True)
+class TrainerSettings:
+    policy: GaussianActorConfig
+    algorithm: SACSettings
+    # A checkpoint to start from (its config and weights; the settings' features ignored).
+    policy_path: str | None = None
+    device: str | None = None
+    # Statistics of the demonstrations, when there are: they fill what the config lacks.
+    dataset_stats: Mapping[str, Mapping[str, Any]] | None = None
+    dataset_features: Mapping[str, FeatureSpec] | None = None
+
+
+class TorchSACTrainerFactory:
+    def __init__(self, settings: TrainerSettings) -> None:
+        self._settings = settings
+
+    def create(self, hello: ActorHello | None) -> TorchSACTrainer:
+        s = self._settings
+        if s.policy_path is not None:
+            return TorchSACTrainer(_read_policy(Path(s.policy_path), s.device), s.algorithm)
+        config = s.policy
+        if not config.input_features:
+            features = s.dataset_features or (hello.features if hello is not None else None)
+            if features is None:
+                raise ConfigError(
+                    "the policy's features are unknown",
+                    where="--policy.input_features",
+                    hint="start an actor (its robot's features are used), or give --dataset",
+                )
+            inputs, outputs = policy_features(features, config.num_discrete_actions)
+            config = attrs.evolve(config, input_features=inputs, output_features=outputs)
+        stats = _stats(config, s.dataset_stats, hello)
+        log.info("learner policy", inputs=sorted(config.input_features), stats=sorted(stats))
+        return TorchSACTrainer(create_policy(config, stats, device=s.device), s.algorithm)
+
+    def resume(self, folder: Path) -> tuple[TorchSACTrainer, int]:
+        policy = _read_policy(folder / PRETRAINED, self._settings.device)
+        trainer = TorchSACTrainer(policy, self._settings.algorithm)
+        trainer.sac.load(folder / ALGORITHM)
+        try:
+            state = json.loads((folder / TRAINING_STATE / TRAINING_STEP).read_text("utf-8"))
+            interaction = int(state.get("interaction_step", 0))
+        except (OSError, ValueError) as err:
+            raise InvalidInput(
+                f"cannot read the training state: {err}",
+                where=str(folder / TRAINING_STATE),
+                hint="the checkpoint is incomplete; start a new run",
+            ) from err
+        return trainer, interaction
+
+
+def _read_policy(folder: Path, device: str | None) -> LoadedPolicy:
+    config = read_config(folder)
+    model = read_model(folder, config, device=device or "cpu")
+    pre, post = read_processors(folder, device=device)
+    return LoadedPolicy(model.train(), pre, post)
+
+
+def policy_features(
+    features: Mapping[str, FeatureSpec], num_discrete_actions: int | None = None
+) -> tuple[dict[str, FeatureSpec], dict[str, FeatureSpec]]:
+    """A robot's (or dataset's) features as the policy's: the state, the environment state and
+    cameras `(C, H, W)` in, the action out (its last dimension the gripper's index when there is
+    a discrete gripper)."""
+    inputs: dict[str, FeatureSpec] = {}
+    outputs: dict[str, FeatureSpec] = {}
+    for key, spec in features.items():
+        kind = spec.kind
+        if key == ACTION or kind is FeatureKind.ACTION:
+            dim = int(spec.shape[0]) - (1 if num_discrete_actions is not None else 0)
+            outputs[ACTION] = typed_feature(FeatureKind.ACTION, (dim,), ACTION)
+        elif spec.is_visual:
+            height, width, channels = spec.hwc
+            inputs[key] = typed_feature(FeatureKind.VISUAL, (channels, height, width), key)
+        elif kind in (FeatureKind.STATE, FeatureKind.ENV):
+            inputs[key] = typed_feature(kind, tuple(spec.shape), key)
+    return inputs, outputs
+
+
+def _stats(
+    config: GaussianActorConfig,
+    dataset_stats: Mapping[str, Mapping[str, Any]] | None,
+    hello: ActorHello | None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """The config's `dataset_stats` where they fit the features, else the demonstrations',
+    else (for the action) the robot's bounds; what fits none is left unnormalised."""
+    features = {**config.input_features, **config.output_features}
+    out: dict[str, dict[str, np.ndarray]] = {}
+    sources = [("dataset", dataset_stats or {}), ("config", config.dataset_stats or {})]
+    for key, feature in features.items():
+        for _, source in sources:
+            found = source.get(key)
+            if found is not None and _fits(found, feature):
+                out[key] = {n: np.asarray(v, dtype=np.float32) for n, v in found.items()}
+                break
+    if ACTION not in out and hello is not None and hello.action_low is not None:
+        dim = config.action_dim
+        low = np.asarray(hello.action_low, dtype=np.float32)[:dim]
+        high = np.asarray(hello.action_high, dtype=np.float32)[:dim]
+        if np.isfinite(low).all() and np.isfinite(high).all() and low.shape == (dim,):
+            out[ACTION] = {"min": low, "max": high}
+    for key in features:
+        if key not in out:
+            log.warning("no statistics fit this feature: it is not normalised", feature=key)
+    return out
+
+
+def _fits(stats: Mapping[str, Any], feature: FeatureSpec) -> bool:
+    for value in stats.values():
+        array = np.asarray(value, dtype=np.float64)
+        if array.size not in (int(feature.shape[0]), 1) and array.shape != tuple(feature.shape):
+            return False
+    return True
+
+
+class SafetensorsReplayStore:
+    """The replay in one safetensors file per buffer (data only), with its capacity beside."""
+
+    def save(self, folder: Path, buffer: ReplayBuffer) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {k: np.ascontiguousarray(v) for k, v in buffer.arrays().items()}
+        temporary = folder / f".{REPLAY_FILE}.tmp"
+        save_file(arrays, str(temporary))
+        temporary.replace(folder / REPLAY_FILE)
+        (folder / REPLAY_META).write_text(
+            json.dumps({"capacity": buffer.capacity, "size": len(buffer)}) + "\n", "utf-8"
+        )
+
+    def load(self, folder: Path, capacity: int) -> ReplayBuffer | None:
+        path = folder / REPLAY_FILE
+        if not path.is_file():
+            return None
+        try:
+            arrays = load_file(str(path))
+        except (SafetensorError, OSError) as err:
+            raise InvalidInput(
+                f"cannot read the saved replay: {err}",
+                where=str(path),
+                hint="the checkpoint is damaged; resume from an earlier one",
+            ) from err
+        return ReplayBuffer.from_arrays(capacity, arrays)

@@ -1,0 +1,258 @@
+"""`rlctl rl act`: HIL-SERL's actor. Runs the learner's policy on a robot (or a simulated one) and
+streams the transitions back.
+
+Each tick: the policy proposes an action for the observation, a person may take over
+(`InterventionSource`: the executed action is theirs, and the transition is tagged
+`is_intervention`), the robot executes it through its safety guard (the action recorded is the
+one the guard let through), and the reward and success come from the `RewardSource` (the env's
+reward by default). At each episode's end (and every `push_every` ticks) the transitions go to
+the learner with the episode's report, and the newest parameters come back, as LeRobot's actor
+does it.
+
+When the learner cannot be reached the actor holds the arm (`Interaction.hold`, once per
+`retry_s`), keeps its transitions (at most `max_pending`; the oldest are dropped past that, said
+once), and tries again until it answers or `reconnect_timeout_s` passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+
+from rlctl.application.ports.clock import Clock
+from rlctl.application.ports.reinforcement import (
+    ActingPolicy,
+    ActingPolicyFactory,
+    ActorHello,
+    Interaction,
+    InterventionSource,
+    LearnerLink,
+    LearnerUnavailable,
+    RewardSource,
+)
+from rlctl.domain.errors import ConfigError, HardwareError
+from rlctl.domain.rl.replay import RLTransition, TransitionBatch, episode_report, stack
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class ActSettings:
+    # Interaction steps in all (LeRobot's online_steps); None: until `episodes` are done.
+    steps: int | None = None
+    episodes: int | None = None
+    # Also push mid-episode every this many ticks (0: at episodes' ends only, as LeRobot does).
+    push_every: int = 0
+    fps: float | None = None
+    retry_s: float = 0.5
+    reconnect_timeout_s: float = 300.0
+    max_pending: int = 100_000
+
+
+@attrs.frozen
+class ActResult:
+    steps: int
+    episodes: int
+    returns: tuple[float, ...]
+    successes: tuple[bool, ...]
+    interventions: int
+    parameters_version: int
+    reconnections: int
+
+
+class ActWithPolicy:
+    def __init__(
+        self,
+        link: LearnerLink,
+        policies: ActingPolicyFactory,
+        interaction: Interaction,
+        reward: RewardSource,
+        intervention: InterventionSource,
+        clock: Clock,
+    ) -> None:
+        self._link = link
+        self._policies = policies
+        self._world = interaction
+        self._reward = reward
+        self._intervention = intervention
+        self._clock = clock
+        self._pending: list[RLTransition] = []
+        self._reports: list[Mapping[str, float]] = []
+        self._dropped = 0
+        self.reconnections = 0
+
+    def __call__(
+        self, settings: ActSettings, *, should_stop: Callable[[], bool] | None = None
+    ) -> ActResult:
+        if settings.steps is None and settings.episodes is None:
+            raise ConfigError(
+                "the actor needs a budget", where="--steps", hint="give --steps or --episodes"
+            )
+        bounds = self._world.action_bounds()
+        hello = ActorHello(
+            self._world.features,
+            None if bounds is None else bounds[0],
+            None if bounds is None else bounds[1],
+        )
+        description = self._reliably(lambda: self._link.describe(hello), settings)
+        policy = self._policies.create(description)
+        version = self._update(policy, 0, settings)
+        period = 1.0 / settings.fps if settings.fps else 0.0
+        returns: list[float] = []
+        successes: list[bool] = []
+        interventions = 0
+        step = 0
+        try:
+            while not self._done(settings, step, len(returns)):
+                if should_stop is not None and should_stop():
+                    break
+                observation = self._world.reset()
+                self._intervention.reset()
+                rewards: list[float] = []
+                tagged: list[bool] = []
+                success = False
+                while True:
+                    tick = self._clock.now()
+                    proposed = np.asarray(policy.select_action(observation)).reshape(-1)
+                    taken = self._intervention.intervene(observation, proposed)
+                    is_intervention = taken is not None
+                    result = self._world.step(proposed if taken is None else taken)
+                    reward, success = self._reward.judge(result)
+                    done = bool(result.terminated or success)
+                    self._pending.append(
+                        RLTransition(
+                            state=_arrays(observation, description.config.input_features),
+                            action=np.asarray(result.executed_action, dtype=np.float32),
+                            reward=float(reward),
+                            next_state=_arrays(
+                                result.observation, description.config.input_features
+                            ),
+                            done=done,
+                            truncated=bool(result.truncated),
+                            is_intervention=is_intervention,
+                            discrete_penalty=float(result.info.get("discrete_penalty", 0.0)),
+                        )
+                    )
+                    self._bound_pending(settings)
+                    rewards.append(float(reward))
+                    tagged.append(is_intervention)
+                    interventions += int(is_intervention)
+                    step += 1
+                    observation = result.observation
+                    over = done or bool(result.truncated)
+                    budget = settings.steps is not None and step >= settings.steps
+                    if over or budget:
+                        break
+                    if settings.push_every and len(self._pending) >= settings.push_every:
+                        version = self._flush(policy, version, settings)
+                    if period:
+                        self._clock.sleep_until(tick + period)
+                returns.append(float(sum(rewards)))
+                successes.append(success)
+                self._reports.append(episode_report(rewards, tagged, step))
+                log.info(
+                    "episode",
+                    episode=len(returns),
+                    reward=returns[-1],
+                    success=success,
+                    interventions=sum(tagged),
+                    steps=len(rewards),
+                )
+                version = self._flush(policy, version, settings)
+        finally:
+            self._world.close()
+        return ActResult(
+            steps=step,
+            episodes=len(returns),
+            returns=tuple(returns),
+            successes=tuple(successes),
+            interventions=interventions,
+            parameters_version=version,
+            reconnections=self.reconnections,
+        )
+
+    @staticmethod
+    def _done(settings: ActSettings, steps: int, episodes: int) -> bool:
+        if settings.steps is not None and steps >= settings.steps:
+            return True
+        return settings.episodes is not None and episodes >= settings.episodes
+
+    def _flush(self, policy: ActingPolicy, version: int, settings: ActSettings) -> int:
+        """Push what is pending (the reports with the last batch), then fetch parameters."""
+        while self._pending or self._reports:
+            batch = stack(self._pending) if self._pending else None
+            report = self._reports[0] if self._reports else None
+
+            def push(
+                batch: TransitionBatch | None = batch, report: Mapping[str, float] | None = report
+            ) -> int:
+                return self._link.push(batch, report)
+
+            self._reliably(push, settings)
+            self._pending = []
+            if self._reports:
+                self._reports.pop(0)
+        return self._update(policy, version, settings)
+
+    def _update(self, policy: ActingPolicy, version: int, settings: ActSettings) -> int:
+        newest, weights = self._reliably(lambda: self._link.fetch(version), settings)
+        if weights is not None and newest != version:
+            policy.load_weights(weights)
+            log.debug("new parameters", version=newest)
+            return newest
+        return version
+
+    def _reliably[T](self, call: Callable[[], T], settings: ActSettings) -> T:
+        """`call`, retried while the learner is away; the arm holds meanwhile."""
+        first_failure: float | None = None
+        while True:
+            try:
+                result = call()
+            except LearnerUnavailable as err:
+                now = self._clock.now()
+                if first_failure is None:
+                    first_failure = now
+                    log.warning(
+                        "the learner is away: holding the arm and reconnecting", reason=err.message
+                    )
+                if now - first_failure >= settings.reconnect_timeout_s:
+                    raise HardwareError(
+                        f"the learner has been unreachable for {now - first_failure:.0f} s",
+                        where="--learner",
+                        hint="start (or restart with --resume) `rlctl rl learn`, then the actor "
+                        "again; the arm was held meanwhile",
+                    ) from err
+                self._world.hold()
+                self._clock.sleep_until(now + settings.retry_s)
+                continue
+            if first_failure is not None:
+                self.reconnections += 1
+                log.info("the learner is back", pending=len(self._pending))
+            return result
+
+    def _bound_pending(self, settings: ActSettings) -> None:
+        excess = len(self._pending) - settings.max_pending
+        if excess > 0:
+            del self._pending[:excess]
+            if not self._dropped:
+                log.warning(
+                    "too many transitions waiting for the learner: the oldest are dropped",
+                    max_pending=settings.max_pending,
+                )
+            self._dropped += excess
+
+
+def _arrays(observation: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    out = {}
+    for key in keys:
+        if key not in observation:
+            raise ConfigError(
+                f"the robot's observation has no {key}, which the policy reads",
+                where="observation",
+            )
+        out[key] = np.asarray(observation[key])
+    return out

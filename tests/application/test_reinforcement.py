@@ -1,0 +1,249 @@
+"""HIL-SERL's actor and learner as use cases over in-memory ports: transitions stream with their
+interventions tagged, the actor holds and reconnects when the learner goes away, the learner
+mixes, publishes, checkpoints, and resumes from its last checkpoint and replay."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlctl.adapters.clock.system import SystemClock
+from rlctl.adapters.memory.clock import ManualClock
+from rlctl.adapters.memory.reinforcement import (
+    ConstantActingPolicy,
+    ConstantActingPolicyFactory,
+    CountingTrainerFactory,
+    InMemoryLearnerWire,
+    InMemoryReplayStore,
+    LineInteraction,
+    ScriptedIntervention,
+)
+from rlctl.adapters.rl.reward import EnvReward, NoIntervention
+from rlctl.application.ports.reinforcement import ActorHello, LearnerDescription
+from rlctl.application.use_cases.rl_act import ActSettings, ActWithPolicy
+from rlctl.application.use_cases.rl_learn import LearnSettings, LearnWithSAC
+from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
+from rlctl.domain.rl.replay import RLTransition, stack
+
+
+def description() -> LearnerDescription:
+    config = GaussianActorConfig(
+        input_features={"observation.state": typed_feature("STATE", (1,))},
+        output_features={"action": typed_feature("ACTION", (1,))},
+    )
+    return LearnerDescription(config, {})
+
+
+def fake_learner(wire: InMemoryLearnerWire) -> None:
+    wire.endpoint.start(lambda hello: description(), lambda batch: None)
+
+
+def actor(
+    wire: InMemoryLearnerWire,
+    world: LineInteraction,
+    intervention: ScriptedIntervention | None = None,
+    clock: ManualClock | None = None,
+    policy: ConstantActingPolicy | None = None,
+) -> ActWithPolicy:
+    return ActWithPolicy(
+        wire.link,
+        ConstantActingPolicyFactory(policy or ConstantActingPolicy(0.5)),
+        world,
+        EnvReward(),
+        intervention or NoIntervention(),
+        clock or ManualClock(),
+    )
+
+
+def test_transitions_stream_with_interventions_tagged_and_executed() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    world = LineInteraction(length=5, start=1.25)
+    result = actor(wire, world, ScriptedIntervention({1, 2}, action=-1.0))(ActSettings(episodes=3))
+    assert (result.steps, result.episodes, result.interventions) == (15, 3, 6)
+    batches = [p.batch for p in wire.link.pushed if p.batch is not None]
+    reports = [p.report for p in wire.link.pushed if p.report is not None]
+    assert len(batches) == 3 and len(reports) == 3
+    first = batches[0]
+    np.testing.assert_array_equal(first.is_intervention, [False, True, True, False, False])
+    # What was executed (the person's action) is what the learner learns from.
+    np.testing.assert_array_equal(first.action[:, 0], [0.5, -1.0, -1.0, 0.5, 0.5])
+    np.testing.assert_allclose(
+        first.state["observation.state"][:, 0], [1.25, 1.75, 0.75, -0.25, 0.25]
+    )
+    np.testing.assert_allclose(
+        first.next_state["observation.state"][:, 0], [1.75, 0.75, -0.25, 0.25, 0.75]
+    )
+    assert first.truncated[-1] == 1 and not first.done.any()
+    assert reports[0]["Intervention rate"] == pytest.approx(0.4)
+    assert reports[-1]["Interaction step"] == 15
+    assert world.closed
+
+
+def test_new_parameters_are_loaded_at_episode_ends() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    policy = ConstantActingPolicy(0.0)
+    wire.endpoint.publish(3, {"policy.w": np.ones(1, dtype=np.float32)})
+    result = actor(wire, LineInteraction(length=2), policy=policy)(ActSettings(episodes=2))
+    assert result.parameters_version == 3
+    assert len(policy.loaded) == 1  # once: the version did not change afterwards
+
+
+def test_an_actor_that_loses_the_learner_holds_and_reconnects_without_losing_data() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    clock = ManualClock()
+    world = LineInteraction(length=4)
+    use_case = actor(wire, world, clock=clock)
+    wire.down = True
+    clock.on_time(3.0, lambda: setattr(wire, "down", False))
+    result = use_case(ActSettings(episodes=2, retry_s=0.5))
+    assert result.reconnections == 1
+    assert world.holds >= 5  # held every retry while away
+    pushed = sum(len(p.batch) for p in wire.link.pushed if p.batch is not None)
+    assert pushed == 8
+
+
+def test_an_actor_gives_up_after_the_reconnect_timeout_with_the_arm_held() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    wire.down = True
+    world = LineInteraction()
+    with pytest.raises(HardwareError, match="unreachable") as err:
+        actor(wire, world)(ActSettings(episodes=1, reconnect_timeout_s=5, retry_s=1))
+    assert "rlctl rl learn" in (err.value.hint or "")
+    assert world.holds >= 4
+
+
+def test_an_actor_needs_a_budget() -> None:
+    with pytest.raises(ConfigError, match="budget"):
+        actor(InMemoryLearnerWire(), LineInteraction())(ActSettings())
+
+
+def run_learner(use_case: LearnWithSAC, settings: LearnSettings) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def run() -> None:
+        out.append(use_case(settings))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def demonstration(n: int) -> RLTransition:
+    return RLTransition(
+        state={"observation.state": np.array([100.0 + n], dtype=np.float32)},
+        action=np.array([0.0], dtype=np.float32),
+        reward=1.0,
+        next_state={"observation.state": np.array([100.0 + n], dtype=np.float32)},
+        done=True,
+        truncated=True,
+    )
+
+
+def test_learner_trains_publishes_checkpoints_and_resumes(tmp_path: Path) -> None:
+    wire = InMemoryLearnerWire()
+    trainers = CountingTrainerFactory()
+    store = InMemoryReplayStore()
+    demos = stack([demonstration(i) for i in range(4)])
+    learner = LearnWithSAC(wire.endpoint, trainers, store, SystemClock(), demos)
+    settings = LearnSettings(
+        output_dir=tmp_path,
+        batch_size=8,
+        online_step_before_learning=10,
+        save_freq=5,
+        steps=20,
+        push_every_s=0.0,
+        max_seconds=30,
+    )
+    thread, out = run_learner(learner, settings)
+    wait_for(lambda: wire.endpoint.describe is not None)
+    result = actor(wire, LineInteraction(length=5, start=1.25), ScriptedIntervention({0}))(
+        ActSettings(episodes=3)
+    )
+    assert result.steps == 15
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    learned = out[0]
+    assert learned.optimization_step == 20
+    assert (learned.online_transitions, learned.offline_transitions) == (15, 4 + 3)
+    assert learned.episodes == 3 and learned.interaction_step == 15
+    assert wire.endpoint.version >= 1 and wire.endpoint.weights is not None
+    # Batches mixed half and half once demonstrations are there.
+    assert trainers.created[0].batches_seen[-1] == 8
+    last = tmp_path / "checkpoints" / "last"
+    assert last.resolve().name == "000000020"
+    assert wire.endpoint.stopped
+
+    # A restart resumes from the last checkpoint and its replay, and goes on.
+    wire2 = InMemoryLearnerWire()
+    resumed = LearnWithSAC(wire2.endpoint, trainers, store, SystemClock(), demos)
+    again = resumed(attrs_evolve(settings, resume=True, steps=26))
+    assert again.optimization_step == 26
+    assert again.online_transitions == 15 and again.interaction_step == 15
+
+
+def attrs_evolve(settings: LearnSettings, **changes: object) -> LearnSettings:
+    import attrs
+
+    return attrs.evolve(settings, **changes)
+
+
+def test_a_new_run_refuses_an_output_folder_holding_one(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last").mkdir()
+    learner = LearnWithSAC(
+        InMemoryLearnerWire().endpoint,
+        CountingTrainerFactory(),
+        InMemoryReplayStore(),
+        ManualClock(),
+    )
+    with pytest.raises(ConfigError, match="holds a run already") as err:
+        learner(LearnSettings(output_dir=tmp_path))
+    assert "--resume" in (err.value.hint or "")
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        learner(LearnSettings(output_dir=tmp_path / "new", resume=True))
+
+
+def test_learner_refuses_an_actor_whose_features_do_not_fit(tmp_path: Path) -> None:
+    wire = InMemoryLearnerWire()
+    learner = LearnWithSAC(
+        wire.endpoint, CountingTrainerFactory(), InMemoryReplayStore(), ManualClock()
+    )
+    thread, _ = run_learner(learner, LearnSettings(output_dir=tmp_path, max_seconds=0.5))
+    wait_for(lambda: wire.endpoint.describe is not None)
+    first = LineInteraction().features
+    wire.link.describe(ActorHello(first))
+    other = {**first, "observation.state": typed_feature("STATE", (3,), "observation.state")}
+    with pytest.raises(InvalidInput, match="shape"):
+        wire.link.describe(ActorHello(other))
+    wide = stack(
+        [
+            RLTransition(
+                state={"observation.state": np.zeros(1, np.float32)},
+                action=np.zeros(2, np.float32),
+                reward=0.0,
+                next_state={"observation.state": np.zeros(1, np.float32)},
+                done=False,
+                truncated=False,
+            )
+        ]
+    )
+    with pytest.raises(InvalidInput, match="actions of shape"):
+        wire.link.push(wide, None)
+    thread.join(timeout=10)
