@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -23,7 +24,7 @@ from rlctl.adapters.memory.reinforcement import (
     ScriptedIntervention,
 )
 from rlctl.adapters.rl.reward import EnvReward, NoIntervention
-from rlctl.application.ports.reinforcement import ActorHello, LearnerDescription
+from rlctl.application.ports.reinforcement import ActorHello, InteractionStep, LearnerDescription
 from rlctl.application.use_cases.rl_act import ActSettings, ActWithPolicy
 from rlctl.application.use_cases.rl_learn import LearnSettings, LearnWithSAC
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
@@ -193,15 +194,9 @@ def test_learner_trains_publishes_checkpoints_and_resumes(tmp_path: Path) -> Non
     # A restart resumes from the last checkpoint and its replay, and goes on.
     wire2 = InMemoryLearnerWire()
     resumed = LearnWithSAC(wire2.endpoint, trainers, store, SystemClock(), demos)
-    again = resumed(attrs_evolve(settings, resume=True, steps=26))
+    again = resumed(attrs.evolve(settings, resume=True, steps=26))
     assert again.optimization_step == 26
     assert again.online_transitions == 15 and again.interaction_step == 15
-
-
-def attrs_evolve(settings: LearnSettings, **changes: object) -> LearnSettings:
-    import attrs
-
-    return attrs.evolve(settings, **changes)
 
 
 def test_a_new_run_refuses_an_output_folder_holding_one(tmp_path: Path) -> None:
@@ -247,3 +242,24 @@ def test_learner_refuses_an_actor_whose_features_do_not_fit(tmp_path: Path) -> N
     with pytest.raises(InvalidInput, match="actions of shape"):
         wire.link.push(wide, None)
     thread.join(timeout=10)
+
+
+class TeleoperatedLine(LineInteraction):
+    """A robot whose own teleoperator (gym-hil's keyboard) takes over at tick 1: its step info
+    says so and its executed action is the person's."""
+
+    def step(self, action: np.ndarray) -> InteractionStep:
+        if self.t == 1:
+            result = super().step(np.array([-0.5], dtype=np.float32))
+            return attrs.evolve(result, info={**result.info, "is_intervention": True})
+        return super().step(action)
+
+
+def test_an_intervention_the_robot_reports_is_tagged() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    result = actor(wire, TeleoperatedLine(length=3, start=2.0))(ActSettings(episodes=1))
+    assert result.interventions == 1
+    (pushed,) = [p.batch for p in wire.link.pushed if p.batch is not None]
+    np.testing.assert_array_equal(pushed.is_intervention, [False, True, False])
+    np.testing.assert_array_equal(pushed.action[:, 0], [0.5, -0.5, 0.5])

@@ -95,13 +95,18 @@ class RobotInteraction:
         return self._observation()
 
     def step(self, action: np.ndarray) -> InteractionStep:
+        simulated = hasattr(self._robot, "last_step")
+        before = getattr(self._robot, "last_step", None)
         sent = np.asarray(self._robot.send_action(np.asarray(action, dtype=np.float32)))
         self._last_sent = sent
         observation = self._observation()
         last = getattr(self._robot, "last_step", None)
         reward = terminated = truncated = None
         info: Mapping[str, Any] = {}
-        if last is not None:
+        if simulated and (last is None or last is before):
+            # The guard had nothing safe to send yet: the scene waited, nothing was earned.
+            reward = 0.0
+        elif last is not None:
             reward = float(np.asarray(last.reward).reshape(-1)[0])
             terminated = bool(np.asarray(last.terminated).reshape(-1)[0])
             truncated = bool(np.asarray(last.truncated).reshape(-1)[0])

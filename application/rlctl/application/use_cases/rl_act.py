@@ -2,7 +2,8 @@
 streams the transitions back.
 
 Each tick: the policy proposes an action for the observation, a person may take over
-(`InterventionSource`: the executed action is theirs, and the transition is tagged
+(`InterventionSource`, or the robot's own teleoperation, which its step's info tags
+`is_intervention`, as gym-hil does: the executed action is theirs, and the transition is tagged
 `is_intervention`), the robot executes it through its safety guard (the action recorded is the
 one the guard let through), and the reward and success come from the `RewardSource` (the env's
 reward by default). At each episode's end (and every `push_every` ticks) the transitions go to
@@ -119,8 +120,12 @@ class ActWithPolicy:
                     tick = self._clock.now()
                     proposed = np.asarray(policy.select_action(observation)).reshape(-1)
                     taken = self._intervention.intervene(observation, proposed)
-                    is_intervention = taken is not None
                     result = self._world.step(proposed if taken is None else taken)
+                    # A person at the robot itself (gym-hil's keyboard or gamepad) is told by
+                    # the step's info, as LeRobot's actor reads it.
+                    is_intervention = taken is not None or bool(
+                        result.info.get("is_intervention", False)
+                    )
                     reward, success = self._reward.judge(result)
                     done = bool(result.terminated or success)
                     self._pending.append(
