@@ -116,7 +116,7 @@ from rlctl.adapters.rl.acting import (
     GaussianActingPolicyFactory,
     RobotInteraction,
 )
-from rlctl.adapters.rl.reward import EnvReward, NoIntervention
+from rlctl.adapters.rl.reward import ClassifierReward, EnvReward, NoIntervention
 from rlctl.adapters.rl.trainer import (
     SafetensorsReplayStore,
     TorchSACTrainer,
@@ -579,8 +579,10 @@ def interaction(robot: RobotInteraction, fake: LineInteraction) -> list[Interact
     return [robot, fake]
 
 
-def reward_source(env: EnvReward, fake: ThresholdReward) -> list[RewardSource]:
-    return [env, fake]
+def reward_source(
+    env: EnvReward, classifier: ClassifierReward, fake: ThresholdReward
+) -> list[RewardSource]:
+    return [env, classifier, fake]
 
 
 def intervention_source(

@@ -175,12 +175,22 @@ def compose_rl_acting(
     policies: Callable[..., Any],
     interaction: Callable[..., Any],
     reward: Callable[..., Any],
+    classifier_reward: Callable[..., Any],
     intervention: Callable[..., Any],
     clock: Any,
     act: Callable[..., Any],
 ) -> Any:
     """`rlctl rl act`: `ActWithPolicy` over a gRPC link to the learner, on `robot` (its guard
-    on every action), with the env's reward and no intervention unless told otherwise."""
+    on every action), with the env's reward (or a reward classifier's success, when
+    `reward.classifier_path` names one) and no intervention unless the robot reports one."""
+    judge = reward()
+    if settings.reward.classifier_path:
+        judge = classifier_reward(
+            settings.reward.classifier_path,
+            threshold=settings.reward.threshold,
+            success_reward=settings.reward.success_reward,
+            device=settings.device or "cpu",
+        )
     return act(
         link=link(
             settings.learner,
@@ -190,7 +200,7 @@ def compose_rl_acting(
         ),
         policies=policies(device=settings.device),
         interaction=interaction(robot),
-        reward=reward(),
+        reward=judge,
         intervention=intervention(),
         clock=clock,
     )
@@ -664,6 +674,7 @@ class Container(containers.DeclarativeContainer):
         policies=providers.Object(lazy("rlctl.adapters.rl.acting:GaussianActingPolicyFactory")),
         interaction=providers.Object(lazy("rlctl.adapters.rl.acting:RobotInteraction")),
         reward=providers.Object(lazy("rlctl.adapters.rl.reward:EnvReward")),
+        classifier_reward=providers.Object(lazy("rlctl.adapters.rl.reward:classifier_reward")),
         intervention=providers.Object(lazy("rlctl.adapters.rl.reward:NoIntervention")),
         clock=clock,
         act=providers.Object(lazy("rlctl.application.use_cases.rl_act:ActWithPolicy")),

@@ -56,3 +56,28 @@ def test_a_simulated_robot_gives_features_bounds_and_rewards() -> None:
     assert reward <= 0.0 and success is False
     interaction.hold()  # a simulation holds by not stepping
     interaction.close()
+
+
+def test_a_reward_classifier_tells_success_from_the_observation() -> None:
+    from rlctl.adapters.memory.success import ScriptedSuccessDetector
+    from rlctl.adapters.rl.reward import ClassifierReward
+    from rlctl.application.ports.reinforcement import InteractionStep
+
+    judge = ClassifierReward(ScriptedSuccessDetector([0.2, 0.9], threshold=0.5), 2.0)
+    step = InteractionStep(
+        observation={"observation.images.front": np.zeros((3, 8, 8), np.float32)},
+        executed_action=np.zeros(1, np.float32),
+        reward=-5.0,  # the env's reward is not used
+        terminated=False,
+        truncated=False,
+    )
+    assert judge.judge(step) == (0.0, False)
+    assert judge.judge(step) == (2.0, True)
+
+
+def test_a_missing_reward_classifier_is_refused_clearly(tmp_path) -> None:
+    from rlctl.adapters.rl.reward import classifier_reward
+    from rlctl.domain.errors import RlctlError
+
+    with pytest.raises(RlctlError):
+        classifier_reward(str(tmp_path / "nowhere"))

@@ -1,6 +1,6 @@
-"""The actor's default sources: the env's reward and success (`EnvReward`; a reward classifier
-will plug in as another `RewardSource`), and nobody intervening (`NoIntervention`; a teleoperator
-or gamepad will plug in as another `InterventionSource`)."""
+"""The actor's reward sources, the env's (`EnvReward`, the default) or a success detector's (a
+trained reward classifier: `ClassifierReward`), and its default intervention source, nobody
+(`NoIntervention`; a robot's own teleoperation, gym-hil's, is read from its step's info)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from rlctl.application.ports.reinforcement import InteractionStep
+from rlctl.application.ports.success import SuccessDetector
 from rlctl.domain.errors import ConfigError
 
 
@@ -35,3 +36,27 @@ class NoIntervention:
 
     def reset(self) -> None:
         return None
+
+
+class ClassifierReward:
+    """Success told by a detector looking at the observation (LeRobot's reward classifier step):
+    `success_reward` and the episode's end on success, 0 otherwise; the env's reward is not
+    used."""
+
+    def __init__(self, detector: SuccessDetector, success_reward: float = 1.0) -> None:
+        self.detector = detector
+        self.success_reward = float(success_reward)
+
+    def judge(self, step: InteractionStep) -> tuple[float, bool]:
+        success = bool(self.detector.is_success(step.observation))
+        return (self.success_reward if success else 0.0), success
+
+
+def classifier_reward(
+    location: str, *, threshold: float = 0.5, success_reward: float = 1.0, device: str = "cpu"
+) -> ClassifierReward:
+    """`ClassifierReward` over the reward classifier saved at `location`."""
+    from rlctl.adapters.policies.success_detector import ClassifierSuccessDetector
+
+    detector = ClassifierSuccessDetector.load(location, threshold=threshold, device=device)
+    return ClassifierReward(detector, success_reward=success_reward)

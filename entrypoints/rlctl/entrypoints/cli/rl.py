@@ -133,6 +133,17 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
 
 
 @attrs.frozen(kw_only=True)
+class RewardSettings:
+    # A reward classifier's folder (rlctl train --policy.type=reward_classifier): success from
+    # the cameras replaces the env's reward. None: the env's reward.
+    classifier_path: str | None = None
+    # The probability from which the classifier's answer counts as a success.
+    threshold: float = 0.5
+    # The reward of a success (0 otherwise); the episode ends there.
+    success_reward: float = 1.0
+
+
+@attrs.frozen(kw_only=True)
 class ActCommandSettings(AppSettings):
     # The robot acted on; a simulator: --robot.type=sim --robot.env.type=gym --robot.env.id=…
     robot: RobotConfig | None = None
@@ -151,6 +162,7 @@ class ActCommandSettings(AppSettings):
     # Give up after the learner has been away this long (the arm holds meanwhile).
     reconnect_timeout_s: float = 300.0
     device: str | None = None
+    reward: RewardSettings = attrs.field(factory=RewardSettings)
 
 
 @settings_command("act")
