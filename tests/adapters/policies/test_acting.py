@@ -134,9 +134,10 @@ def test_every_trainable_builtin_type_is_covered() -> None:
     trainable = {
         name
         for name, cls in known_policy_types().items()
-        if cls.trainable and cls.__module__.startswith("rlctl.")
+        if cls.trainable and cls.acts and cls.__module__.startswith("rlctl.")
     }
     assert trainable == set(TINY)
+    assert not known_policy_types()["reward_classifier"].acts  # it tells success, not actions
 
 
 def observation(tick: int) -> dict[str, torch.Tensor]:

@@ -2,8 +2,8 @@
 
 A `SuccessDetector` looks at one observation (camera frames by key, as a robot or the sim robot
 gives them: `(height, width, 3)` uint8, or `(3, height, width)` floats in [0, 1]) and says how
-likely it shows the task done. rlctl's trained reward classifier serves it
-(`rlctl.adapters.policies.success_detector`); `rlctl.adapters.memory.success` scripts one.
+likely it shows the task done. rlctl's trained reward classifier serves it (an adapter of
+the policies), and an in-memory adapter scripts one for tests.
 """
 
 from __future__ import annotations

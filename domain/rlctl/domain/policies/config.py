@@ -129,6 +129,8 @@ class PolicyConfig:
     register: ClassVar[Register]
     # False for policies that act without learning (random, scripted experts).
     trainable: ClassVar[bool] = True
+    # False for models trained like policies that give no actions (the reward classifier).
+    acts: ClassVar[bool] = True
     # False for policies that read states only: a dataset's cameras are then neither decoded nor
     # normalised for them, and their input features leave the cameras out.
     reads_images: ClassVar[bool] = True

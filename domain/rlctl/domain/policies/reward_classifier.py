@@ -43,6 +43,7 @@ def _visual_only() -> dict[str, str]:
 @attrs.frozen(kw_only=True)
 class RewardClassifierConfig(PolicyConfig):
     lerobot_omits: ClassVar[tuple[str, ...]] = NOT_REWARD_MODEL_FIELDS
+    acts: ClassVar[bool] = False
 
     name: str = "reward_classifier"
     num_classes: int = 2
