@@ -11,6 +11,9 @@ own (`PolicyConfig.optimizer_preset` and `scheduler_preset`, LeRobot's `get_opti
     Diffusion  Adam(lr, betas, eps, weight_decay from the config) + diffusers' cosine schedule
                with `scheduler_warmup_steps` of linear warm-up
     MLP        AdamW(lr=optimizer_lr, weight_decay=optimizer_weight_decay), no schedule
+    VQ-BeT     Adam(lr, betas, eps, weight_decay) + LeRobot's `vqbet` schedule: the full lr for
+               the `n_vqvae_training_steps` of the quantiser, then warm-up and half a cosine
+    TD-MPC     Adam(lr=optimizer_lr), no schedule
     SmolVLA,   AdamW(lr, betas, eps, weight_decay, grad_clip_norm from the config) + LeRobot's
     π0, π0.5   `cosine_decay_with_warmup` (`scheduler_warmup_steps`, `scheduler_decay_steps`,
                `scheduler_decay_lr`, peak at `optimizer_lr`): linear warm-up, then half a cosine
@@ -33,7 +36,15 @@ from rlctl.domain.errors import ConfigError
 XVLA_ADAMW = "xvla-adamw"
 OPTIMIZERS = ("adam", "adamw", "sgd", XVLA_ADAMW)
 COSINE_DECAY = "cosine_decay_with_warmup"
-SCHEDULERS = ("diffuser", "cosine_annealing_with_warmup", "constant_with_warmup", COSINE_DECAY)
+# VQ-BeT's: a constant lr while its action quantiser trains, then a cosine with warm-up.
+VQBET = "vqbet"
+SCHEDULERS = (
+    "diffuser",
+    "cosine_annealing_with_warmup",
+    "constant_with_warmup",
+    COSINE_DECAY,
+    VQBET,
+)
 DIFFUSER_NAMES = ("cosine", "linear", "constant", "constant_with_warmup")
 
 
@@ -92,6 +103,8 @@ class SchedulerSpec:
     num_decay_steps: int = 30_000
     decay_lr: float = 2.5e-6
     peak_lr: float | None = None
+    # vqbet: the steps of the first phase (the residual VQ), at the full lr.
+    num_vqvae_training_steps: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.type not in SCHEDULERS:

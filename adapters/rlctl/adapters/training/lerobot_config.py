@@ -12,6 +12,7 @@ from typing import Any
 
 from rlctl.domain.config import unstructure
 from rlctl.domain.features import typed_feature_data
+from rlctl.domain.optimization import VQBET
 from rlctl.domain.run_layout import TRAIN_CONFIG_FILE
 from rlctl.domain.train_presets import COSINE_DECAY, XVLA_ADAMW, OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
@@ -48,6 +49,8 @@ def _scheduler(spec: SchedulerSpec | None) -> dict[str, Any] | None:
         out.update(
             num_decay_steps=spec.num_decay_steps, peak_lr=spec.peak_lr, decay_lr=spec.decay_lr
         )
+    if spec.type == VQBET:
+        out.update(num_vqvae_training_steps=spec.num_vqvae_training_steps, num_cycles=0.5)
     return out
 
 

@@ -16,6 +16,7 @@ import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from rlctl.domain.optimization import VQBET
 from rlctl.domain.train_presets import COSINE_DECAY, OptimizerSpec, SchedulerSpec
 
 log = structlog.get_logger(__name__)
@@ -91,9 +92,29 @@ def cosine_decay_with_warmup(spec: SchedulerSpec, total_steps: int) -> LrLambda:
     return schedule
 
 
+def vqbet_schedule(spec: SchedulerSpec, total_steps: int) -> LrLambda:
+    """LeRobot's `VQBeTSchedulerConfig`: 1 while the residual VQ trains, then a linear warm-up
+    and half a cosine. Its progress divides by `total_steps - warmup` (not minus the VQ phase),
+    so the cosine does not reach 0 by the end of the run: LeRobot's arithmetic, kept."""
+    vq_steps, warmup = spec.num_vqvae_training_steps, spec.num_warmup_steps
+
+    def schedule(step: int) -> float:
+        if step < vq_steps:
+            return 1.0
+        adjusted = step - vq_steps
+        if adjusted < warmup:
+            return _warmup(adjusted, warmup)
+        progress = (adjusted - warmup) / max(1, total_steps - warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
+
+    return schedule
+
+
 def lr_lambda(spec: SchedulerSpec, total_steps: int) -> LrLambda:
     if spec.type == COSINE_DECAY:
         return cosine_decay_with_warmup(spec, total_steps)
+    if spec.type == VQBET:
+        return vqbet_schedule(spec, total_steps)
     warmup = spec.num_warmup_steps
     kind = spec.name if spec.type == "diffuser" else spec.type
 

@@ -272,13 +272,14 @@ class EvaluatePolicy:
 
     def _measure(self, spec: SimSpec, settings: EvalSettings, max_steps: int) -> Timings:
         probe = self._sim.probe()
-        batch = self._policy_input(probe.observation, [probe.task], spec)
+        steps = self._policy.config.n_obs_steps
+        batch = _as_history(self._policy_input(probe.observation, [probe.task], spec), steps)
         self._policy.predict_chunk(batch)  # the first call pays for lazy set-up
         calls = [(1, self._time(lambda: self._policy.predict_chunk(batch)))]
         wide = min(PROBE_POLICY_BATCH, settings.n_episodes)
         if wide > 1:
             tiled = _tile(probe.observation, wide)
-            wide_batch = self._policy_input(tiled, [probe.task] * wide, spec)
+            wide_batch = _as_history(self._policy_input(tiled, [probe.task] * wide, spec), steps)
             calls.append((wide, self._time(lambda: self._policy.predict_chunk(wide_batch))))
         self._policy.reset()
         return Timings(
@@ -473,6 +474,20 @@ def _renamed(
         new = renames.get(key, key)
         out[new] = spec if new == key else FeatureSpec(new, spec.dtype, spec.shape, spec.names)
     return out
+
+
+def _as_history(batch: dict[str, Any], n_obs_steps: int) -> dict[str, Any]:
+    """The probe's one observation as the `(batch, n_obs_steps, ...)` history that a policy
+    reading several steps takes from `predict_chunk` (as the acting history stacks it at the
+    first tick: the observation repeated)."""
+    if n_obs_steps <= 1:
+        return batch
+    return {
+        k: np.repeat(np.asarray(v)[:, None], n_obs_steps, axis=1)
+        if isinstance(v, np.ndarray) and k.startswith("observation.")
+        else v
+        for k, v in batch.items()
+    }
 
 
 def _tile(observation: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:

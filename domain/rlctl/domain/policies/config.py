@@ -137,6 +137,9 @@ class PolicyConfig:
     # True for flow-matching policies whose sampler follows real-time chunking's guidance
     # (`rtc_config`, `rlctl.domain.policies.rtc`); the others ignore committed actions.
     supports_rtc: ClassVar[bool] = False
+    # Fields of this base that the LeRobot config class lacks (LeRobot refuses unknown keys in
+    # a config.json): derived here, left out of the file.
+    lerobot_omits: ClassVar[tuple[str, ...]] = ()
 
     # --- features, as LeRobot's config properties name them ---------------------------------
 
@@ -188,6 +191,11 @@ class PolicyConfig:
 
     @property
     def action_delta_indices(self) -> list[int] | None:
+        return None
+
+    @property
+    def reward_delta_indices(self) -> list[int] | None:
+        """Frame offsets of `next.reward` (policies that learn a value from rewards: TD-MPC)."""
         return None
 
     def with_features(

@@ -38,6 +38,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.groot",
     "rlctl.domain.policies.reward_classifier",
     "rlctl.domain.policies.gaussian_actor",
+    "rlctl.domain.policies.vqbet",
 )
 
 POLICY_TYPES = PluginKind(
