@@ -73,6 +73,14 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
             hint="drop --policy.rtc_config, or set its enabled to false",
         )
 
+    def reset(self) -> None:
+        """Forget what acting kept between chunks (TD-MPC's warm start); called at each
+        episode's start. Most models keep nothing."""
+
+    def after_optimizer_step(self) -> None:
+        """Called by training after each applied optimiser step (LeRobot's `policy.update()`:
+        TD-MPC's target network follows the model)."""
+
     @property
     def history_keys(self) -> list[str]:
         """The inputs stacked over the last `n_obs_steps` ticks when the policy reads a history."""

@@ -125,6 +125,7 @@ class LoadedPolicy:
 
     def reset(self) -> None:
         self._acting.reset()
+        self.model.reset()
 
     def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
         features = dict(provided)

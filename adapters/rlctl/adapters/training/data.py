@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # streaming needs huggingface_hub, an optional extra: importe
     from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
 
 OBSERVATION_PREFIX = "observation."
+REWARD = "next.reward"
 IMAGENET_STATS = {
     "mean": [[[0.485]], [[0.456]], [[0.406]]],
     "std": [[[0.229]], [[0.224]], [[0.225]]],
@@ -53,6 +54,8 @@ def delta_timestamps(
     """LeRobot's `resolve_delta_timestamps`: the policy's frame offsets, in seconds."""
     out: dict[str, list[float]] = {}
     for key in features:
+        if key == REWARD and config.reward_delta_indices is not None:
+            out[key] = [i / fps for i in config.reward_delta_indices]
         if key == ACTION and config.action_delta_indices is not None:
             out[key] = [i / fps for i in config.action_delta_indices]
         if key.startswith(OBSERVATION_PREFIX) and config.observation_delta_indices is not None:
@@ -123,6 +126,14 @@ def open_training_data(
 ) -> TrainingData:
     """The dataset with the policy's windows. Cameras the policy does not read are left out,
     so they are never decoded (nor, streaming, fetched)."""
+    if config.reward_delta_indices is not None and REWARD not in meta.features:
+        raise DatasetError(
+            f"policy type {config.type_name!r} learns from rewards, and the dataset has no "
+            f"'{REWARD}' feature",
+            where=str(root),
+            hint="train it on a dataset that records next.reward (LeRobot's pusht, xarm), or "
+            "choose a policy that imitates actions alone (act, diffusion, vqbet)",
+        )
     unread = {k for k in meta.visual_keys if k not in config.image_features}
     kept = attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
     if source.streaming:

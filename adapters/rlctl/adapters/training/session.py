@@ -167,6 +167,7 @@ class TorchTrainingSession:
             p.scaler.update()
             if p.scheduler is not None:
                 p.scheduler.step()
+            p.model.after_optimizer_step()
             self._steps += 1
             if p.ema is not None:
                 p.ema.update(p.model, self._steps)

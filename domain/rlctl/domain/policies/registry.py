@@ -39,6 +39,7 @@ BUILTIN_MODULES = (
     "rlctl.domain.policies.reward_classifier",
     "rlctl.domain.policies.gaussian_actor",
     "rlctl.domain.policies.vqbet",
+    "rlctl.domain.policies.tdmpc",
 )
 
 POLICY_TYPES = PluginKind(
