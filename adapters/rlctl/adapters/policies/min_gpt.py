@@ -33,9 +33,9 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         batch, length, dim = x.shape
         q, k, v = self.c_attn(x).split(dim, dim=2)
-        heads = [t.view(batch, length, self.n_head, -1).transpose(1, 2) for t in (q, k, v)]
+        q, k, v = (t.view(batch, length, self.n_head, -1).transpose(1, 2) for t in (q, k, v))
         y = F.scaled_dot_product_attention(
-            *heads, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
         )
         y = y.transpose(1, 2).reshape(batch, length, dim)
         return self.resid_dropout(self.c_proj(y))
@@ -89,7 +89,8 @@ class GPT(nn.Module):
     def decay_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         """(weights decayed, parameters not decayed): linear weights decay; biases, layer-norm
         and embedding weights do not. Each list in name order, as LeRobot's."""
-        decay, no_decay = {}, {}
+        decay: dict[str, nn.Parameter] = {}
+        no_decay: dict[str, nn.Parameter] = {}
         for module_name, module in self.named_modules():
             for name, param in module.named_parameters(recurse=False):
                 full = f"{module_name}.{name}" if module_name else name
