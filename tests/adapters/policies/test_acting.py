@@ -36,6 +36,8 @@ from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
 from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.policies.pi0_fast import PI0FastConfig
 from rlctl.domain.policies.pi05 import PI05Config
+from rlctl.domain.policies.tdmpc import TDMPCConfig
+from rlctl.domain.policies.vqbet import VQBeTConfig
 from rlctl.domain.policies.xvla import XVLAConfig
 from rlctl.domain.processors.arrays import concatenate, stack
 
@@ -121,6 +123,19 @@ TINY: dict[str, Callable[[Path], PolicyConfig]] = {
     "gaussian_actor": lambda vlm: GaussianActorConfig(
         input_features=INPUTS, output_features=OUTPUTS, latent_dim=8,
         actor_network_kwargs={"hidden_dims": [8]},
+    ),
+    "vqbet": lambda vlm: VQBeTConfig(
+        input_features={"observation.state": INPUTS["observation.state"],
+                        CAMERA: typed_feature("VISUAL", (3, 16, 16))},
+        output_features=OUTPUTS, n_obs_steps=2, action_chunk_size=4, n_action_pred_token=3,
+        pretrained_backbone_weights=None, crop_shape=None, spatial_softmax_num_keypoints=4,
+        vqvae_n_embed=6, vqvae_embedding_dim=8, vqvae_enc_hidden_dim=8, gpt_block_size=24,
+        gpt_input_dim=8, gpt_output_dim=8, gpt_n_layer=1, gpt_n_head=2, gpt_hidden_dim=8,
+    ),
+    "tdmpc": lambda vlm: TDMPCConfig(
+        input_features=INPUTS, output_features=OUTPUTS, latent_dim=8, mlp_dim=8,
+        state_encoder_hidden_dim=8, n_gaussian_samples=8, n_pi_samples=2, n_elites=3,
+        cem_iterations=2, n_action_steps=4, n_action_repeats=1,
     ),
     "groot": lambda tiny: GrootConfig(
         input_features={**INPUTS, CAMERA: typed_feature("VISUAL", (3, 16, 16))},
