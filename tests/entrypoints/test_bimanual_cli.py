@@ -35,16 +35,6 @@ def invoke(*args: str, input: str | None = None):
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
-def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
-    full_range = {
-        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
-        for i, motor in enumerate(SO_JOINTS, start=1)
-    }
-    folder = root / kind / device
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(full_range, indent=4))
-
-
 class Rig:
     def __init__(self, buses: dict[str, VirtualServoBus]) -> None:
         self.buses = buses
@@ -67,15 +57,13 @@ class Rig:
 
 
 @pytest.fixture
-def rig(tmp_path, monkeypatch) -> Iterator[Rig]:
+def rig(so_calibration, monkeypatch) -> Iterator[Rig]:
     """Calibrated virtual bimanual arms; a thread moves both leaders' joints as hands would."""
     # Replies through a pty are late on a loaded 2-core machine; real arms need no such margin.
     monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
-    calibration = tmp_path / "calibration"
-    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
     for side in ("left", "right"):
-        write_calibration(calibration, "robots", "so_follower", f"duo_{side}")
-        write_calibration(calibration, "teleoperators", "so_leader", f"hands_{side}")
+        so_calibration("robots", "so_follower", f"duo_{side}")
+        so_calibration("teleoperators", "so_leader", f"hands_{side}")
     buses = {
         name: VirtualServoBus.uniform(
             "feetech", "sts3215", range(1, 7), tau_s=0.02 if "leader" not in name else 0.05

@@ -5,14 +5,11 @@ and a real recording process killed mid-episode, then resumed."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,6 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.so_follower import SO_JOINTS
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
@@ -60,45 +56,6 @@ def test_record_on_the_sim_robot_with_the_metaworld_expert(tmp_path):
     item = reader[3]
     assert item["observation.environment_state"].shape == (39,)
     assert item["action"].shape == (4,) and item["task"]  # the env's own task text
-
-
-def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
-    full_range = {
-        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
-        for i, motor in enumerate(SO_JOINTS, start=1)
-    }
-    folder = root / kind / device
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(full_range, indent=4))
-
-
-@pytest.fixture
-def so101(tmp_path, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
-    """A calibrated virtual SO-101 pair; a thread moves the leader's joints as a hand would."""
-    # Replies through a pty are late on a loaded 2-core machine; real arms need no such margin.
-    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
-    calibration = tmp_path / "calibration"
-    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
-    write_calibration(calibration, "robots", "so_follower", "f")
-    write_calibration(calibration, "teleoperators", "so_leader", "l")
-    follower = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7), tau_s=0.02).start()
-    leader = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7)).start()
-    stop = threading.Event()
-
-    def hand() -> None:
-        start = time.monotonic()
-        while not stop.wait(0.01):
-            t = time.monotonic() - start
-            for motor in leader.motors:
-                motor.move_by_hand(2048 + 300 * math.sin(2 * math.pi * t / 1.5 + motor.id))
-
-    mover = threading.Thread(target=hand, daemon=True)
-    mover.start()
-    yield follower, leader
-    stop.set()
-    mover.join()
-    follower.stop()
-    leader.stop()
 
 
 def arms(follower: VirtualServoBus, leader: VirtualServoBus) -> list[str]:

@@ -6,14 +6,11 @@ on virtual servo buses the real Feetech SDK talks to), keys scripted; each datas
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +22,6 @@ from dependency_injector import providers
 import rlctl.entrypoints.container as wiring
 from rlctl.adapters.memory.control import ScriptedRolloutControls
 from rlctl.adapters.memory.policy import InMemoryPolicyLoader, ScriptedPolicy
-from rlctl.adapters.motors.feetech import FeetechMotorBus
-from rlctl.adapters.motors.virtual_bus import VirtualServoBus
-from rlctl.adapters.robots.so_follower import SO_JOINTS
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.application.ports.control import RolloutEvent as E
@@ -224,44 +218,6 @@ def test_episodic_on_the_metaworld_sim_robot_async_waits_for_chunks(fakes, tmp_p
     info = json.loads(report.read_text())
     assert info["held_ticks"] == 0 and fakes["policy"].chunks >= 5
     check(root)
-
-
-def write_calibration(root: Path, kind: str, device: str, name: str) -> None:
-    full_range = {
-        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
-        for i, motor in enumerate(SO_JOINTS, start=1)
-    }
-    folder = root / kind / device
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(full_range, indent=4))
-
-
-@pytest.fixture
-def so101(tmp_path, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
-    """A calibrated virtual SO-101 pair; a thread moves the leader's joints as a hand would."""
-    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
-    calibration = tmp_path / "calibration"
-    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(calibration))
-    write_calibration(calibration, "robots", "so_follower", "f")
-    write_calibration(calibration, "teleoperators", "so_leader", "l")
-    follower = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7), tau_s=0.02).start()
-    leader = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7)).start()
-    stop = threading.Event()
-
-    def hand() -> None:
-        start = time.monotonic()
-        while not stop.wait(0.01):
-            t = time.monotonic() - start
-            for motor in leader.motors:
-                motor.move_by_hand(2048 + 300 * math.sin(2 * math.pi * t / 1.5 + motor.id))
-
-    mover = threading.Thread(target=hand, daemon=True)
-    mover.start()
-    yield follower, leader
-    stop.set()
-    mover.join(timeout=5)
-    follower.stop()
-    leader.stop()
 
 
 @pytest.mark.slow

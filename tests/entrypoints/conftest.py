@@ -1,0 +1,68 @@
+"""Fixtures the entry-point tests share: SO arm calibration files, and a virtual SO-101 arm pair
+(follower and leader on two virtual servo buses the real Feetech SDK talks to), as `rlctl record`
+and `rlctl rollout` drive it."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rlctl.adapters.motors.feetech import FeetechMotorBus
+from rlctl.adapters.motors.virtual_bus import VirtualServoBus
+from rlctl.adapters.robots.so_follower import SO_JOINTS
+
+
+@pytest.fixture
+def so_calibration(tmp_path, monkeypatch) -> Callable[[str, str, str], Path]:
+    """Calibration files where rlctl and LeRobot look for them (`HF_LEROBOT_CALIBRATION`, a
+    fresh folder): `so_calibration(kind, device, name)` writes a full-range SO arm calibration
+    as `kind/device/name.json` there and returns its path."""
+    root = tmp_path / "calibration"
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(root))
+    full_range = {
+        motor: {"id": i, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
+        for i, motor in enumerate(SO_JOINTS, start=1)
+    }
+
+    def write(kind: str, device: str, name: str) -> Path:
+        folder = root / kind / device
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(full_range, indent=4))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def so101(so_calibration, monkeypatch) -> Iterator[tuple[VirtualServoBus, VirtualServoBus]]:
+    """A calibrated virtual SO-101 pair, `(follower, leader)`: the follower's id is `f`, the
+    leader's `l`; a thread moves the leader's joints as a hand would."""
+    # Replies through a pty are late on a loaded 2-core machine; real arms need no such margin.
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
+    so_calibration("robots", "so_follower", "f")
+    so_calibration("teleoperators", "so_leader", "l")
+    follower = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7), tau_s=0.02).start()
+    leader = VirtualServoBus.uniform("feetech", "sts3215", range(1, 7)).start()
+    stop = threading.Event()
+
+    def hand() -> None:
+        start = time.monotonic()
+        while not stop.wait(0.01):
+            t = time.monotonic() - start
+            for motor in leader.motors:
+                motor.move_by_hand(2048 + 300 * math.sin(2 * math.pi * t / 1.5 + motor.id))
+
+    mover = threading.Thread(target=hand, daemon=True)
+    mover.start()
+    yield follower, leader
+    stop.set()
+    mover.join(timeout=5)
+    follower.stop()
+    leader.stop()
