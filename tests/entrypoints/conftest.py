@@ -1,13 +1,15 @@
-"""Fixtures the entry-point tests share: SO arm calibration files, and a virtual SO-101 arm pair
-(follower and leader on two virtual servo buses the real Feetech SDK talks to), as `rlctl record`
-and `rlctl rollout` drive it."""
+"""Fixtures the entry-point tests share: SO arm calibration files, a virtual SO-101 arm pair
+(follower and leader on two virtual servo buses the real Feetech SDK talks to) as `rlctl record`
+and `rlctl rollout` drive it, and a plugin package installed into a folder of its own."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -66,3 +68,38 @@ def so101(so_calibration, monkeypatch) -> Iterator[tuple[VirtualServoBus, Virtua
     mover.join(timeout=5)
     follower.stop()
     leader.stop()
+
+
+def _install(source: Path, site: Path) -> Path:
+    """Lay the package at `source` out in `site` as an installer does: its import package, and
+    `NAME-VERSION.dist-info` with METADATA and the entry points of its pyproject.toml."""
+    declared = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
+    project = declared["project"]
+    name, version = project["name"], project["version"]
+    wheel = declared.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
+    for package in wheel.get("wheel", {}).get("packages", [name.replace("-", "_")]):
+        shutil.copytree(source / package, site / package)
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.3\nName: {name}\nVersion: {version}\n", encoding="utf-8"
+    )
+    groups = project.get("entry-points", {})
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items()) + "\n"
+            for group, points in groups.items()
+        ),
+        encoding="utf-8",
+    )
+    (info / "INSTALLER").write_text("rlctl-tests\n", encoding="utf-8")
+    return info
+
+
+@pytest.fixture(scope="session")
+def install_plugin() -> Callable[[Path, Path], Path]:
+    """`install_plugin(source, site)` lays the package at `source` (a folder with its
+    pyproject.toml) out in the folder `site` as an installer lays its wheel out, and returns its
+    `.dist-info`: a process with `site` on its path finds its entry points through
+    `importlib.metadata`, as a `pip install`ed package's, without a wheel build."""
+    return _install

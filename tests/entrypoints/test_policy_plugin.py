@@ -2,15 +2,17 @@
 
 `tests/plugins/toy_policy` is what an outside package ships: a config class (with its optimiser
 preset), a model module, and their entry points in the groups `rlctl.policies` and
-`rlctl.policy_models`. It is installed (a real wheel build and install) into a folder of its own,
-which the `rlctl` processes get on their path; nothing in rlctl names it.
+`rlctl.policy_models`. It is installed into a folder of its own the way an installer lays a wheel
+out (the `install_plugin` fixture: the package, and a `.dist-info` with its `METADATA` and the
+`entry_points.txt` written from its pyproject.toml), which the `rlctl` processes get on their
+path; nothing in rlctl names it, so the types are found only through `importlib.metadata`'s entry
+points, as a `pip install`ed package's are.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,23 +26,10 @@ PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "toy_policy"
 RLCTL = Path(sys.executable).with_name("rlctl")
 
 
-def _uv() -> str:
-    # `uv run` names itself in UV; a uv on PATH does as well.
-    found = os.environ.get("UV") or shutil.which("uv")
-    if not found:
-        pytest.fail("this test installs a package with uv: run it with `uv run pytest`")
-    return found
-
-
 @pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
+def plugin_site(install_plugin, tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("toy_policy_site")
-    subprocess.run(
-        [_uv(), "pip", "install", "--quiet", "--no-deps", "--python", sys.executable,
-         "--target", str(site), str(PLUGIN)],
-        check=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert list(site.glob("rlctl_toy_policy-*.dist-info"))
+    assert install_plugin(PLUGIN, site).name == "rlctl_toy_policy-0.1.0.dist-info"
     return site
 
 
@@ -68,7 +57,7 @@ def state_dataset(root: Path) -> Path:
     return root
 
 
-@pytest.mark.slow  # a wheel build and three CLI processes that import torch
+@pytest.mark.slow  # three CLI processes that import torch
 def test_a_plugin_policy_trains_and_evaluates_through_the_cli(plugin_site, tmp_path):
     dataset = state_dataset(tmp_path / "points")
     out = tmp_path / "run"

@@ -2,20 +2,17 @@
 
 `tests/plugins/toy_robot` is what an outside package ships: config classes, an adapter module,
 and entry points in the groups `rlctl.robots` and `rlctl.cameras`. It is installed into a folder
-of its own the way an installer lays a wheel out (the package, and a `.dist-info` with its
-`METADATA` and the `entry_points.txt` written from its pyproject.toml), which the `rlctl`
-processes get on their path; nothing in rlctl names it, so the types are found only through
-`importlib.metadata`'s entry points, as a `pip install`ed package's are. (A real wheel build
-and install is what tests/entrypoints/test_policy_plugin.py does; here it would only cost time.)
+of its own the way an installer lays a wheel out (the `install_plugin` fixture: the package, and
+a `.dist-info` with its `METADATA` and the `entry_points.txt` written from its pyproject.toml),
+which the `rlctl` processes get on their path; nothing in rlctl names it, so the types are found
+only through `importlib.metadata`'s entry points, as a `pip install`ed package's are.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -27,36 +24,10 @@ PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "toy_robot"
 RLCTL = Path(sys.executable).with_name("rlctl")
 
 
-def install(source: Path, site: Path) -> Path:
-    """Lay the package at `source` out in `site` as an installer does: its import package, and
-    `NAME-VERSION.dist-info` with METADATA and the entry points of its pyproject.toml."""
-    declared = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
-    project = declared["project"]
-    name, version = project["name"], project["version"]
-    wheel = declared.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
-    for package in wheel.get("wheel", {}).get("packages", [name.replace("-", "_")]):
-        shutil.copytree(source / package, site / package)
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.3\nName: {name}\nVersion: {version}\n", encoding="utf-8"
-    )
-    groups = project.get("entry-points", {})
-    (info / "entry_points.txt").write_text(
-        "".join(
-            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items()) + "\n"
-            for group, points in groups.items()
-        ),
-        encoding="utf-8",
-    )
-    (info / "INSTALLER").write_text("rlctl-tests\n", encoding="utf-8")
-    return info
-
-
 @pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
+def plugin_site(install_plugin, tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("toy_robot_site")
-    install(PLUGIN, site)
+    install_plugin(PLUGIN, site)
     return site
 
 
