@@ -31,26 +31,20 @@ other):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import resource
 import runpy
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import real_size
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "adapters" / "policies"
 STATE, ACTION, SIZE = 7, 7, 256
 CAMERAS = ("observation.images.image", "observation.images.image2")
 TASK = "pick up the cube and place it in the box"
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def observation(rows: int = 1) -> dict[str, object]:
@@ -120,14 +114,7 @@ def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, fl
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
     obs = observation()
-    with torch.inference_mode():
-        policy.predict_chunk(obs)
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            policy.predict_chunk(obs)
-            latencies.append(time.perf_counter() - tick)
+    first, latencies = real_size.chunk_times(lambda: policy.predict_chunk(obs), chunks)
     model = policy.model.train()
     rows = observation(batch)
     actions = torch.rand(batch, model.config.chunk_size, ACTION) * 2 - 1
@@ -137,7 +124,7 @@ def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, fl
     loss.backward()
     optimizer.step()
     train = time.perf_counter() - tick
-    return report(start, loaded, first, latencies, train)
+    return real_size.figures(start, loaded, first, latencies, train_step_s=train)
 
 
 def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, float]:
@@ -155,14 +142,9 @@ def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, 
         return out
 
     one = batch_of(observation())
-    with torch.inference_mode():
-        post(policy.predict_action_chunk(pre(dict(one))))
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            post(policy.predict_action_chunk(pre(dict(one))))
-            latencies.append(time.perf_counter() - tick)
+    first, latencies = real_size.chunk_times(
+        lambda: post(policy.predict_action_chunk(pre(dict(one)))), chunks
+    )
     policy.train()
     rows = batch_of(observation(batch))
     rows["action"] = torch.rand(batch, policy.config.chunk_size, ACTION) * 2 - 1
@@ -172,68 +154,25 @@ def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, 
     loss.backward()
     optimizer.step()
     train = time.perf_counter() - tick
-    return report(start, loaded, first, latencies, train)
-
-
-def report(
-    start: float, loaded: float, first: float, latencies: list[float], train: float
-) -> dict[str, float]:
-    return {
-        "import_and_load_s": loaded - start,
-        "first_chunk_s": first - loaded,
-        "to_first_action_s": first - start,
-        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
-        "train_step_s": train,
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    return real_size.figures(start, loaded, first, latencies, train_step_s=train)
 
 
 # --- the orchestration ---------------------------------------------------------------------------
 
 
-def host_line() -> str:
-    """The CPU (lscpu's model name), its AVX flags, cores and memory: figures mean nothing
-    without them."""
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        lscpu = ""
-    fields = dict(
-        (key.strip(), value.strip())
-        for key, _, value in (line.partition(":") for line in lscpu.splitlines())
-    )
-    flags = sorted(f for f in fields.get("Flags", "").split() if f.startswith("avx"))
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"host: {fields.get('Model name', 'unknown CPU')}, {os.cpu_count()} cores, "
-        f"{memory:.0f} GiB, {' '.join(flags) or 'no AVX'}"
-    )
-
-
 def child(
+    args: argparse.Namespace,
+    folders: dict[str, tuple[Path, Path]],
     tool: str,
     python: str,
-    args: argparse.Namespace,
-    folder: Path,
-    tiny: Path,
-    *,
-    chunks: int | None = None,
-) -> dict:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
-    env["HF_HUB_OFFLINE"] = "1"
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--tiny", str(tiny), "--batch", str(args.batch)]
-    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode:
-        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    size: str,
+    chunks: int,
+) -> dict[str, float]:
+    """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
+    folder, tiny = folders[size]
+    argv = ["--folder", str(folder), "--tiny", str(tiny), "--batch", str(args.batch)]
+    argv += ["--chunks", str(chunks)]
+    return real_size.run_child(__file__, tool, python, argv, args, hub_offline=True)
 
 
 def main() -> None:
@@ -252,10 +191,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         print(json.dumps(run(args.folder, args.tiny, args.chunks, args.batch)))
         return
@@ -272,24 +208,12 @@ def main() -> None:
             make_checkpoint(folder, tiny, args.fp32)
             print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
             folders[size] = (folder, tiny)
-        tools = {"rlctl": sys.executable}
-        if args.lerobot_python:
-            tools["lerobot"] = args.lerobot_python
-        for tool, python in tools.items():  # untimed: compiles each tool's imports
-            child(tool, python, args, *folders["tiny"], chunks=0)
-        results: dict[str, list[dict]] = {tool: [] for tool in tools}
-        for _ in range(args.repeat):
-            for tool, python in tools.items():
-                figures = child(tool, python, args, *folders[args.size])
-                results[tool].append(figures)
-                print(json.dumps({"tool": tool, "size": args.size, **figures}), flush=True)
-        print(f"\nGR00T N1.7 ({args.size} size, CPU), best of {args.repeat}:")
-        print(host_line())
-        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
-        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
-        for key in (*keys, "train_step_s", "peak_rss_mb"):
-            best = [min(r[key] for r in results[tool]) for tool in tools]
-            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
+        results = real_size.compare(args, functools.partial(child, args, folders))
+        real_size.print_best(
+            f"GR00T N1.7 ({args.size} size, CPU), best of {args.repeat}:",
+            results,
+            (*real_size.TIMES, "train_step_s", "peak_rss_mb"),
+        )
 
 
 if __name__ == "__main__":

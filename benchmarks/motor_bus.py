@@ -21,10 +21,10 @@ import logging
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 import dynamixel_sdk
+import real_size
 import scservo_sdk
 import structlog
 
@@ -48,12 +48,7 @@ def percentiles(samples_s: list[float]) -> tuple[float, float]:
 def time_calls(call: Callable[[], object], reads: int) -> list[float]:
     for _ in range(20):  # warm-up
         call()
-    samples = []
-    for _ in range(reads):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return samples
+    return real_size.seconds_each(call, reads)
 
 
 @contextlib.contextmanager

@@ -36,16 +36,14 @@ Usage (real size needs about 2 GB per process; the tools run one after the other
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import resource
 import runpy
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import real_size
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "adapters" / "policies"
@@ -79,10 +77,6 @@ TINY_DIT: dict[str, object] = {
     "n_action_steps": 4,
     "tokenizer_max_length": 16,
 }
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def image_size(size: str) -> int:
@@ -154,7 +148,7 @@ def make_checkpoint(out: Path, clip: Path, size: str, objective: str, steps: int
 
 def run_rlctl(folder: Path, chunks: int, size: str) -> dict[str, float]:
     start = time.perf_counter()
-    import torch
+    import torch  # noqa: F401  (timed with the imports, as LeRobot's)
 
     from rlctl.adapters.policies.loaded_policy import load_policy_folder
 
@@ -162,15 +156,8 @@ def run_rlctl(folder: Path, chunks: int, size: str) -> dict[str, float]:
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
     obs = observation(size)
-    with torch.inference_mode():
-        policy.predict_chunk(obs)
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            policy.predict_chunk(obs)
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, latencies)
+    first, latencies = real_size.chunk_times(lambda: policy.predict_chunk(obs), chunks)
+    return real_size.figures(start, loaded, first, latencies, imported=imported)
 
 
 def run_lerobot(folder: Path, chunks: int, size: str) -> dict[str, float]:
@@ -189,58 +176,24 @@ def run_lerobot(folder: Path, chunks: int, size: str) -> dict[str, float]:
         # LeRobot's chunk from a history, as its select_action makes it once its queues are full.
         return post(policy._generate_actions(policy._prepare_batch(pre(dict(batch)))))
 
-    with torch.inference_mode():
-        predict()
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            predict()
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, latencies)
-
-
-def report(
-    start: float, imported: float, loaded: float, first: float, latencies: list[float]
-) -> dict[str, float]:
-    return {
-        "import_s": imported - start,
-        "load_s": loaded - imported,
-        # rlctl imports torch and transformers lazily inside the load; compare this one.
-        "import_and_load_s": loaded - start,
-        "first_chunk_s": first - loaded,
-        "to_first_action_s": first - start,
-        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    first, latencies = real_size.chunk_times(predict, chunks)
+    return real_size.figures(start, loaded, first, latencies, imported=imported)
 
 
 # --- the orchestration ---------------------------------------------------------------------------
 
 
 def child(
+    args: argparse.Namespace,
+    folders: dict[str, Path],
     tool: str,
     python: str,
-    args: argparse.Namespace,
-    folder: Path,
-    *,
-    size: str | None = None,
-    chunks: int | None = None,
-) -> dict:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
-    command += ["--size", size or args.size]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode:
-        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    size: str,
+    chunks: int,
+) -> dict[str, float]:
+    """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
+    argv = ["--folder", str(folders[size]), "--chunks", str(chunks), "--size", size]
+    return real_size.run_child(__file__, tool, python, argv, args)
 
 
 def main() -> None:
@@ -257,10 +210,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         print(json.dumps(run(args.folder, args.chunks, args.size)))
         return
@@ -275,30 +225,17 @@ def main() -> None:
             tick = time.perf_counter()
             make_checkpoint(folder, clip, args.size, args.objective, args.steps)
             print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
-        tools = {"rlctl": sys.executable}
-        if args.lerobot_python:
-            tools["lerobot"] = args.lerobot_python
         warm = folder if args.size == "tiny" else Path(scratch) / "multi_task_dit_tiny"
         if not warm.exists():
             tiny_clip = make_clip(Path(scratch) / "clip-tiny", "tiny")
             make_checkpoint(warm, tiny_clip, "tiny", args.objective, 4)
-        for tool, python in tools.items():  # untimed: compiles each tool's imports
-            child(tool, python, args, warm, size="tiny", chunks=0)
-        results: dict[str, list[dict]] = {tool: [] for tool in tools}
-        for _ in range(args.repeat):
-            for tool, python in tools.items():
-                figures = child(tool, python, args, folder)
-                results[tool].append(figures)
-                print(json.dumps({"tool": tool, "size": args.size, **figures}))
-        print(
-            f"\nmulti-task DiT ({args.size} size, {args.objective}, {args.steps} steps, CPU), "
-            f"best of {args.repeat}:"
+        folders = {"tiny": warm, args.size: folder}
+        results = real_size.compare(args, functools.partial(child, args, folders))
+        real_size.print_best(
+            f"multi-task DiT ({args.size} size, {args.objective}, {args.steps} steps, CPU), "
+            f"best of {args.repeat}:",
+            results,
         )
-        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
-        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
-        for key in (*keys, "peak_rss_mb"):
-            best = [min(r[key] for r in results[tool]) for tool in tools]
-            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
 
 
 if __name__ == "__main__":

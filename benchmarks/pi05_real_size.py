@@ -31,16 +31,14 @@ Usage (real size needs ~16 GB free per process; the tools run one after the othe
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import resource
 import runpy
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import real_size
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "adapters" / "policies"
@@ -65,10 +63,6 @@ MEDIUM: dict[str, object] = {
     "image_resolution": [224, 224],
 }
 SIZES: dict[str, dict[str, object]] = {"tiny": TINY, "medium": MEDIUM, "real": {}}
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def observation(size: int) -> dict[str, object]:
@@ -137,7 +131,7 @@ def use_local_tokenizer(module: object, folder: Path) -> None:
 
 def run_rlctl(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> dict[str, float]:
     start = time.perf_counter()
-    import torch
+    import torch  # noqa: F401  (timed with the imports, as LeRobot's)
 
     from rlctl.adapters.policies.loaded_policy import load_policy_folder
     from rlctl.adapters.policies.vla import tokenizer as tokenizer_module
@@ -147,15 +141,8 @@ def run_rlctl(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> di
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
     obs = observation(resolution)
-    with torch.inference_mode():
-        policy.predict_chunk(obs)
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            policy.predict_chunk(obs)
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, latencies)
+    first, latencies = real_size.chunk_times(lambda: policy.predict_chunk(obs), chunks)
+    return real_size.figures(start, loaded, first, latencies, imported=imported)
 
 
 def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> dict[str, float]:
@@ -170,62 +157,28 @@ def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> 
     obs = observation(resolution)
     batch = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}  # type: ignore[arg-type]
     batch["task"] = obs["task"]  # type: ignore[assignment]
-    with torch.inference_mode():
-        post(policy.predict_action_chunk(pre(dict(batch))))
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            post(policy.predict_action_chunk(pre(dict(batch))))
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, latencies)
-
-
-def report(
-    start: float, imported: float, loaded: float, first: float, latencies: list[float]
-) -> dict[str, float]:
-    return {
-        "import_s": imported - start,
-        "load_s": loaded - imported,
-        # rlctl imports torch and transformers lazily inside the load; compare this one.
-        "import_and_load_s": loaded - start,
-        "first_chunk_s": first - loaded,
-        # rlctl maps the weights and reads them as the first chunk touches them (the unused
-        # lm_heads never); LeRobot reads them all while loading: compare this one.
-        "to_first_action_s": first - start,
-        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    first, latencies = real_size.chunk_times(
+        lambda: post(policy.predict_action_chunk(pre(dict(batch)))), chunks
+    )
+    # rlctl never reads the unused lm_heads: compare to_first_action_s (see real_size.figures).
+    return real_size.figures(start, loaded, first, latencies, imported=imported)
 
 
 # --- the orchestration ---------------------------------------------------------------------------
 
 
 def child(
+    args: argparse.Namespace,
+    folders: dict[str, Path],
     tool: str,
     python: str,
-    args: argparse.Namespace,
-    folder: Path,
-    tokenizer: Path,
-    *,
-    size: str | None = None,
-    chunks: int | None = None,
-) -> dict:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--tokenizer", str(tokenizer)]
-    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
-    command += ["--size", size or args.size]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode:
-        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    size: str,
+    chunks: int,
+) -> dict[str, float]:
+    """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
+    argv = ["--folder", str(folders[size]), "--tokenizer", str(args.tokenizer)]
+    argv += ["--chunks", str(chunks), "--size", size]
+    return real_size.run_child(__file__, tool, python, argv, args)
 
 
 def main() -> None:
@@ -242,10 +195,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         resolution = SIZES[args.size].get("image_resolution", [224])[0]  # type: ignore[index]
         print(json.dumps(run(args.folder, args.tokenizer, args.chunks, int(resolution))))
@@ -257,32 +207,19 @@ def main() -> None:
         if tokenizer is None:
             write = runpy.run_path(str(TESTS / "tiny_paligemma_tokenizer.py"))
             tokenizer = write["write_tiny_paligemma_tokenizer"](Path(scratch) / "tokenizer")
+        args.tokenizer = tokenizer  # the children's
         folder = args.folder
         if folder is None:
             folder = Path(scratch) / "pi05"
             tick = time.perf_counter()
             make_checkpoint(folder, args.size, args.steps, tokenizer)
             print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
-        tools = {"rlctl": sys.executable}
-        if args.lerobot_python:
-            tools["lerobot"] = args.lerobot_python
         warm = folder if args.size == "tiny" else Path(scratch) / "pi05_tiny"
         if not warm.exists():
             make_checkpoint(warm, "tiny", args.steps, tokenizer)
-        for tool, python in tools.items():  # untimed: compiles each tool's imports
-            child(tool, python, args, warm, tokenizer, size="tiny", chunks=0)
-        results: dict[str, list[dict]] = {tool: [] for tool in tools}
-        for _ in range(args.repeat):
-            for tool, python in tools.items():
-                figures = child(tool, python, args, folder, tokenizer)
-                results[tool].append(figures)
-                print(json.dumps({"tool": tool, "size": args.size, **figures}))
-        print(f"\nπ0.5 ({args.size} size, CPU), best of {args.repeat}:")
-        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
-        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
-        for key in (*keys, "peak_rss_mb"):
-            best = [min(r[key] for r in results[tool]) for tool in tools]
-            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
+        folders = {"tiny": warm, args.size: folder}
+        results = real_size.compare(args, functools.partial(child, args, folders))
+        real_size.print_best(f"π0.5 ({args.size} size, CPU), best of {args.repeat}:", results)
 
 
 if __name__ == "__main__":

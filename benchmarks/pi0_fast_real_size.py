@@ -34,16 +34,15 @@ Usage (real size needs ~13 GB free per process; the tools run one after the othe
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import resource
 import runpy
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import real_size
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "adapters" / "policies"
@@ -64,10 +63,6 @@ MEDIUM: dict[str, object] = {
     "image_resolution": [224, 224],
 }
 SIZES: dict[str, dict[str, object]] = {"tiny": TINY, "medium": MEDIUM, "real": {}}
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def observation(size: int) -> dict[str, object]:
@@ -133,7 +128,6 @@ def run_rlctl(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> di
 
     from rlctl.adapters.policies.loaded_policy import load_policy_folder
 
-    imported = time.perf_counter()
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
     obs = observation(resolution)
@@ -150,16 +144,13 @@ def run_rlctl(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> di
             model.generate(batch)
             return time.perf_counter() - tick
 
-        prefill, decoding, latencies = [], [], []
+        prefill, decoding = [], []
         for _ in range(chunks):
             prefill.append(decode(1))
             decoding.append(decode(steps))
         model.model.config = attrs.evolve(model.config, max_decoding_steps=steps)
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            policy.predict_chunk(obs)
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, prefill, decoding, latencies, steps)
+        latencies = real_size.seconds_each(lambda: policy.predict_chunk(obs), chunks)
+    return report(start, loaded, first, prefill, decoding, latencies, steps)
 
 
 def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> dict[str, float]:
@@ -168,7 +159,6 @@ def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> 
 
     harness = runpy.run_path(str(TESTS / "lerobot_pi0_fast.py"))
     harness["patch_lerobot"](str(tokenizer))  # custom sizes (tiny, medium)
-    imported = time.perf_counter()
     policy, pre, post = harness["load"](str(folder))
     loaded = time.perf_counter()
     obs = observation(resolution)
@@ -190,20 +180,18 @@ def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> 
             )
             return time.perf_counter() - tick
 
-        prefill, decoding, latencies = [], [], []
+        prefill, decoding = [], []
         for _ in range(chunks):
             prefill.append(decode(1))
             decoding.append(decode(steps))
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            post(policy.predict_action_chunk(pre(dict(batch))))
-            latencies.append(time.perf_counter() - tick)
-    return report(start, imported, loaded, first, prefill, decoding, latencies, steps)
+        latencies = real_size.seconds_each(
+            lambda: post(policy.predict_action_chunk(pre(dict(batch)))), chunks
+        )
+    return report(start, loaded, first, prefill, decoding, latencies, steps)
 
 
 def report(
     start: float,
-    imported: float,
     loaded: float,
     first: float,
     prefill: list[float],
@@ -211,49 +199,36 @@ def report(
     latencies: list[float],
     steps: int,
 ) -> dict[str, float]:
+    """The shared figures and the decoding's: prefill (the first token) and the tokens per
+    second after it."""
     nan = float("nan")
     prefill_s = statistics.median(prefill) if prefill else nan
     decode_s = statistics.median(decoding) if decoding else nan
-    return {
-        "import_and_load_s": loaded - start,
-        "first_chunk_s": first - loaded,
-        "to_first_action_s": first - start,
-        "prefill_s": prefill_s,
-        "decode_tokens_per_s": (steps - 1) / (decode_s - prefill_s) if steps > 1 else nan,
-        "chunk_median_s": statistics.median(latencies) if latencies else nan,
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    return real_size.figures(
+        start,
+        loaded,
+        first,
+        latencies,
+        prefill_s=prefill_s,
+        decode_tokens_per_s=(steps - 1) / (decode_s - prefill_s) if steps > 1 else nan,
+    )
 
 
 # --- the orchestration ---------------------------------------------------------------------------
 
 
 def child(
+    args: argparse.Namespace,
+    folders: dict[str, Path],
     tool: str,
     python: str,
-    args: argparse.Namespace,
-    folder: Path,
-    tokenizer: Path,
-    *,
-    size: str | None = None,
-    chunks: int | None = None,
-) -> dict:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
-    env["HF_HUB_OFFLINE"] = "1"
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--tokenizer", str(tokenizer)]
-    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
-    command += ["--size", size or args.size]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode:
-        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    size: str,
+    chunks: int,
+) -> dict[str, float]:
+    """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
+    argv = ["--folder", str(folders[size]), "--tokenizer", str(args.tokenizer)]
+    argv += ["--chunks", str(chunks), "--size", size]
+    return real_size.run_child(__file__, tool, python, argv, args, hub_offline=True)
 
 
 def main() -> None:
@@ -270,10 +245,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         resolution = SIZES[args.size].get("image_resolution", [224])[0]  # type: ignore[index]
         print(json.dumps(run(args.folder, args.tokenizer, args.chunks, int(resolution))))
@@ -287,32 +259,23 @@ def main() -> None:
             tokenizer = write["write_tiny_paligemma_tokenizer"](
                 Path(scratch) / "tokenizer", RESERVED
             )
+        args.tokenizer = tokenizer  # the children's
         folder = Path(scratch) / "pi0_fast"
         tick = time.perf_counter()
         make_checkpoint(folder, args.size, args.tokens, tokenizer)
         print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
-        tools = {"rlctl": sys.executable}
-        if args.lerobot_python:
-            tools["lerobot"] = args.lerobot_python
         warm = folder if args.size == "tiny" else Path(scratch) / "pi0_fast_tiny"
         if not warm.exists():
             make_checkpoint(warm, "tiny", 4, tokenizer)
-        for tool, python in tools.items():  # untimed: compiles each tool's imports
-            child(tool, python, args, warm, tokenizer, size="tiny", chunks=0)
-        results: dict[str, list[dict]] = {tool: [] for tool in tools}
-        for _ in range(args.repeat):
-            for tool, python in tools.items():
-                figures = child(tool, python, args, folder, tokenizer)
-                results[tool].append(figures)
-                print(json.dumps({"tool": tool, "size": args.size, **figures}))
-        print(f"\nπ0-FAST ({args.size} size, CPU, {args.tokens} tokens), best of {args.repeat}:")
-        print(f"{'':20}" + "".join(f"{tool:>12}" for tool in tools))
-        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "prefill_s")
-        for key in (*keys, "chunk_median_s", "peak_rss_mb"):
-            best = [min(r[key] for r in results[tool]) for tool in tools]
-            print(f"{key:20}" + "".join(f"{value:12.3f}" for value in best))
-        best = [max(r["decode_tokens_per_s"] for r in results[tool]) for tool in tools]
-        print(f"{'decode_tokens_per_s':20}" + "".join(f"{value:12.2f}" for value in best))
+        folders = {"tiny": warm, args.size: folder}
+        results = real_size.compare(args, functools.partial(child, args, folders))
+        real_size.print_best(
+            f"π0-FAST ({args.size} size, CPU, {args.tokens} tokens), best of {args.repeat}:",
+            results,
+            (*real_size.TIMES[:3], "prefill_s", "chunk_median_s", "peak_rss_mb"),
+            highest=("decode_tokens_per_s",),
+            width=20,
+        )
 
 
 if __name__ == "__main__":

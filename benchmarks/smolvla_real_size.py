@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from real_size import child_env, host_line
 
 DEFAULT_LEROBOT = "/tmp/lerobot-anchor/bin/python"
 DEFAULT_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
@@ -206,10 +207,7 @@ def rlctl_env(work: Path) -> dict[str, str]:
     compiled bytecode, as an installed package does: LeRobot's venv holds its .pyc files; a
     venv that may not write them (PYTHONDONTWRITEBYTECODE) gets them in a cache of its own
     here (PYTHONPYCACHEPREFIX), filled by one warm-up import before anything is timed."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    return env
+    return child_env(work / "pycache")
 
 
 def warm_bytecode(env: dict[str, str]) -> None:
@@ -296,6 +294,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     vlm, checkpoint = prepare(args)
     results = measure(args, vlm, checkpoint)
+    print(host_line())
     print(json.dumps({"ratios": ratios(results)}))
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from real_size import host_line
 
 MEASURE = r"""
 import json, sys, time
@@ -60,18 +61,6 @@ while done < batches:
             break
 print(json.dumps({"tool": tool, "ms_per_batch": 1000 * (time.perf_counter() - start) / batches}))
 """
-
-
-def host_line() -> str:
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except OSError:
-        lscpu = ""
-    fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
-    model = fields.get("Model name", platform.processor()).strip()
-    flags = fields.get("Flags", "").split()
-    avx = " ".join(f for f in flags if f.startswith("avx")) or "no avx"
-    return f"host: {model}, {fields.get('CPU(s)', '?').strip()} cpus, {avx}"
 
 
 def write_dataset(root: Path, episodes: int, frames: int) -> None:

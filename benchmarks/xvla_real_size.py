@@ -32,17 +32,15 @@ the other):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import resource
 import runpy
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import real_size
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "adapters" / "policies"
@@ -100,10 +98,6 @@ def sizes(size: str) -> dict[str, Any]:
     if size == "tiny":
         return tiny_sizes()
     return {"florence_config": FLORENCE_LARGE, "image": 224}
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def observation(size: int, rows: int = 1) -> dict[str, Any]:
@@ -168,7 +162,7 @@ def training_batch(image: int, rows: int, chunk: int) -> dict[str, Any]:
 
 def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, float]:
     start = time.perf_counter()
-    import torch
+    import torch  # noqa: F401  (timed with the imports, as LeRobot's)
 
     from rlctl.adapters.policies.loaded_policy import load_policy_folder
     from rlctl.adapters.training.optim import build_optimizer
@@ -177,16 +171,11 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
     obs = observation(image)
-    with torch.inference_mode():
-        policy.predict_chunk(obs)
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            policy.predict_chunk(obs)
-            latencies.append(time.perf_counter() - tick)
+    first, latencies = real_size.chunk_times(lambda: policy.predict_chunk(obs), chunks)
     if not rows:
-        return report(start, imported, loaded, first, latencies, float("nan"))
+        return real_size.figures(
+            start, loaded, first, latencies, imported=imported, train_step_s=float("nan")
+        )
     model = policy.model.train()
     optimizer = build_optimizer(model.config.optimizer_preset(), model.parameter_groups())
     batch = policy._preprocess(training_batch(image, rows, model.config.chunk_size))
@@ -196,7 +185,7 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
     optimizer.step()
     optimizer.zero_grad()
     step = time.perf_counter() - tick
-    return report(start, imported, loaded, first, latencies, step)
+    return real_size.figures(start, loaded, first, latencies, imported=imported, train_step_s=step)
 
 
 def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, float]:
@@ -210,16 +199,13 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
     obs = observation(image)
     batch = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}
     batch["task"] = obs["task"]
-    with torch.inference_mode():
-        post(policy.predict_action_chunk(pre(dict(batch))))
-        first = time.perf_counter()
-        latencies = []
-        for _ in range(chunks):
-            tick = time.perf_counter()
-            post(policy.predict_action_chunk(pre(dict(batch))))
-            latencies.append(time.perf_counter() - tick)
+    first, latencies = real_size.chunk_times(
+        lambda: post(policy.predict_action_chunk(pre(dict(batch)))), chunks
+    )
     if not rows:
-        return report(start, imported, loaded, first, latencies, float("nan"))
+        return real_size.figures(
+            start, loaded, first, latencies, imported=imported, train_step_s=float("nan")
+        )
     policy.train()
     optimizer = policy.config.get_optimizer_preset().build(dict(policy.named_parameters()))
     train = pre(training_batch(image, rows, policy.config.chunk_size))
@@ -229,56 +215,24 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
     optimizer.step()
     optimizer.zero_grad()
     step = time.perf_counter() - tick
-    return report(start, imported, loaded, first, latencies, step)
-
-
-def report(
-    start: float,
-    imported: float,
-    loaded: float,
-    first: float,
-    latencies: list[float],
-    step: float,
-) -> dict[str, float]:
-    return {
-        "import_s": imported - start,
-        "load_s": loaded - imported,
-        "import_and_load_s": loaded - start,
-        "first_chunk_s": first - loaded,
-        "to_first_action_s": first - start,
-        "chunk_median_s": statistics.median(latencies) if latencies else float("nan"),
-        "train_step_s": step,
-        "peak_rss_mb": peak_rss_mb(),
-    }
+    return real_size.figures(start, loaded, first, latencies, imported=imported, train_step_s=step)
 
 
 # --- the orchestration ---------------------------------------------------------------------------
 
 
 def child(
+    args: argparse.Namespace,
+    folders: dict[str, Path],
     tool: str,
     python: str,
-    args: argparse.Namespace,
-    folder: Path,
-    *,
-    size: str | None = None,
-    chunks: int | None = None,
+    size: str,
+    chunks: int,
 ) -> dict[str, float]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(args.pycache)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    command = [python, str(Path(__file__).resolve()), "--child", tool, "--folder", str(folder)]
-    command += ["--chunks", str(args.chunks if chunks is None else chunks)]
-    command += ["--size", size or args.size, "--batch", str(args.batch)]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode:
-        raise SystemExit(f"{tool} failed:\n{result.stderr[-3000:]}")
-    figures: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
-    return figures
+    """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
+    argv = ["--folder", str(folders[size]), "--chunks", str(chunks)]
+    argv += ["--size", size, "--batch", str(args.batch)]
+    return real_size.run_child(__file__, tool, python, argv, args)
 
 
 def main() -> None:
@@ -296,10 +250,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         image = int(sizes(args.size)["image"])
         print(json.dumps(run(args.folder, args.chunks, image, args.batch)))
@@ -317,26 +268,16 @@ def main() -> None:
             tick = time.perf_counter()
             make_checkpoint(folder, args.size, args.steps, tokenizer)
             print(json.dumps({"checkpoint": str(folder), "made_s": time.perf_counter() - tick}))
-        tools = {"rlctl": sys.executable}
-        if args.lerobot_python:
-            tools["lerobot"] = args.lerobot_python
         warm = folder if args.size == "tiny" else Path(scratch) / "xvla_tiny"
         if not warm.exists():
             make_checkpoint(warm, "tiny", args.steps, tokenizer)
-        for tool, python in tools.items():  # untimed: compiles each tool's imports
-            child(tool, python, args, warm, size="tiny", chunks=0)
-        results: dict[str, list[dict[str, float]]] = {tool: [] for tool in tools}
-        for _ in range(args.repeat):
-            for tool, python in tools.items():
-                figures = child(tool, python, args, folder)
-                results[tool].append(figures)
-                print(json.dumps({"tool": tool, "size": args.size, **figures}))
-        print(f"\nX-VLA ({args.size} size, CPU), best of {args.repeat}:")
-        print(f"{'':18}" + "".join(f"{tool:>12}" for tool in tools))
-        keys = ("import_and_load_s", "first_chunk_s", "to_first_action_s", "chunk_median_s")
-        for key in (*keys, "train_step_s", "peak_rss_mb"):
-            best = [min(r[key] for r in results[tool]) for tool in tools]
-            print(f"{key:18}" + "".join(f"{value:12.3f}" for value in best))
+        folders = {"tiny": warm, args.size: folder}
+        results = real_size.compare(args, functools.partial(child, args, folders))
+        real_size.print_best(
+            f"X-VLA ({args.size} size, CPU), best of {args.repeat}:",
+            results,
+            (*real_size.TIMES, "train_step_s", "peak_rss_mb"),
+        )
 
 
 if __name__ == "__main__":
