@@ -11,10 +11,12 @@ policy's preset" (`PolicyConfig.optimizer_preset` and `scheduler_preset`), so
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import attrs
 
+from rlctl.domain.config import converter
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.policies import ACTConfig, PolicyConfig
@@ -72,12 +74,39 @@ class ImageTransformsSettings:
             )
 
 
+# One dataset's location, or several (`--dataset.repo_id='[a, b]'`: trained on as one mixture).
+Locations = str | list[str] | None
+
+
+def _structure_locations(value: Any, _: Any) -> str | list[str] | None:
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        # `--dataset.repo_id=[user/a, user/b]` as LeRobot's command line writes a list.
+        value = [part.strip().strip("'\"") for part in value[1:-1].split(",")]
+        value = [part for part in value if part]
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(
+        f"a dataset location is a folder or a repo id, or a list of them; got {value!r}",
+        where="dataset",
+        hint="e.g. --dataset.repo_id=user/a or --dataset.repo_id='[user/a, user/b]'",
+    )
+
+
+converter.register_structure_hook(Locations, _structure_locations)
+
+
 @attrs.frozen(kw_only=True)
 class DatasetSource:
-    """Which dataset to train on: a local `root`, or a Hub `repo_id` (pulled into the cache)."""
+    """Which dataset to train on: a local `root`, or a Hub `repo_id` (pulled into the cache) —
+    or several of either, mixed: each sample is drawn from dataset i with probability
+    `weights[i] / sum(weights)` (default: in proportion to their frames, as one concatenation)."""
 
-    repo_id: str | None = None
-    root: str | None = None
+    repo_id: Locations = None
+    root: Locations = None
+    # The share of each dataset of a mixture (one positive number per dataset).
+    weights: list[float] | None = None
     episodes: list[int] | None = None
     revision: str | None = None
     image_transforms: ImageTransformsSettings = attrs.field(factory=ImageTransformsSettings)
@@ -88,6 +117,33 @@ class DatasetSource:
     streaming: bool = False
 
     def __attrs_post_init__(self) -> None:
+        mixed = len(self.locations_given) > 1
+        if mixed and self.streaming:
+            raise ConfigError(
+                "streaming reads one dataset; a mixture of several is read from local copies",
+                where="dataset.streaming",
+                hint="drop --dataset.streaming (each dataset is pulled into the cache)",
+            )
+        if mixed and self.episodes is not None:
+            raise ConfigError(
+                "--dataset.episodes selects episodes of one dataset, not of a mixture",
+                where="dataset.episodes",
+                hint="train on all episodes of each, or make a dataset of the episodes you want "
+                "first (`rlctl dataset split` / `delete-episodes`)",
+            )
+        if self.weights is not None:
+            if len(self.weights) != len(self.locations_given):
+                raise ConfigError(
+                    f"{len(self.weights)} weights for {len(self.locations_given)} dataset(s)",
+                    where="dataset.weights",
+                    hint="give one weight per dataset, in the order of --dataset.repo_id "
+                    "(or --dataset.root)",
+                )
+            if not all(math.isfinite(w) and w > 0 for w in self.weights):
+                raise ConfigError(
+                    f"dataset weights must be positive numbers, got {self.weights}",
+                    where="dataset.weights",
+                )
         if self.streaming and (self.root or not self.repo_id):
             raise ConfigError(
                 "streaming reads a dataset from the Hub: it needs --dataset.repo_id and no "
@@ -98,8 +154,28 @@ class DatasetSource:
             )
 
     @property
+    def locations_given(self) -> list[str]:
+        """The folders given (`root`), else the repo ids; empty when neither is."""
+        given = self.root or self.repo_id
+        if not given:
+            return []
+        return [given] if isinstance(given, str) else list(given)
+
+    @property
+    def mixed(self) -> bool:
+        return len(self.locations_given) > 1
+
+    @property
     def location(self) -> str:
-        where = self.root or self.repo_id
+        """The one dataset's location (a mixture has `locations_given`)."""
+        given = self.locations_given
+        if len(given) > 1:
+            raise ConfigError(
+                "this needs one dataset, and several are given",
+                where="dataset",
+                hint="give one --dataset.repo_id (or --dataset.root)",
+            )
+        where = given[0] if given else None
         if not where:
             raise ConfigError(
                 "no dataset given",

@@ -26,6 +26,7 @@ from rlctl.adapters.storage.lerobot_v3.reader import (
 )
 from rlctl.application.ports.video import VideoDecoder
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.dataset_mixture import feature_differences
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.statistics import FeatureStats, aggregate_stats, stats_from_json
@@ -115,39 +116,6 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
         return f"{type(self).__name__}({self.reader!r})"
 
 
-def feature_differences(
-    metas: Sequence[tuple[str, DatasetMeta]],
-) -> tuple[set[str], list[str]]:
-    """Keys to drop so that every dataset yields the same keys and shapes, and why, per dataset."""
-    common = set.intersection(*(set(meta.features) for _, meta in metas))
-    disabled: set[str] = set()
-    reasons: list[str] = []
-    for name, meta in metas:
-        extra = sorted(set(meta.features) - common)
-        if extra:
-            disabled.update(extra)
-            reasons.append(f"{name} has {extra}, which not every dataset has")
-    for key in sorted(common):
-        specs = {name: meta.features[key] for name, meta in metas}
-        if len({_layout(spec) for spec in specs.values()}) > 1:
-            disabled.add(key)
-            listing = ", ".join(f"{n}: {_layout(s)}" for n, s in specs.items())
-            reasons.append(f"{key!r} differs in dtype or shape ({listing})")
-    rates = {meta.fps for _, meta in metas}
-    if len(rates) > 1:
-        reasons.append(
-            "fps differ (" + ", ".join(f"{n}: {m.fps}" for n, m in metas) + "); "
-            "delta_timestamps are converted to frames with each dataset's own fps"
-        )
-    return disabled, reasons
-
-
-def _layout(spec: FeatureSpec) -> tuple[str, tuple[int, ...]]:
-    # Image and video cameras of one shape give identical tensors: the storage does not matter.
-    dtype = "visual" if spec.is_visual else spec.dtype
-    return dtype, tuple(spec.shape)
-
-
 class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
     """Several LeRobot datasets concatenated, keeping the features they share.
 
@@ -234,6 +202,10 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
 
     def __len__(self) -> int:
         return self._starts[-1]
+
+    def locate_start(self, which: int) -> int:
+        """The first global position of dataset number `which`."""
+        return self._starts[which]
 
     def locate(self, idx: int) -> tuple[int, int]:
         """(dataset number, position inside it) of a global position."""

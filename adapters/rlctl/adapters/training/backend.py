@@ -30,7 +30,7 @@ from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.checkpoints import confined, find_checkpoint
-from rlctl.adapters.training.data import make_loader, sample_positions
+from rlctl.adapters.training.data import make_loader, sample_positions, sample_probabilities
 from rlctl.adapters.training.distributed import World, start_world
 from rlctl.adapters.training.ema import EmaModel
 from rlctl.adapters.training.finite import check_statistics
@@ -252,8 +252,10 @@ def _batches(
             seed=data_seed,
             start_epoch=start_step * settings.grad_accum_steps,
         )
+    positions = sample_positions(run.data, settings.policy)
     sampler = StepBatchSampler(
-        sample_positions(run.data, settings.policy),
+        positions,
+        probabilities=sample_probabilities(run.data, positions, settings.dataset.weights),
         batch_size=settings.batch_size,
         seed=data_seed,
         # Each micro-batch is a sampler step: an accumulated step reads the samples of one

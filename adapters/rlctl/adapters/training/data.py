@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order
-from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
+from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset, MultiLeRobotTorchDataset
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.sampling import (
     AugmentedItems,
@@ -85,10 +85,11 @@ def normalization_stats(
 
 @attrs.define
 class TrainingData:
-    # A streamed dataset (`--dataset.streaming=true`) is read in its own order, not sampled.
-    dataset: LeRobotTorchDataset | StreamingLeRobotDataset
+    # A streamed dataset (`--dataset.streaming=true`) is read in its own order, not sampled; a
+    # mixture of several is sampled by its weights (`sample_probabilities`).
+    dataset: LeRobotTorchDataset | MultiLeRobotTorchDataset | StreamingLeRobotDataset
     root: Path
-    # The dataset's own metadata (every feature, the statistics).
+    # The dataset's own metadata (every feature, the statistics); a mixture's shared one.
     meta: DatasetMeta
 
     @property
@@ -97,21 +98,30 @@ class TrainingData:
 
     @property
     def streaming(self) -> bool:
-        return not isinstance(self.dataset, LeRobotTorchDataset)
+        return not isinstance(self.dataset, LeRobotTorchDataset | MultiLeRobotTorchDataset)
 
     @property
     def num_frames(self) -> int:
         dataset = self.dataset
-        return len(dataset) if isinstance(dataset, LeRobotTorchDataset) else dataset.num_frames
+        sampled = isinstance(dataset, LeRobotTorchDataset | MultiLeRobotTorchDataset)
+        return len(dataset) if sampled else dataset.num_frames
 
     def episode_lengths(self) -> list[int]:
-        """Episode lengths in the order the dataset's positions run (its files' order)."""
-        assert isinstance(self.dataset, LeRobotTorchDataset)
-        meta = self.dataset.meta
-        chosen = self.dataset.reader.episodes
-        records = list(meta.episodes) if chosen is None else [meta.episodes[i] for i in chosen]
-        plan = files_in_order(self.root, meta, records)
-        return [episode.length for _, episodes in plan for episode in episodes]
+        """Episode lengths in the order the dataset's positions run (its files' order; a
+        mixture's datasets one after the other)."""
+        dataset = self.dataset
+        if isinstance(dataset, MultiLeRobotTorchDataset):
+            return [n for part in dataset.datasets for n in _episode_lengths(part)]
+        assert isinstance(dataset, LeRobotTorchDataset)
+        return _episode_lengths(dataset)
+
+
+def _episode_lengths(dataset: LeRobotTorchDataset) -> list[int]:
+    meta = dataset.meta
+    chosen = dataset.reader.episodes
+    records = list(meta.episodes) if chosen is None else [meta.episodes[i] for i in chosen]
+    plan = files_in_order(dataset.root, meta, records)
+    return [episode.length for _, episodes in plan for episode in episodes]
 
 
 def open_training_data(
@@ -123,6 +133,7 @@ def open_training_data(
     video_backend: str | None = None,
     rank: int = 0,
     world_size: int = 1,
+    mixture: Sequence[Path] = (),
 ) -> TrainingData:
     """The dataset with the policy's windows. Cameras the policy does not read are left out,
     so they are never decoded (nor, streaming, fetched)."""
@@ -136,6 +147,12 @@ def open_training_data(
         )
     unread = {k for k in meta.visual_keys if k not in config.image_features}
     kept = attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
+    if len(mixture) > 1:
+        deltas = delta_timestamps(config, list(kept.features), meta.fps)
+        mixed = MultiLeRobotTorchDataset(
+            mixture, delta_timestamps=deltas, video_backend=video_backend
+        )
+        return TrainingData(mixed, Path(mixture[0]), meta)
     if source.streaming:
         from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
 
@@ -193,3 +210,27 @@ def make_loader(
 
 def sample_positions(data: TrainingData, config: PolicyConfig) -> np.ndarray:
     return usable_positions(data.episode_lengths(), getattr(config, "drop_n_last_frames", 0))
+
+
+def sample_probabilities(
+    data: TrainingData, positions: np.ndarray, weights: Sequence[float] | None
+) -> np.ndarray | None:
+    """Each position's chance of being drawn when a mixture's datasets are weighted: dataset i
+    gets `weights[i] / sum(weights)` of the samples, spread evenly over its usable positions;
+    None (every position alike: datasets in proportion to their frames) otherwise."""
+    dataset = data.dataset
+    if weights is None or not isinstance(dataset, MultiLeRobotTorchDataset):
+        return None
+    starts = np.asarray([dataset.locate_start(i) for i in range(len(dataset.datasets))])
+    owner = np.searchsorted(starts, positions, side="right") - 1
+    counts = np.bincount(owner, minlength=len(starts))
+    share = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    if np.any(counts == 0):
+        empty = [str(dataset.roots[i]) for i in np.flatnonzero(counts == 0)]
+        raise DatasetError(
+            f"no frame to train on in {', '.join(empty)}",
+            where="dataset.weights",
+            hint="drop that dataset from the mixture",
+        )
+    probabilities = share[owner] / counts[owner]
+    return probabilities / probabilities.sum()

@@ -64,6 +64,7 @@ def prepare_run(
         video_backend=video_backend,
         rank=world.rank,
         world_size=world.size,
+        mixture=plan.dataset_roots,
     )
     if loaded is None:
         loaded = new_policy(

@@ -62,8 +62,14 @@ class StepBatchSampler:
         start_step: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        probabilities: np.ndarray | None = None,
     ) -> None:
+        """`probabilities`: each position's chance per draw (a weighted mixture): an epoch is
+        then `len(positions)` draws with replacement, still a function of (seed, epoch)."""
         self.positions = positions
+        self.probabilities = (
+            None if probabilities is None else torch.from_numpy(np.asarray(probabilities))
+        )
         self.batch_size = batch_size
         self.seed = seed
         self.start_step = start_step
@@ -75,7 +81,13 @@ class StepBatchSampler:
     def order(self, epoch: int) -> np.ndarray:
         if epoch != self._epoch:
             generator = torch.Generator().manual_seed(_seed_of(self.seed, epoch))
-            self._order = torch.randperm(len(self.positions), generator=generator).numpy()
+            if self.probabilities is None:
+                order = torch.randperm(len(self.positions), generator=generator)
+            else:
+                order = torch.multinomial(
+                    self.probabilities, len(self.positions), replacement=True, generator=generator
+                )
+            self._order = order.numpy()
             self._epoch = epoch
         return self._order
 

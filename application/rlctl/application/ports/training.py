@@ -134,6 +134,9 @@ class TrainingPlan:
     # The local dataset folder (streaming: the local copy of its `meta/`) and its metadata.
     dataset_root: Path
     dataset: DatasetMeta
+    # A mixture's local folders, in the order given (the first is `dataset_root`), and `dataset`
+    # is their shared metadata; empty for one dataset.
+    dataset_roots: tuple[Path, ...] = ()
     # The checkpoint to restore (model, optimiser, scheduler, RNG states, step), if resuming.
     resume: CheckpointRef | None = None
     # Fine-tuning: the local folder of the pretrained policy whose weights the run starts from.

@@ -3,7 +3,8 @@
 The policy of the work, as `lerobot-train` does it:
 - the dataset is the folder given, or a Hub repo id pulled into the cache (only `meta/` when
   streaming); under several processes the main one pulls while the others wait, then they find
-  it in the cache;
+  it in the cache; several (a mixture) are each resolved so, and the policy is built from what
+  they share (`mixture_meta`);
 - a resumed run trains the checkpoint's policy config as `TrainPolicy` read it (its statistics
   are authoritative): nothing of the policy is decided again;
 - a new run's policy takes its input and output features from the dataset, without cameras for
@@ -21,6 +22,7 @@ The result is a `TrainingPlan` whose locations are local: the backend pulls noth
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from rlctl.application.relative_actions import (
     with_relative_action_names,
 )
 from rlctl.domain.dataset_meta import DatasetMeta
+from rlctl.domain.dataset_mixture import mixture_meta
 from rlctl.domain.errors import DatasetError, NotSupported
 from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies import ACTION, OBS_STATE, PolicyConfig, dataset_policy_features
@@ -78,8 +81,20 @@ class PlanTraining:
         processes: TrainingProcesses,
     ) -> TrainingPlan:
         source = settings.dataset
-        root = _once(processes, lambda: self._dataset_root(source), local=bool(source.root))
-        meta = self._meta_reader.read_meta(str(root))
+        local = bool(source.root)
+        roots = tuple(
+            _once(processes, partial(self._dataset_root, source, at), local=local)
+            for at in source.locations_given or [source.location]
+        )
+        root = roots[0]
+        if len(roots) > 1:
+            meta, left_out = mixture_meta(
+                [(str(r), self._meta_reader.read_meta(str(r))) for r in roots]
+            )
+            log.info("dataset mixture", datasets=len(roots), weights=source.weights,
+                     left_out="; ".join(left_out) or None)  # fmt: skip
+        else:
+            meta = self._meta_reader.read_meta(str(root))
         pretrained: Path | None = None
         action_stats: Mapping[str, Any] | None = None
         if resume is None:
@@ -98,6 +113,13 @@ class PlanTraining:
             config = with_relative_action_names(config, meta.features)
             config = attrs.evolve(config, device=processes.device_type)
             settings = attrs.evolve(settings, policy=config)
+            if config.use_relative_actions and len(roots) > 1:
+                raise NotSupported(
+                    "relative action statistics are computed over one dataset, not a mixture",
+                    where="policy.use_relative_actions",
+                    hint="train a mixture with policy.use_relative_actions=false, or merge the "
+                    "datasets first (`rlctl dataset merge`)",
+                )
             if config.use_relative_actions:
                 mine = self._relative_action_stats(settings, root) if processes.is_main else None
                 action_stats = processes.share(mine)
@@ -106,6 +128,7 @@ class PlanTraining:
             settings=settings,
             dataset_root=root,
             dataset=meta,
+            dataset_roots=roots if len(roots) > 1 else (),
             resume=resume,
             pretrained=pretrained,
             action_stats=action_stats,
@@ -113,13 +136,13 @@ class PlanTraining:
             scheduler=scheduler,
         )
 
-    def _dataset_root(self, source: DatasetSource) -> Path:
+    def _dataset_root(self, source: DatasetSource, location: str) -> Path:
         if source.root:
-            return Path(source.root).expanduser()
+            return Path(location).expanduser()
         if source.streaming:
-            return self._streams.metadata_root(source.location, source.revision)
+            return self._streams.metadata_root(location, source.revision)
         episodes = tuple(source.episodes) if source.episodes is not None else None
-        return self._resolve_dataset(source.location, revision=source.revision, episodes=episodes)
+        return self._resolve_dataset(location, revision=source.revision, episodes=episodes)
 
     def _pretrained_folder(self, config: PolicyConfig) -> Path:
         assert config.pretrained_path

@@ -291,7 +291,7 @@ def _divergence(
     # A refused update leaves the step count as it was; a backend that applied it counted it.
     step = session.steps_done + 1 if result.nonfinite is not None else session.steps_done
     seen = result.nonfinite or NonFinite()
-    dataset = settings.dataset.root or settings.dataset.repo_id or "DATASET"
+    dataset = ", ".join(settings.dataset.locations_given) or "DATASET"
     kept = (
         f"the last good checkpoint (step {last_saved.step}) is kept; "
         f"rlctl train --resume={settings.output_dir} continues from it"

@@ -93,6 +93,7 @@ def trainable_policy_types() -> str:
 EPILOG = """\b
 Common settings (all: --print-config):
   --dataset.root=PATH | --dataset.repo_id=ID   [--dataset.episodes=[0,1]]
+  --dataset.repo_id=[A,B] --dataset.weights=[3,1]   a mixture, drawn 3:1
   --dataset.image_transforms.enable=true       LeRobot's augmentations
   --policy.type=TYPE  --policy.<field>=VALUE  (e.g. --policy.chunk_size=50)
                  TYPE: {types}
