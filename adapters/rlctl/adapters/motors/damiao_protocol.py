@@ -16,21 +16,26 @@ radians scaled to the motor model's [-PMAX, PMAX]; the bus speaks degrees, as Le
 
 from __future__ import annotations
 
-import math
 import struct
 
 import attrs
 
-CMD_ENABLE = 0xFC
-CMD_DISABLE = 0xFD
-CMD_SET_ZERO = 0xFE
+from rlctl.adapters.motors import mit_protocol as mit
+from rlctl.adapters.motors.mit_protocol import CMD_DISABLE as CMD_DISABLE
+from rlctl.adapters.motors.mit_protocol import CMD_ENABLE as CMD_ENABLE
+from rlctl.adapters.motors.mit_protocol import CMD_SET_ZERO as CMD_SET_ZERO
+from rlctl.adapters.motors.mit_protocol import KD_RANGE as KD_RANGE
+from rlctl.adapters.motors.mit_protocol import KP_RANGE as KP_RANGE
+from rlctl.adapters.motors.mit_protocol import MalformedFrame as MalformedFrame
+from rlctl.adapters.motors.mit_protocol import MitCommand as MitCommand
+from rlctl.adapters.motors.mit_protocol import float_to_uint as float_to_uint
+from rlctl.adapters.motors.mit_protocol import simple_command as simple_command
+from rlctl.adapters.motors.mit_protocol import uint_to_float as uint_to_float
+
 CMD_REFRESH = 0xCC
 CMD_READ_PARAM = 0x33
 CMD_WRITE_PARAM = 0x55
 PARAM_ID = 0x7FF  # where refreshes and parameter reads are sent
-
-KP_RANGE = (0.0, 500.0)
-KD_RANGE = (0.0, 5.0)
 
 # Model -> (PMAX rad, VMAX rad/s, TMAX N·m): the scales of the MIT frames (LeRobot's table).
 MODEL_LIMITS: dict[str, tuple[float, float, float]] = {
@@ -109,23 +114,6 @@ FAULTS: dict[int, str] = {
 }
 
 
-class MalformedFrame(ValueError):
-    """A frame that is not what the motor should have sent (short, or another motor's)."""
-
-
-def float_to_uint(x: float, low: float, high: float, bits: int) -> int:
-    x = min(max(x, low), high)
-    return int((x - low) / (high - low) * ((1 << bits) - 1))
-
-
-def uint_to_float(x: int, low: float, high: float, bits: int) -> float:
-    return x / ((1 << bits) - 1) * (high - low) + low
-
-
-def simple_command(command: int) -> bytes:
-    return bytes([0xFF] * 7 + [command])
-
-
 def param_request(motor_id: int, command: int, rid: int = 0) -> bytes:
     """A refresh (`CMD_REFRESH`) or parameter read (`CMD_READ_PARAM`), sent to `PARAM_ID`."""
     return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, command, rid, 0, 0, 0, 0])
@@ -134,49 +122,11 @@ def param_request(motor_id: int, command: int, rid: int = 0) -> bytes:
 def encode_mit(
     model: str, kp: float, kd: float, position_deg: float, velocity_dps: float, torque: float
 ) -> bytes:
-    pmax, vmax, tmax = MODEL_LIMITS[model]
-    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
-    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
-    kp_u = float_to_uint(kp, *KP_RANGE, 12)
-    kd_u = float_to_uint(kd, *KD_RANGE, 12)
-    tau = float_to_uint(torque, -tmax, tmax, 12)
-    return bytes(
-        [
-            (q >> 8) & 0xFF,
-            q & 0xFF,
-            dq >> 4,
-            ((dq & 0xF) << 4) | ((kp_u >> 8) & 0xF),
-            kp_u & 0xFF,
-            kd_u >> 4,
-            ((kd_u & 0xF) << 4) | ((tau >> 8) & 0xF),
-            tau & 0xFF,
-        ]
-    )
-
-
-@attrs.frozen
-class MitCommand:
-    kp: float
-    kd: float
-    position_deg: float
-    velocity_dps: float
-    torque: float
+    return mit.encode_mit(MODEL_LIMITS[model], kp, kd, position_deg, velocity_dps, torque)
 
 
 def decode_mit(model: str, data: bytes) -> MitCommand:
-    pmax, vmax, tmax = MODEL_LIMITS[model]
-    q = (data[0] << 8) | data[1]
-    dq = (data[2] << 4) | (data[3] >> 4)
-    kp_u = ((data[3] & 0xF) << 8) | data[4]
-    kd_u = (data[5] << 4) | (data[6] >> 4)
-    tau = ((data[6] & 0xF) << 8) | data[7]
-    return MitCommand(
-        kp=uint_to_float(kp_u, *KP_RANGE, 12),
-        kd=uint_to_float(kd_u, *KD_RANGE, 12),
-        position_deg=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
-        velocity_dps=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
-        torque=uint_to_float(tau, -tmax, tmax, 12),
-    )
+    return mit.decode_mit(MODEL_LIMITS[model], data)
 
 
 @attrs.frozen
@@ -207,41 +157,25 @@ def encode_feedback(
     temp_mos: int = 30,
     temp_rotor: int = 30,
 ) -> bytes:
-    pmax, vmax, tmax = MODEL_LIMITS[model]
-    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
-    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
-    tau = float_to_uint(torque, -tmax, tmax, 12)
-    return bytes(
-        [
-            ((status & 0xF) << 4) | (motor_id & 0xF),
-            (q >> 8) & 0xFF,
-            q & 0xFF,
-            (dq >> 4) & 0xFF,
-            ((dq & 0xF) << 4) | ((tau >> 8) & 0xF),
-            tau & 0xFF,
-            temp_mos & 0xFF,
-            temp_rotor & 0xFF,
-        ]
+    return (
+        bytes([((status & 0xF) << 4) | (motor_id & 0xF)])
+        + mit.encode_motion(MODEL_LIMITS[model], position_deg, velocity_dps, torque)
+        + bytes([temp_mos & 0xFF, temp_rotor & 0xFF])
     )
 
 
 def decode_feedback(model: str, motor_id: int, data: bytes) -> MotorState:
     """The state in a feedback frame from the motor at send id `motor_id`; `MalformedFrame` when
     it is short or names another motor (the low nibble of its first byte is the id's)."""
-    if len(data) < 8:
-        raise MalformedFrame(f"a feedback frame of {len(data)} bytes (8 expected)")
+    position, velocity, torque = mit.decode_motion(MODEL_LIMITS[model], data)
     if data[0] & 0xF != motor_id & 0xF:
         raise MalformedFrame(
             f"a feedback frame for id 0x{data[0] & 0xF:X} (expected 0x{motor_id & 0xF:X})"
         )
-    pmax, vmax, tmax = MODEL_LIMITS[model]
-    q = (data[1] << 8) | data[2]
-    dq = (data[3] << 4) | (data[4] >> 4)
-    tau = ((data[4] & 0xF) << 8) | data[5]
     return MotorState(
-        position=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
-        velocity=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
-        torque=uint_to_float(tau, -tmax, tmax, 12),
+        position=position,
+        velocity=velocity,
+        torque=torque,
         temp_mos=float(data[6]),
         temp_rotor=float(data[7]),
         status=data[0] >> 4,

@@ -22,9 +22,18 @@ import struct
 
 import attrs
 
-CMD_ENABLE = 0xFC
-CMD_DISABLE = 0xFD
-CMD_SET_ZERO = 0xFE
+from rlctl.adapters.motors import mit_protocol as mit
+from rlctl.adapters.motors.mit_protocol import CMD_DISABLE as CMD_DISABLE
+from rlctl.adapters.motors.mit_protocol import CMD_ENABLE as CMD_ENABLE
+from rlctl.adapters.motors.mit_protocol import CMD_SET_ZERO as CMD_SET_ZERO
+from rlctl.adapters.motors.mit_protocol import KD_RANGE as KD_RANGE
+from rlctl.adapters.motors.mit_protocol import KP_RANGE as KP_RANGE
+from rlctl.adapters.motors.mit_protocol import MalformedFrame as MalformedFrame
+from rlctl.adapters.motors.mit_protocol import MitCommand as MitCommand
+from rlctl.adapters.motors.mit_protocol import float_to_uint as float_to_uint
+from rlctl.adapters.motors.mit_protocol import simple_command as simple_command
+from rlctl.adapters.motors.mit_protocol import uint_to_float as uint_to_float
+
 CMD_CLEAR_FAULT = 0xFB
 
 MODE_MIT = 0
@@ -32,8 +41,6 @@ MODE_POS_VEL = 1
 MODE_VELOCITY = 2
 MODE_NAMES = {MODE_MIT: "MIT", MODE_POS_VEL: "position-velocity", MODE_VELOCITY: "velocity"}
 
-KP_RANGE = (0.0, 500.0)
-KD_RANGE = (0.0, 5.0)
 # The current limit LeRobot sends with every velocity command.
 VELOCITY_CURRENT_LIMIT_A = 5.0
 
@@ -50,25 +57,8 @@ MODEL_LIMITS: dict[str, tuple[float, float, float]] = {
 }
 
 
-class MalformedFrame(ValueError):
-    """A frame that is not what the motor should have sent (short, or another motor's)."""
-
-
 def limits(model: str) -> tuple[float, float, float]:
     return MODEL_LIMITS[model.lower()]
-
-
-def float_to_uint(x: float, low: float, high: float, bits: int) -> int:
-    x = max(low, min(high, x))
-    return int((x - low) / (high - low) * ((1 << bits) - 1))
-
-
-def uint_to_float(x: int, low: float, high: float, bits: int) -> float:
-    return float(x) / ((1 << bits) - 1) * (high - low) + low
-
-
-def simple_command(command: int) -> bytes:
-    return bytes([0xFF] * 7 + [command])
 
 
 def mode_command(mode: int) -> bytes:
@@ -86,49 +76,11 @@ def is_mode_command(data: bytes) -> bool:
 def encode_mit(
     model: str, kp: float, kd: float, position_deg: float, velocity_dps: float, torque: float
 ) -> bytes:
-    pmax, vmax, tmax = limits(model)
-    kp_u = float_to_uint(kp, *KP_RANGE, 12)
-    kd_u = float_to_uint(kd, *KD_RANGE, 12)
-    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
-    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
-    tau = float_to_uint(torque, -tmax, tmax, 12)
-    return bytes(
-        [
-            (q >> 8) & 0xFF,
-            q & 0xFF,
-            dq >> 4,
-            ((dq & 0xF) << 4) | ((kp_u >> 8) & 0xF),
-            kp_u & 0xFF,
-            kd_u >> 4,
-            ((kd_u & 0xF) << 4) | ((tau >> 8) & 0xF),
-            tau & 0xFF,
-        ]
-    )
-
-
-@attrs.frozen
-class MitCommand:
-    kp: float
-    kd: float
-    position_deg: float
-    velocity_dps: float
-    torque: float
+    return mit.encode_mit(limits(model), kp, kd, position_deg, velocity_dps, torque)
 
 
 def decode_mit(model: str, data: bytes) -> MitCommand:
-    pmax, vmax, tmax = limits(model)
-    q = (data[0] << 8) | data[1]
-    dq = (data[2] << 4) | (data[3] >> 4)
-    kp_u = ((data[3] & 0xF) << 8) | data[4]
-    kd_u = (data[5] << 4) | (data[6] >> 4)
-    tau = ((data[6] & 0xF) << 8) | data[7]
-    return MitCommand(
-        kp=uint_to_float(kp_u, *KP_RANGE, 12),
-        kd=uint_to_float(kd_u, *KD_RANGE, 12),
-        position_deg=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
-        velocity_dps=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
-        torque=uint_to_float(tau, -tmax, tmax, 12),
-    )
+    return mit.decode_mit(limits(model), data)
 
 
 def encode_velocity(
@@ -162,22 +114,11 @@ def encode_feedback(
     torque: float,
     temp_mos: float = 30.0,
 ) -> bytes:
-    pmax, vmax, tmax = limits(model)
-    q = float_to_uint(math.radians(position_deg), -pmax, pmax, 16)
-    dq = float_to_uint(math.radians(velocity_dps), -vmax, vmax, 12)
-    tau = float_to_uint(torque, -tmax, tmax, 12)
     temp = max(0, min(0xFFFF, round(temp_mos * 10)))
-    return bytes(
-        [
-            recv_id & 0xFF,
-            (q >> 8) & 0xFF,
-            q & 0xFF,
-            (dq >> 4) & 0xFF,
-            ((dq & 0xF) << 4) | ((tau >> 8) & 0xF),
-            tau & 0xFF,
-            (temp >> 8) & 0xFF,
-            temp & 0xFF,
-        ]
+    return (
+        bytes([recv_id & 0xFF])
+        + mit.encode_motion(limits(model), position_deg, velocity_dps, torque)
+        + bytes([(temp >> 8) & 0xFF, temp & 0xFF])
     )
 
 
@@ -197,17 +138,12 @@ def fault_bits(data: bytes) -> int | None:
 def decode_feedback(model: str, recv_id: int, data: bytes) -> MotorState:
     """The state in a feedback frame from the motor answering as `recv_id`; `MalformedFrame`
     when it is short or names another motor."""
-    if len(data) < 8:
-        raise MalformedFrame(f"a feedback frame of {len(data)} bytes (8 expected)")
+    position, velocity, torque = mit.decode_motion(limits(model), data)
     if data[0] != recv_id & 0xFF:
         raise MalformedFrame(f"a feedback frame for id 0x{data[0]:02X} (expected 0x{recv_id:02X})")
-    pmax, vmax, tmax = limits(model)
-    q = (data[1] << 8) | data[2]
-    dq = (data[3] << 4) | (data[4] >> 4)
-    tau = ((data[4] & 0xF) << 8) | data[5]
     return MotorState(
-        position=math.degrees(uint_to_float(q, -pmax, pmax, 16)),
-        velocity=math.degrees(uint_to_float(dq, -vmax, vmax, 12)),
-        torque=uint_to_float(tau, -tmax, tmax, 12),
+        position=position,
+        velocity=velocity,
+        torque=torque,
         temp_mos=((data[6] << 8) | data[7]) / 10,
     )
