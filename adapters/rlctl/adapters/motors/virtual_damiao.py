@@ -13,15 +13,13 @@ no arm (`interface="virtual"` on both sides).
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any
 
 import attrs
 
 from rlctl.adapters.motors import damiao_protocol as dm
+from rlctl.adapters.motors.virtual_can_motor import VirtualCanMotors
 
 
 @attrs.define
@@ -68,7 +66,10 @@ class EmulatedMotor:
         return frame[:5] if self.corrupt else frame
 
 
-class VirtualDamiaoMotors:
+class VirtualDamiaoMotors(VirtualCanMotors[EmulatedMotor]):
+    thread_name = "virtual-damiao"
+    answers_fd = True
+
     def __init__(
         self,
         channel: str,
@@ -77,86 +78,19 @@ class VirtualDamiaoMotors:
         interface: str = "virtual",
     ) -> None:
         """`motors`: send id -> (receive id, model)."""
-        self.channel = channel
-        self.motors = {
-            send: EmulatedMotor(send, recv, model) for send, (recv, model) in motors.items()
-        }
-        self._interface = interface
-        self._bus: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        super().__init__(
+            channel,
+            {send: EmulatedMotor(send, recv, model) for send, (recv, model) in motors.items()},
+            interface=interface,
+        )
 
-    # Life cycle
-
-    def start(self) -> VirtualDamiaoMotors:
-        import can
-
-        self._bus = can.Bus(interface=self._interface, channel=self.channel)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name="virtual-damiao", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
-        if self._bus is not None:
-            self._bus.shutdown()
-            self._bus = None
-
-    def __enter__(self) -> VirtualDamiaoMotors:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # Faults and hands
-
-    def silence(self, send_id: int, silent: bool = True) -> None:
-        with self._lock:
-            self.motors[send_id].silent = silent
-
-    def corrupt(self, send_id: int, corrupt: bool = True) -> None:
-        with self._lock:
-            self.motors[send_id].corrupt = corrupt
+    # Faults
 
     def fault(self, send_id: int, code: int | None) -> None:
         with self._lock:
             self.motors[send_id].status_fault = code
 
-    def move(self, send_id: int, position_deg: float) -> None:
-        """Put a joint somewhere, as a hand moving a disabled motor would."""
-        with self._lock:
-            self.motors[send_id].position = position_deg
-
     # The motors' side of the protocol
-
-    def _serve(self) -> None:
-        import can
-
-        while not self._stop.is_set():
-            msg = self._bus.recv(timeout=0.02)
-            if msg is None or msg.is_extended_id:
-                continue
-            with self._lock:
-                replies = self._answer(msg.arbitration_id, bytes(msg.data))
-            for arbitration_id, data in replies:
-                self._bus.send(
-                    can.Message(
-                        arbitration_id=arbitration_id,
-                        data=data,
-                        is_extended_id=False,
-                        is_fd=msg.is_fd,
-                    )
-                )
 
     def _answer(self, arbitration_id: int, data: bytes) -> list[tuple[int, bytes]]:
         if arbitration_id == dm.PARAM_ID:

@@ -12,15 +12,13 @@ enabled, or where a test puts it as a hand would) and a zero. Faults are injecte
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any
 
 import attrs
 
 from rlctl.adapters.motors import robstride_protocol as rs
+from rlctl.adapters.motors.virtual_can_motor import VirtualCanMotors
 
 
 @attrs.define
@@ -49,7 +47,9 @@ class EmulatedRobstride:
         return frame[:5] if self.corrupt else frame
 
 
-class VirtualRobstrideMotors:
+class VirtualRobstrideMotors(VirtualCanMotors[EmulatedRobstride]):
+    thread_name = "virtual-robstride"
+
     def __init__(
         self,
         channel: str,
@@ -58,80 +58,26 @@ class VirtualRobstrideMotors:
         interface: str = "virtual",
     ) -> None:
         """`motors`: id -> (receive id, model)."""
-        self.channel = channel
-        self.motors = {
-            send: EmulatedRobstride(send, recv, model) for send, (recv, model) in motors.items()
-        }
-        self._interface = interface
-        self._bus: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        super().__init__(
+            channel,
+            {send: EmulatedRobstride(send, recv, model) for send, (recv, model) in motors.items()},
+            interface=interface,
+        )
 
-    def start(self) -> VirtualRobstrideMotors:
-        import can
-
-        self._bus = can.Bus(interface=self._interface, channel=self.channel)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name="virtual-robstride", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-            self._thread = None
-        if self._bus is not None:
-            self._bus.shutdown()
-            self._bus = None
-
-    def __enter__(self) -> VirtualRobstrideMotors:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # Faults and hands
-
-    def silence(self, send_id: int, silent: bool = True) -> None:
-        with self._lock:
-            self.motors[send_id].silent = silent
-
-    def corrupt(self, send_id: int, corrupt: bool = True) -> None:
-        with self._lock:
-            self.motors[send_id].corrupt = corrupt
+    # Faults
 
     def fault(self, send_id: int, bits: int) -> None:
         with self._lock:
             self.motors[send_id].fault_bits = bits
 
-    def move(self, send_id: int, position_deg: float) -> None:
-        """Put a joint somewhere, as a hand moving a disabled motor would."""
-        with self._lock:
-            self.motors[send_id].position = position_deg
-
     # The motors' side of the protocol
 
-    def _serve(self) -> None:
-        import can
+    def _answer(self, arbitration_id: int, data: bytes) -> list[tuple[int, bytes]]:
+        reply = self._reply(arbitration_id, data)
+        # Robstride firmware answers on the host's id; LeRobot reads the first byte.
+        return [] if reply is None else [(0xFD, reply)]
 
-        while not self._stop.is_set():
-            msg = self._bus.recv(timeout=0.02)
-            if msg is None or msg.is_extended_id:
-                continue
-            with self._lock:
-                reply = self._answer(msg.arbitration_id, bytes(msg.data))
-            if reply is not None:
-                # Robstride firmware answers on the host's id; LeRobot reads the first byte.
-                self._bus.send(can.Message(arbitration_id=0xFD, data=reply, is_extended_id=False))
-
-    def _answer(self, arbitration_id: int, data: bytes) -> bytes | None:
+    def _reply(self, arbitration_id: int, data: bytes) -> bytes | None:
         motor = self.motors.get(arbitration_id)
         if motor is None or len(data) != 8:
             return None
