@@ -25,14 +25,26 @@ class VirtualCanMotors[MotorT: EmulatedCanMotor]:
     # Whether an answer is sent as CAN FD when the frame it answers was (else classic CAN).
     answers_fd: ClassVar[bool] = False
 
-    def __init__(self, channel: str, motors: Mapping[int, MotorT], *, interface: str) -> None:
+    def __init__(
+        self,
+        channel: str,
+        motors: Mapping[int, tuple[int, str]],
+        *,
+        interface: str = "virtual",
+    ) -> None:
+        """`motors`: send id -> (receive id, model)."""
         self.channel = channel
-        self.motors = dict(motors)
+        self.motors = {
+            send: self._new_motor(send, recv, model) for send, (recv, model) in motors.items()
+        }
         self._interface = interface
         self._bus: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+
+    def _new_motor(self, send_id: int, recv_id: int, model: str) -> MotorT:
+        raise NotImplementedError
 
     # Life cycle
 

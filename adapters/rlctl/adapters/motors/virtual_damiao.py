@@ -14,7 +14,6 @@ no arm (`interface="virtual"` on both sides).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 
 import attrs
 
@@ -70,19 +69,8 @@ class VirtualDamiaoMotors(VirtualCanMotors[EmulatedMotor]):
     thread_name = "virtual-damiao"
     answers_fd = True
 
-    def __init__(
-        self,
-        channel: str,
-        motors: Mapping[int, tuple[int, str]],
-        *,
-        interface: str = "virtual",
-    ) -> None:
-        """`motors`: send id -> (receive id, model)."""
-        super().__init__(
-            channel,
-            {send: EmulatedMotor(send, recv, model) for send, (recv, model) in motors.items()},
-            interface=interface,
-        )
+    def _new_motor(self, send_id: int, recv_id: int, model: str) -> EmulatedMotor:
+        return EmulatedMotor(send_id, recv_id, model)
 
     # Faults
 

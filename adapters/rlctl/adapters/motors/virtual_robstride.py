@@ -13,7 +13,6 @@ enabled, or where a test puts it as a hand would) and a zero. Faults are injecte
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 
 import attrs
 
@@ -50,19 +49,8 @@ class EmulatedRobstride:
 class VirtualRobstrideMotors(VirtualCanMotors[EmulatedRobstride]):
     thread_name = "virtual-robstride"
 
-    def __init__(
-        self,
-        channel: str,
-        motors: Mapping[int, tuple[int, str]],
-        *,
-        interface: str = "virtual",
-    ) -> None:
-        """`motors`: id -> (receive id, model)."""
-        super().__init__(
-            channel,
-            {send: EmulatedRobstride(send, recv, model) for send, (recv, model) in motors.items()},
-            interface=interface,
-        )
+    def _new_motor(self, send_id: int, recv_id: int, model: str) -> EmulatedRobstride:
+        return EmulatedRobstride(send_id, recv_id, model)
 
     # Faults
 
