@@ -155,7 +155,7 @@ def test_missing_and_unexpected_keys_are_listed(saved: Path) -> None:
 
 def test_unknown_policy_type_names_the_config(saved: Path) -> None:
     config = json.loads((saved / "config.json").read_text())
-    config["type"] = "vqbet"
+    config["type"] = "not_a_policy_type"
     (saved / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnknownPolicyType) as caught:
         load_policy_folder(saved)
