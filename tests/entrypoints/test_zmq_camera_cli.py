@@ -54,7 +54,7 @@ def test_a_zmq_camera_lost_mid_recording_keeps_the_finished_episodes_and_names_i
                 "--teleop.type=scripted",
                 "--robot.cameras={head: {type: zmq, server_address: 127.0.0.1, "
                 f"port: {port}, camera_name: head, width: 32, height: 24, fps: 20, "
-                "timeout_ms: 500, warmup_s: 0}}",
+                "timeout_ms: 5000, warmup_s: 0}}",
                 f"--dataset.root={root}",
                 "--dataset.single_task=look",
                 "--dataset.num_episodes=5",
@@ -71,7 +71,9 @@ def test_a_zmq_camera_lost_mid_recording_keeps_the_finished_episodes_and_names_i
         process.kill()
         process.wait(timeout=10)
     assert result.exit_code == 1, result.output
-    assert f"error: zmq head@127.0.0.1:{port}: no frame from the publisher" in result.output
+    said = result.output
+    assert f"error: zmq head@127.0.0.1:{port}: " in said, said
+    assert "no frame from the publisher" in said or "the camera stopped delivering" in said
     reader = LeRobotDatasetReader(root)
     assert reader.meta.total_episodes >= 1 and len(reader) == 20 * reader.meta.total_episodes
     assert reader[0]["observation.images.head"].shape == (3, 24, 32)
