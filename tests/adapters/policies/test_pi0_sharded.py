@@ -39,6 +39,7 @@ def test_pi0_declares_its_layer_pairs_as_wrap_units(tiny_paligemma_tokenizer: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_pi0_on_two_fsdp_ranks_trains_as_one_process(
     tiny_paligemma_tokenizer: Path, tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def test_fsdp_on_two_ranks_is_one_process_with_accumulation_and_resumes_in_one(
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_ddp_on_two_ranks_is_one_process_and_a_ddp_checkpoint_resumes_sharded(
     fixtures_dir, tmp_path
 ):
@@ -125,6 +126,7 @@ def test_ddp_on_two_ranks_is_one_process_and_a_ddp_checkpoint_resumes_sharded(
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_four_ranks_fsdp_and_hsdp_and_resume_on_two(fixtures_dir, tmp_path):
     dataset = str(fixtures_dir / "sim_video")
     one, _ = launch({"dataset": dataset, "out": str(tmp_path / "one"), "steps": 3,
@@ -155,6 +157,7 @@ def test_four_ranks_fsdp_and_hsdp_and_resume_on_two(fixtures_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_act_layer_units_with_activation_checkpointing_train_as_ddp_and_lerobot_loads_them(
     fixtures_dir, tmp_path, request
 ):
