@@ -15,29 +15,31 @@ right before sampling, as rlctl's test seeds it. The chunk printed is the post-p
 """
 
 import json
-import sys
 
 import numpy as np
 import torch
-from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.policies.multi_task_dit.configuration_multi_task_dit import MultiTaskDiTConfig
 from lerobot.policies.multi_task_dit.modeling_multi_task_dit import MultiTaskDiTPolicy
 from lerobot.policies.multi_task_dit.processor_multi_task_dit import (
     make_multi_task_dit_pre_post_processors,
 )
-from lerobot.processor import PolicyProcessorPipeline
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
+from lerobot_common import (
+    action_features,
+    chunk_commands,
+    config_fields,
+    input_features,
+    main,
+    mean_std_stats,
+    min_max_stats,
+    randomise,
+    read_tensors,
+    save,
 )
 
 
 def predict(policy, pre, post, inputs_path, seed):
-    data = np.load(inputs_path)
-    batch = {k: torch.from_numpy(data[k]) for k in data.files if k != "task"}
-    batch["task"] = [str(t) for t in data["task"]]
+    batch = read_tensors(inputs_path, skip={"task"})
+    batch["task"] = [str(t) for t in np.load(inputs_path)["task"]]
     processed = policy._prepare_batch(pre(batch))
     torch.manual_seed(int(seed))
     with torch.no_grad():
@@ -47,81 +49,31 @@ def predict(policy, pre, post, inputs_path, seed):
 
 def stats_for(spec):
     rng = np.random.default_rng(spec["seed"])
-
-    def tensor(values):
-        return torch.tensor(values, dtype=torch.float32)
-
-    stats = {}
-    for key, dim in (("observation.state", spec["state_dim"]), ("action", spec["action_dim"])):
-        low = rng.uniform(-2, 0, size=dim)
-        stats[key] = {"min": tensor(low), "max": tensor(low + rng.uniform(0.5, 3, size=dim))}
-    for key in spec["cameras"]:
-        stats[key] = {
-            "mean": tensor(rng.uniform(0.3, 0.6, size=(3, 1, 1))),
-            "std": tensor(rng.uniform(0.1, 0.3, size=(3, 1, 1))),
-        }
-    return stats
+    dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
+    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
 
 
 def make(out, clip_dir, spec_text, inputs_path):
     spec = json.loads(spec_text)
-    inputs = {"observation.state": PolicyFeature(FeatureType.STATE, (spec["state_dim"],))}
-    for key, shape in spec["cameras"].items():
-        inputs[key] = PolicyFeature(FeatureType.VISUAL, tuple(shape))
-    outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
-    # JSON gives lists; LeRobot's config saves its (height, width) pairs only as tuples.
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in spec["config"].items()}
     config = MultiTaskDiTConfig(
         vision_encoder_name=clip_dir,
         text_encoder_name=clip_dir,
-        input_features=inputs,
-        output_features=outputs,
+        input_features=input_features(
+            {"observation.state": [spec["state_dim"]], **spec["cameras"]}
+        ),
+        output_features=action_features(spec["action_dim"]),
         device="cpu",
-        **fields,
+        **config_fields(spec["config"]),
     )
     torch.manual_seed(spec["seed"])
     policy = MultiTaskDiTPolicy(config)
     # Randomise every weight (AdaLN-Zero's zeros included), so that nothing hides a mismatch.
-    with torch.no_grad():
-        for param in policy.parameters():
-            param.copy_(torch.randn_like(param) * spec.get("scale", 0.1))
+    randomise(policy, spec.get("scale", 0.1))
     pre, post = make_multi_task_dit_pre_post_processors(config, stats_for(spec))
-    policy.save_pretrained(out)
-    pre.save_pretrained(out)
-    post.save_pretrained(out)
+    save(out, policy, pre, post)
     policy.eval()
     return predict(policy, pre, post, inputs_path, spec["seed"])
 
 
-def load(folder):
-    policy = MultiTaskDiTPolicy.from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
-
-
-def main():
-    torch.use_deterministic_algorithms(True)
-    mode = sys.argv[1]
-    if mode == "make":
-        chunk = make(*sys.argv[2:6])
-    elif mode == "predict":
-        chunk = predict(*load(sys.argv[2]), sys.argv[3], sys.argv[4])
-    else:
-        raise SystemExit(f"unknown mode {mode}")
-    print(json.dumps({"chunk": chunk.detach().cpu().double().tolist()}))
-
-
 if __name__ == "__main__":
-    main()
+    main(chunk_commands("chunk", MultiTaskDiTPolicy, make, predict))

@@ -13,19 +13,17 @@ probabilities, and `predict_reward`'s rewards at 0.5.
 """
 
 import json
-import sys
 
 import numpy as np
 import torch
-from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.rewards.classifier.configuration_classifier import RewardClassifierConfig
 from lerobot.rewards.classifier.modeling_classifier import Classifier
 from lerobot.rewards.classifier.processor_classifier import make_classifier_processor
+from lerobot_common import input_features, main, mean_std_stats, randomise, read_tensors, save
 
 
 def predict(model, inputs_path):
-    data = np.load(inputs_path)
-    batch = {k: torch.from_numpy(data[k]) for k in data.files}
+    batch = read_tensors(inputs_path)
     model.eval()
     with torch.no_grad():
         images = [
@@ -36,43 +34,30 @@ def predict(model, inputs_path):
     return {"probabilities": probabilities.tolist(), "rewards": rewards.tolist()}
 
 
-def main():
-    command = sys.argv[1]
-    if command == "make":
-        out, encoder, spec_json, inputs_path = sys.argv[2:6]
-        spec = json.loads(spec_json)
-        features = {
-            k: PolicyFeature(type=FeatureType.VISUAL, shape=tuple(s))
-            for k, s in spec["cameras"].items()
-        }
-        config = RewardClassifierConfig(
-            input_features=features, model_name=encoder, device="cpu", **spec["config"]
-        )
-        torch.manual_seed(spec["seed"])
-        model = Classifier(config)
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if not name.startswith("encoder."):
-                    param.copy_(torch.randn_like(param) * 0.2)
-        model.save_pretrained(out)
-        rng = np.random.default_rng(spec["seed"])
-        stats = {
-            k: {
-                "mean": torch.tensor(rng.uniform(0.3, 0.6, size=(3, 1, 1)), dtype=torch.float32),
-                "std": torch.tensor(rng.uniform(0.1, 0.3, size=(3, 1, 1)), dtype=torch.float32),
-            }
-            for k in spec["cameras"]
-        }
-        pre, post = make_classifier_processor(config, dataset_stats=stats)
-        pre.save_pretrained(out)
-        post.save_pretrained(out)
-        print(json.dumps(predict(model, inputs_path)))
-    elif command == "predict":
-        checkpoint, inputs_path = sys.argv[2:4]
-        print(json.dumps(predict(Classifier.from_pretrained(checkpoint), inputs_path)))
-    else:
-        raise SystemExit(f"unknown command {command!r}")
+def make(out, encoder, spec_json, inputs_path):
+    spec = json.loads(spec_json)
+    config = RewardClassifierConfig(
+        input_features=input_features(spec["cameras"]),
+        model_name=encoder,
+        device="cpu",
+        **spec["config"],
+    )
+    torch.manual_seed(spec["seed"])
+    model = Classifier(config)
+    randomise(model, 0.2, skip=["encoder."])
+    stats = mean_std_stats(np.random.default_rng(spec["seed"]), spec["cameras"])
+    pre, post = make_classifier_processor(config, dataset_stats=stats)
+    save(out, model, pre, post)
+    return predict(model, inputs_path)
 
 
 if __name__ == "__main__":
-    main()
+    main(
+        {
+            "make": make,
+            "predict": lambda folder, inputs_path: predict(
+                Classifier.from_pretrained(folder), inputs_path
+            ),
+        },
+        deterministic=False,
+    )

@@ -15,26 +15,23 @@ with SEED, then SEED + 1 for the second chunk, right before each call.
 """
 
 import json
-import sys
 
 import numpy as np
 import torch
-from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.policies.tdmpc.configuration_tdmpc import TDMPCConfig
 from lerobot.policies.tdmpc.modeling_tdmpc import TDMPCPolicy
 from lerobot.policies.tdmpc.processor_tdmpc import make_tdmpc_pre_post_processors
-from lerobot.processor import PolicyProcessorPipeline
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
+from lerobot_common import (
+    action_features,
+    chunk_commands,
+    input_features,
+    load,
+    main,
+    min_max_stats,
+    randomise,
+    read_tensors,
+    save,
 )
-
-KINDS = {
-    "observation.state": FeatureType.STATE,
-    "observation.environment_state": FeatureType.ENV,
-}
 
 
 def chunk_of(policy, batch):
@@ -66,8 +63,7 @@ def chunk_of(policy, batch):
 
 
 def predict(policy, pre, post, inputs_path, seed):
-    data = np.load(inputs_path)
-    batch = pre({k: torch.from_numpy(data[k]) for k in data.files})
+    batch = pre(read_tensors(inputs_path))
     policy.eval()
     policy.reset()
     chunks = []
@@ -78,63 +74,26 @@ def predict(policy, pre, post, inputs_path, seed):
     return torch.stack(chunks)
 
 
-def stats_for(spec):
-    rng = np.random.default_rng(spec["seed"])
-    low = rng.uniform(-2, 0, size=spec["action_dim"])
-    return {
-        "action": {
-            "min": torch.tensor(low, dtype=torch.float32),
-            "max": torch.tensor(
-                low + rng.uniform(0.5, 3, size=spec["action_dim"]), dtype=torch.float32
-            ),
-        }
-    }
-
-
 def make(out, spec_text, inputs_path):
     spec = json.loads(spec_text)
-    inputs = {
-        key: PolicyFeature(KINDS.get(key, FeatureType.VISUAL), tuple(shape))
-        for key, shape in spec["inputs"].items()
-    }
-    outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
     config = TDMPCConfig(
-        input_features=inputs, output_features=outputs, device="cpu", **spec["config"]
+        input_features=input_features(spec["inputs"]),
+        output_features=action_features(spec["action_dim"]),
+        device="cpu",
+        **spec["config"],
     )
     torch.manual_seed(spec["seed"])
     policy = TDMPCPolicy(config)
-    with torch.no_grad():
-        for param in policy.parameters():
-            param.copy_(torch.randn_like(param) * spec.get("scale", 0.3))
-    pre, post = make_tdmpc_pre_post_processors(config, stats_for(spec))
-    policy.save_pretrained(out)
-    pre.save_pretrained(out)
-    post.save_pretrained(out)
+    randomise(policy, spec.get("scale", 0.3))
+    stats = min_max_stats(np.random.default_rng(spec["seed"]), [("action", spec["action_dim"])])
+    pre, post = make_tdmpc_pre_post_processors(config, stats)
+    save(out, policy, pre, post)
     return predict(policy, pre, post, inputs_path, spec["seed"])
 
 
-def load(folder):
-    policy = TDMPCPolicy.from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
-
-
 def loss(folder, batch_path, seed):
-    policy, pre, _ = load(folder)
-    data = np.load(batch_path)
-    batch = pre({k: torch.from_numpy(data[k]) for k in data.files})
+    policy, pre, _ = load(TDMPCPolicy, folder)
+    batch = pre(read_tensors(batch_path))
     policy.train()
     torch.manual_seed(int(seed))
     np.random.seed(int(seed))
@@ -145,20 +104,5 @@ def loss(folder, batch_path, seed):
     }
 
 
-def main():
-    torch.use_deterministic_algorithms(True)
-    mode = sys.argv[1]
-    if mode == "loss":
-        print(json.dumps(loss(*sys.argv[2:5])))
-        return
-    if mode == "make":
-        chunks = make(*sys.argv[2:5])
-    elif mode == "predict":
-        chunks = predict(*load(sys.argv[2]), sys.argv[3], sys.argv[4])
-    else:
-        raise SystemExit(f"unknown mode {mode}")
-    print(json.dumps({"chunks": chunks.detach().cpu().double().tolist()}))
-
-
 if __name__ == "__main__":
-    main()
+    main({**chunk_commands("chunks", TDMPCPolicy, make, predict), "loss": loss})

@@ -14,9 +14,17 @@ import numpy as np
 import pytest
 import torch
 
-from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.domain.features import typed_feature
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
+from tests.adapters.policies.interop_support import (
+    action_features,
+    assert_close,
+    assert_same_layout,
+    input_features,
+    mean_std_stats,
+    min_max_stats,
+    random_policy,
+)
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_gaussian_actor.py"
@@ -75,24 +83,10 @@ def rlctl_actions(policy, inputs: dict[str, np.ndarray], seed: int) -> np.ndarra
 
 def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(9)
-    stats = {}
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
     if spec["env_dim"]:
         dims.append(("observation.environment_state", spec["env_dim"]))
-    for key, dim in dims:
-        low = rng.uniform(-2, 0, size=dim)
-        stats[key] = {"min": low, "max": low + rng.uniform(0.5, 3, size=dim)}
-    for key in spec["cameras"]:
-        stats[key] = {
-            "mean": rng.uniform(0.3, 0.6, size=(3, 1, 1)),
-            "std": rng.uniform(0.1, 0.3, size=(3, 1, 1)),
-        }
-    return stats
-
-
-def step_names(folder: Path, name: str) -> list[str]:
-    data = json.loads((folder / f"{name}.json").read_text())
-    return [step["registry_name"] for step in data["steps"]]
+    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
 
 
 @pytest.mark.lerobot
@@ -114,36 +108,21 @@ def test_checkpoints_select_the_same_actions_in_both_tools(
     discrete = spec["config"].get("num_discrete_actions") is not None
     assert expected.shape == (2, spec["action_dim"] + int(discrete))
     ours = rlctl_actions(loaded, inputs, 17)
-    diff = float(np.abs(ours - expected).max())
-    print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
     assert np.ptp(expected[:, : spec["action_dim"]]) > 1e-3
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
-    torch.manual_seed(11)
-    features = {
-        "observation.state": typed_feature("STATE", (spec["state_dim"],)),
-        **{k: typed_feature("VISUAL", tuple(s)) for k, s in spec["cameras"].items()},
-    }
+    shapes = {"observation.state": [spec["state_dim"]], **spec["cameras"]}
     if spec["env_dim"]:
-        features["observation.environment_state"] = typed_feature("ENV", (spec["env_dim"],))
+        shapes["observation.environment_state"] = [spec["env_dim"]]
     config = GaussianActorConfig(
-        input_features=features,
-        output_features={"action": typed_feature("ACTION", (spec["action_dim"],))},
+        input_features=input_features(shapes),
+        output_features=action_features(spec["action_dim"]),
         **spec["config"],
     )
-    policy = create_policy(config, rlctl_stats(spec))
-    with torch.no_grad():
-        for param in policy.model.parameters():
-            param.copy_(torch.randn_like(param) * 0.3)
+    policy = random_policy(config, rlctl_stats(spec), 0.3)
     folder = policy.save(tmp_path / "rlctl_model")
-    for pipeline in ("policy_preprocessor", "policy_postprocessor"):
-        assert step_names(folder, pipeline) == step_names(theirs, pipeline)
-    assert set(json.loads((folder / "config.json").read_text())) == set(
-        json.loads((theirs / "config.json").read_text())
-    )
+    assert_same_layout(folder, theirs)
     ours = rlctl_actions(policy, inputs, 23)
-    predicted = np.array(lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 23)["actions"])
-    diff = float(np.abs(ours - predicted).max())
-    print(f"{name}: rlctl checkpoint in LeRobot, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 23)["actions"]
+    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -17,9 +17,17 @@ import torch
 
 pytest.importorskip("transformers", reason="the multi-task DiT needs the smolvla extra")
 
-from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.domain.features import typed_feature
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
+from tests.adapters.policies.interop_support import (
+    action_features,
+    assert_close,
+    assert_same_layout,
+    input_features,
+    mean_std_stats,
+    min_max_stats,
+    random_policy,
+)
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_multi_task_dit.py"
@@ -123,21 +131,8 @@ def rlctl_chunk(policy, inputs: dict[str, Any], seed: int) -> np.ndarray:
 
 def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(5)
-    stats = {}
-    for key, dim in (("observation.state", spec["state_dim"]), ("action", spec["action_dim"])):
-        low = rng.uniform(-2, 0, size=dim)
-        stats[key] = {"min": low, "max": low + rng.uniform(0.5, 3, size=dim)}
-    for key in spec["cameras"]:
-        stats[key] = {
-            "mean": rng.uniform(0.3, 0.6, size=(3, 1, 1)),
-            "std": rng.uniform(0.1, 0.3, size=(3, 1, 1)),
-        }
-    return stats
-
-
-def step_names(folder: Path, name: str) -> list[str]:
-    data = json.loads((folder / f"{name}.json").read_text())
-    return [step["registry_name"] for step in data["steps"]]
+    dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
+    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
 
 
 @pytest.mark.lerobot
@@ -162,38 +157,25 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     expected = np.array(made["chunk"])
     assert ours.shape == expected.shape == (2, expected_len, spec["action_dim"])
     assert np.ptp(expected) > 1e-3  # the chunk says something (no saturation, no constant)
-    diff = float(np.abs(ours - expected).max())
-    print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
     loaded.model.speed_paths = False  # LeRobot's arithmetic step for step
-    plain = float(np.abs(rlctl_chunk(loaded, inputs, spec["seed"]) - expected).max())
-    print(f"{name}: the same without the speed paths, max abs diff {plain:.3g}")
-    assert plain <= TOLERANCE
+    plain = rlctl_chunk(loaded, inputs, spec["seed"])
+    assert_close(f"{name}: the same without the speed paths", plain, expected, TOLERANCE)
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
-    torch.manual_seed(11)
     rlctl_config = MultiTaskDiTConfig(
-        input_features={
-            "observation.state": typed_feature("STATE", (spec["state_dim"],)),
-            **{k: typed_feature("VISUAL", tuple(s)) for k, s in spec["cameras"].items()},
-        },
-        output_features={"action": typed_feature("ACTION", (spec["action_dim"],))},
+        input_features=input_features(
+            {"observation.state": [spec["state_dim"]], **spec["cameras"]}
+        ),
+        output_features=action_features(spec["action_dim"]),
         vision_encoder_name=str(tiny_clip),
         text_encoder_name=str(tiny_clip),
         device="cpu",
         **config,
     )
-    policy = create_policy(rlctl_config, rlctl_stats(spec))
-    with torch.no_grad():
-        for param in policy.model.parameters():
-            param.copy_(torch.randn_like(param) * 0.1)
+    policy = random_policy(rlctl_config, rlctl_stats(spec), 0.1)
     folder = policy.save(tmp_path / "rlctl_model")
-    for pipeline in ("policy_preprocessor", "policy_postprocessor"):
-        assert step_names(folder, pipeline) == step_names(theirs, pipeline)
-    written = json.loads((folder / "config.json").read_text())
-    assert set(written) == set(json.loads((theirs / "config.json").read_text()))
+    assert_same_layout(folder, theirs)
     ours = rlctl_chunk(policy, inputs, 13)
-    predicted = np.array(lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"])
-    diff = float(np.abs(ours - predicted).max())
-    print(f"{name}: rlctl checkpoint in LeRobot, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"]
+    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -17,8 +17,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers", reason="the reward classifier's encoder needs transformers")
 
 from rlctl.adapters.policies.checkpoint import read_config, read_model  # noqa: E402
-from rlctl.adapters.policies.loaded_policy import create_policy  # noqa: E402
 from rlctl.adapters.policies.success_detector import ClassifierSuccessDetector  # noqa: E402
+from tests.adapters.policies.interop_support import (  # noqa: E402
+    assert_close,
+    random_policy,
+)
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_reward_classifier.py"
@@ -82,9 +85,7 @@ def test_checkpoints_give_the_same_probabilities_in_both_tools(name, lerobot, tm
     expected = np.array(made["probabilities"])
     ours = rlctl_probabilities(model, inputs)
     assert ours.shape == expected.shape and np.ptp(expected) > 1e-3
-    diff = float(np.abs(ours - expected).max())
-    print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     if config.num_classes == 2:
         # The detector reads LeRobot's saved pre-processor (mean-std of the cameras) too.
@@ -98,17 +99,10 @@ def test_checkpoints_give_the_same_probabilities_in_both_tools(name, lerobot, tm
         assert detector.success_probability(frame) == pytest.approx(float(direct[0]), abs=1e-6)
 
     # rlctl's checkpoint (its own random weights), in LeRobot.
-    torch.manual_seed(11)
-    policy = create_policy(config, None)
-    with torch.no_grad():
-        for param_name, param in policy.model.named_parameters():
-            if not param_name.startswith("encoder."):
-                param.copy_(torch.randn_like(param) * 0.2)
+    policy = random_policy(config, None, 0.2, skip=("encoder.",))
     folder = policy.save(tmp_path / "rlctl_model")
     written = json.loads((folder / "config.json").read_text())
     assert set(written) == set(json.loads((theirs / "config.json").read_text()))
     ours = rlctl_probabilities(policy.model, inputs)
-    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path)
-    diff = float(np.abs(ours - np.array(predicted["probabilities"])).max())
-    print(f"{name}: rlctl checkpoint in LeRobot, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path)["probabilities"]
+    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -15,9 +15,18 @@ import numpy as np
 import pytest
 import torch
 
-from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.domain.features import typed_feature
+from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.tdmpc import TDMPCConfig
+from tests.adapters.policies.interop_support import (
+    KINDS,
+    action_features,
+    assert_close,
+    assert_same_layout,
+    assert_same_loss,
+    input_features,
+    min_max_stats,
+    random_policy,
+)
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_tdmpc.py"
@@ -32,7 +41,6 @@ SIZES = {
     "n_elites": 5,
     "cem_iterations": 2,
 }
-KINDS = {"observation.state": "STATE", "observation.environment_state": "ENV"}
 
 SPECS: dict[str, dict[str, Any]] = {
     "camera and state, MPPI, repeated actions, random shift": {
@@ -59,10 +67,6 @@ SPECS: dict[str, dict[str, Any]] = {
         "config": {"horizon": 2, "use_mpc": False, "n_action_repeats": 3},
     },
 }
-
-
-def feature_map(spec: dict[str, Any]) -> dict:
-    return {k: typed_feature(KINDS.get(k, "VISUAL"), tuple(s)) for k, s in spec["inputs"].items()}
 
 
 def write_inputs(path: Path, spec: dict[str, Any], steps: int | None = None) -> dict:
@@ -109,17 +113,6 @@ def rlctl_loss(policy, batch: dict[str, Any], seed: int) -> tuple[float, dict]:
     return loss.item(), parts
 
 
-def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(5)
-    low = rng.uniform(-2, 0, size=spec["action_dim"])
-    return {"action": {"min": low, "max": low + rng.uniform(0.5, 3, size=spec["action_dim"])}}
-
-
-def step_names(folder: Path, name: str) -> list[str]:
-    data = json.loads((folder / f"{name}.json").read_text())
-    return [step["registry_name"] for step in data["steps"]]
-
-
 @pytest.mark.lerobot
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -141,40 +134,26 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     ours = rlctl_chunks(loaded, inputs, spec["seed"])
     assert ours.shape == expected.shape == (2, 2, steps, spec["action_dim"])
     assert np.ptp(expected) > 1e-3
-    diff = float(np.abs(ours - expected).max())
-    print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     # One training batch's loss.
     batch_path = tmp_path / "batch.npz"
     batch = write_inputs(batch_path, spec, config.horizon)
     theirs_loss = lerobot(LEROBOT_SCRIPT, "loss", theirs, batch_path, 17)
     loss, parts = rlctl_loss(load_policy_folder(theirs), batch, 17)
-    print(f"{name}: loss {loss:.6g}, LeRobot's {theirs_loss['loss']:.6g}")
-    assert loss == pytest.approx(theirs_loss["loss"], rel=1e-4, abs=1e-5)
-    assert set(parts) == set(theirs_loss["parts"])
-    for key, value in theirs_loss["parts"].items():
-        assert parts[key] == pytest.approx(value, rel=1e-3, abs=1e-4), key
+    assert_same_loss(f"{name}:", loss, parts, theirs_loss)
 
     # rlctl's checkpoint (its own random weights), in LeRobot.
-    torch.manual_seed(11)
     rlctl_config = TDMPCConfig(
-        input_features=feature_map(spec),
-        output_features={"action": typed_feature("ACTION", (spec["action_dim"],))},
+        input_features=input_features(spec["inputs"]),
+        output_features=action_features(spec["action_dim"]),
         device="cpu",
         **spec["config"],
     )
-    policy = create_policy(rlctl_config, rlctl_stats(spec))
-    with torch.no_grad():
-        for param in policy.model.parameters():
-            param.copy_(torch.randn_like(param) * 0.3)
+    stats = min_max_stats(np.random.default_rng(5), [("action", spec["action_dim"])])
+    policy = random_policy(rlctl_config, stats, 0.3)
     folder = policy.save(tmp_path / "rlctl_model")
-    for pipeline in ("policy_preprocessor", "policy_postprocessor"):
-        assert step_names(folder, pipeline) == step_names(theirs, pipeline)
-    written = json.loads((folder / "config.json").read_text())
-    assert set(written) == set(json.loads((theirs / "config.json").read_text()))
+    assert_same_layout(folder, theirs)
     ours = rlctl_chunks(policy, inputs, 13)
-    predicted = np.array(lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunks"])
-    diff = float(np.abs(ours - predicted).max())
-    print(f"{name}: rlctl checkpoint in LeRobot, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunks"]
+    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -16,8 +16,16 @@ import pytest
 import torch
 
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
-from rlctl.domain.features import typed_feature
 from rlctl.domain.policies.vqbet import VQBeTConfig
+from tests.adapters.policies.interop_support import (
+    action_features,
+    assert_close,
+    assert_same_layout,
+    assert_same_loss,
+    input_features,
+    min_max_stats,
+    randomise,
+)
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_vqbet.py"
@@ -70,14 +78,6 @@ SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-def features(spec: dict[str, Any]) -> tuple[dict, dict]:
-    inputs = {
-        "observation.state": typed_feature("STATE", (spec["state_dim"],)),
-        CAMERA: typed_feature("VISUAL", tuple(spec["camera"])),
-    }
-    return inputs, {"action": typed_feature("ACTION", (spec["action_dim"],))}
-
-
 def write_inputs(path: Path, spec: dict[str, Any], steps: int, action_steps: int = 0) -> dict:
     rng = np.random.default_rng(3)
     inputs = {
@@ -111,20 +111,6 @@ def rlctl_loss(policy, batch: dict[str, Any], seed: int, phase: int) -> tuple[fl
     return loss.item(), parts
 
 
-def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(5)
-    stats = {}
-    for key, dim in (("observation.state", spec["state_dim"]), ("action", spec["action_dim"])):
-        low = rng.uniform(-2, 0, size=dim)
-        stats[key] = {"min": low, "max": low + rng.uniform(0.5, 3, size=dim)}
-    return stats
-
-
-def step_names(folder: Path, name: str) -> list[str]:
-    data = json.loads((folder / f"{name}.json").read_text())
-    return [step["registry_name"] for step in data["steps"]]
-
-
 @pytest.mark.lerobot
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -148,9 +134,7 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     ours = rlctl_chunk(loaded, inputs, spec["seed"])
     assert ours.shape == expected.shape == (2, chunk, spec["action_dim"])
     assert np.ptp(expected) > 1e-3
-    diff = float(np.abs(ours - expected).max())
-    print(f"{name}: LeRobot checkpoint in rlctl, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     # One training batch's loss, in each phase.
     config = VQBeTConfig(**config_fields)
@@ -159,33 +143,27 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     for phase in (1, 2):
         theirs_loss = lerobot(LEROBOT_SCRIPT, "loss", theirs, batch_path, 17, phase)
         loss, parts = rlctl_loss(load_policy_folder(theirs), batch, 17, phase)
-        print(f"{name}: phase {phase} loss {loss:.6g}, LeRobot's {theirs_loss['loss']:.6g}")
-        assert loss == pytest.approx(theirs_loss["loss"], rel=1e-4, abs=1e-5)
-        assert set(parts) == set(theirs_loss["parts"])
-        for key, value in theirs_loss["parts"].items():
-            assert parts[key] == pytest.approx(value, rel=1e-3, abs=1e-4), key
+        assert_same_loss(f"{name}: phase {phase}", loss, parts, theirs_loss)
 
     # rlctl's checkpoint (its own first phase, random weights), in LeRobot.
     torch.manual_seed(11)
-    inputs_spec, outputs_spec = features(spec)
     rlctl_config = VQBeTConfig(
-        input_features=inputs_spec, output_features=outputs_spec, device="cpu", **config_fields
+        input_features=input_features(
+            {"observation.state": [spec["state_dim"]], CAMERA: spec["camera"]}
+        ),
+        output_features=action_features(spec["action_dim"]),
+        device="cpu",
+        **config_fields,
     )
-    policy = create_policy(rlctl_config, rlctl_stats(spec))
+    dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
+    policy = create_policy(rlctl_config, min_max_stats(np.random.default_rng(5), dims))
     model = policy.model.train()
     while not model.discretized:
         actions = torch.randn(16, len(rlctl_config.action_delta_indices), spec["action_dim"])
         model({"action": actions.clamp(-1, 1)})
-    with torch.no_grad():
-        for param in model.parameters():
-            param.copy_(torch.randn_like(param) * 0.1)
+    randomise(model, 0.1)
     folder = policy.save(tmp_path / "rlctl_model")
-    for pipeline in ("policy_preprocessor", "policy_postprocessor"):
-        assert step_names(folder, pipeline) == step_names(theirs, pipeline)
-    written = json.loads((folder / "config.json").read_text())
-    assert set(written) == set(json.loads((theirs / "config.json").read_text()))
+    assert_same_layout(folder, theirs)
     ours = rlctl_chunk(policy, inputs, 13)
-    predicted = np.array(lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"])
-    diff = float(np.abs(ours - predicted).max())
-    print(f"{name}: rlctl checkpoint in LeRobot, max abs diff {diff:.3g}")
-    assert diff <= TOLERANCE
+    predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"]
+    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
