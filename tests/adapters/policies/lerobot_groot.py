@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+import lerobot_common
 import numpy as np
 import torch
 from lerobot.configs import FeatureType, PolicyFeature
@@ -28,13 +29,6 @@ from lerobot.policies.groot import groot_n1_7, processor_groot
 from lerobot.policies.groot.configuration_groot import GrootConfig
 from lerobot.policies.groot.modeling_groot import GrootPolicy
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
-from lerobot.processor import PolicyProcessorPipeline
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
-)
 
 COSMOS = "nvidia/Cosmos-Reason2-2B"
 # Small enough weights that the actions stay inside [-1, 1]: the unnormaliser clips them.
@@ -138,21 +132,7 @@ def make(out, tiny_dir, spec_text, inputs_path):
 
 
 def load(folder):
-    policy = GrootPolicy.from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
+    return lerobot_common.load(GrootPolicy, folder)
 
 
 def main():

@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+import lerobot_common
 import numpy as np
 import torch
 import transformers
@@ -28,13 +29,7 @@ from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.policies import pi_gemma
 from lerobot.policies.pi0 import configuration_pi0, modeling_pi0, processor_pi0
 from lerobot.policies.pi05 import configuration_pi05, modeling_pi05, processor_pi05
-from lerobot.processor import PolicyProcessorPipeline, tokenizer_processor
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
-)
+from lerobot.processor import tokenizer_processor
 
 PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
 GEMMA_KEYS = ("width", "depth", "mlp_dim", "num_heads", "num_kv_heads", "head_dim")
@@ -177,21 +172,7 @@ def make(out, spec_text, inputs_path):
 
 def load(folder):
     policy_type = json.loads(Path(folder, "config.json").read_text())["type"]
-    policy = policy_class(policy_type).from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
+    return lerobot_common.load(policy_class(policy_type), folder)
 
 
 def main():

@@ -29,19 +29,14 @@ import json
 import sys
 from pathlib import Path
 
+import lerobot_common
 import numpy as np
 import torch
 import transformers
 from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.policies import pi_gemma
 from lerobot.policies.pi0_fast import configuration_pi0_fast, modeling_pi0_fast, processor_pi0_fast
-from lerobot.processor import PolicyProcessorPipeline, tokenizer_processor
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
-)
+from lerobot.processor import tokenizer_processor
 
 PALIGEMMA_TOKENIZER = "google/paligemma-3b-pt-224"
 GEMMA_KEYS = ("width", "depth", "mlp_dim", "num_heads", "num_kv_heads", "head_dim")
@@ -184,21 +179,7 @@ def make(out, spec_text, inputs_path):
 
 
 def load(folder):
-    policy = modeling_pi0_fast.PI0FastPolicy.from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
+    return lerobot_common.load(modeling_pi0_fast.PI0FastPolicy, folder)
 
 
 def fast_tokens(tokenizer_dir, chunks_path):

@@ -16,6 +16,7 @@ pre-processor's normaliser applied to it). The chunk printed is the post-process
 import json
 import sys
 
+import lerobot_common
 import numpy as np
 import torch
 from lerobot.configs import FeatureType, PolicyFeature
@@ -24,13 +25,6 @@ from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
 from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
 from lerobot.policies.smolvla.processor_smolvla import make_smolvla_pre_post_processors
-from lerobot.processor import PolicyProcessorPipeline
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
-)
 
 
 def predict(policy, pre, post, inputs_path):
@@ -89,22 +83,9 @@ def make(out, vlm_dir, spec_text, inputs_path):
 
 
 def load(folder):
-    policy = SmolVLAPolicy.from_pretrained(folder)
-    policy.eval()
+    policy, pre, post = lerobot_common.load(SmolVLAPolicy, folder)
     if policy.config.rtc_config is None or not policy.config.rtc_config.enabled:
         raise SystemExit("the checkpoint's config.json has no enabled rtc_config")
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
     return policy, pre, post
 
 

@@ -20,17 +20,11 @@ is the post-processed one.
 import json
 import sys
 
+import lerobot_common
 import numpy as np
 import torch
 from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.policies.xvla import configuration_xvla, modeling_xvla, processor_xvla
-from lerobot.processor import PolicyProcessorPipeline
-from lerobot.processor.converters import (
-    batch_to_transition,
-    policy_action_to_transition,
-    transition_to_batch,
-    transition_to_policy_action,
-)
 
 
 def predict(policy, pre, post, inputs_path):
@@ -91,21 +85,7 @@ def make(out, spec_text, inputs_path):
 
 
 def load(folder):
-    policy = modeling_xvla.XVLAPolicy.from_pretrained(folder)
-    policy.eval()
-    pre = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_preprocessor.json",
-        to_transition=batch_to_transition,
-        to_output=transition_to_batch,
-    )
-    post = PolicyProcessorPipeline.from_pretrained(
-        folder,
-        config_filename="policy_postprocessor.json",
-        to_transition=policy_action_to_transition,
-        to_output=transition_to_policy_action,
-    )
-    return policy, pre, post
+    return lerobot_common.load(modeling_xvla.XVLAPolicy, folder)
 
 
 def libero(inputs_path):
