@@ -14,6 +14,7 @@ torch.manual_seed(SEED), post-process the continuous part (the discrete gripper 
 
 import json
 
+import lerobot_common as common
 import numpy as np
 import torch
 from lerobot.policies.gaussian_actor.configuration_gaussian_actor import (
@@ -26,17 +27,6 @@ from lerobot.policies.gaussian_actor.modeling_gaussian_actor import GaussianActo
 from lerobot.policies.gaussian_actor.processor_gaussian_actor import (
     make_gaussian_actor_pre_post_processors,
 )
-from lerobot_common import (
-    action_features,
-    input_features,
-    load,
-    main,
-    mean_std_stats,
-    min_max_stats,
-    randomise,
-    read_tensors,
-    save,
-)
 
 NESTED = {
     "actor_network_kwargs": ActorNetworkConfig,
@@ -46,7 +36,7 @@ NESTED = {
 
 
 def select(policy, pre, post, inputs_path, seed):
-    processed = pre.process_observation(read_tensors(inputs_path))
+    processed = pre.process_observation(common.read_tensors(inputs_path))
     torch.manual_seed(int(seed))
     with torch.no_grad():
         action = policy.select_action(processed)
@@ -62,7 +52,7 @@ def stats_for(spec):
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
     if spec["env_dim"]:
         dims.append(("observation.environment_state", spec["env_dim"]))
-    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
+    return {**common.min_max_stats(rng, dims), **common.mean_std_stats(rng, spec["cameras"])}
 
 
 def make(out, spec_text, inputs_path, seed):
@@ -73,8 +63,8 @@ def make(out, spec_text, inputs_path, seed):
     fields = {k: NESTED[k](**v) if k in NESTED else v for k, v in spec["config"].items()}
     stats = stats_for(spec)
     config = GaussianActorConfig(
-        input_features=input_features({**shapes, **spec["cameras"]}),
-        output_features=action_features(spec["action_dim"]),
+        input_features=common.input_features({**shapes, **spec["cameras"]}),
+        output_features=common.action_features(spec["action_dim"]),
         device="cpu",
         dataset_stats={
             k: {n: v.flatten().tolist() for n, v in s.items()} for k, s in stats.items()
@@ -83,17 +73,19 @@ def make(out, spec_text, inputs_path, seed):
     )
     torch.manual_seed(3)
     policy = GaussianActorPolicy(config)
-    randomise(policy, 0.3)
+    common.randomise(policy, 0.3)
     pre, post = make_gaussian_actor_pre_post_processors(config, dataset_stats=stats)
-    save(out, policy, pre, post)
+    common.save(out, policy, pre, post)
     return select(policy.eval(), pre, post, inputs_path, seed)
 
 
 if __name__ == "__main__":
-    main(
+    common.main(
         {
             "make": make,
-            "predict": lambda folder, *args: select(*load(GaussianActorPolicy, folder), *args),
+            "predict": lambda folder, *args: select(
+                *common.load(GaussianActorPolicy, folder), *args
+            ),
         },
         deterministic=False,
     )

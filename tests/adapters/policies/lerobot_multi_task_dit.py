@@ -16,6 +16,7 @@ right before sampling, as rlctl's test seeds it. The chunk printed is the post-p
 
 import json
 
+import lerobot_common as common
 import numpy as np
 import torch
 from lerobot.policies.multi_task_dit.configuration_multi_task_dit import MultiTaskDiTConfig
@@ -23,22 +24,10 @@ from lerobot.policies.multi_task_dit.modeling_multi_task_dit import MultiTaskDiT
 from lerobot.policies.multi_task_dit.processor_multi_task_dit import (
     make_multi_task_dit_pre_post_processors,
 )
-from lerobot_common import (
-    action_features,
-    chunk_commands,
-    config_fields,
-    input_features,
-    main,
-    mean_std_stats,
-    min_max_stats,
-    randomise,
-    read_tensors,
-    save,
-)
 
 
 def predict(policy, pre, post, inputs_path, seed):
-    batch = read_tensors(inputs_path, skip={"task"})
+    batch = common.read_tensors(inputs_path, skip={"task"})
     batch["task"] = [str(t) for t in np.load(inputs_path)["task"]]
     processed = policy._prepare_batch(pre(batch))
     torch.manual_seed(int(seed))
@@ -50,7 +39,7 @@ def predict(policy, pre, post, inputs_path, seed):
 def stats_for(spec):
     rng = np.random.default_rng(spec["seed"])
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
-    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
+    return {**common.min_max_stats(rng, dims), **common.mean_std_stats(rng, spec["cameras"])}
 
 
 def make(out, clip_dir, spec_text, inputs_path):
@@ -58,22 +47,22 @@ def make(out, clip_dir, spec_text, inputs_path):
     config = MultiTaskDiTConfig(
         vision_encoder_name=clip_dir,
         text_encoder_name=clip_dir,
-        input_features=input_features(
+        input_features=common.input_features(
             {"observation.state": [spec["state_dim"]], **spec["cameras"]}
         ),
-        output_features=action_features(spec["action_dim"]),
+        output_features=common.action_features(spec["action_dim"]),
         device="cpu",
-        **config_fields(spec["config"]),
+        **common.config_fields(spec["config"]),
     )
     torch.manual_seed(spec["seed"])
     policy = MultiTaskDiTPolicy(config)
     # Randomise every weight (AdaLN-Zero's zeros included), so that nothing hides a mismatch.
-    randomise(policy, spec.get("scale", 0.1))
+    common.randomise(policy, spec.get("scale", 0.1))
     pre, post = make_multi_task_dit_pre_post_processors(config, stats_for(spec))
-    save(out, policy, pre, post)
+    common.save(out, policy, pre, post)
     policy.eval()
     return predict(policy, pre, post, inputs_path, spec["seed"])
 
 
 if __name__ == "__main__":
-    main(chunk_commands("chunk", MultiTaskDiTPolicy, make, predict))
+    common.main(common.chunk_commands("chunk", MultiTaskDiTPolicy, make, predict))

@@ -14,16 +14,16 @@ probabilities, and `predict_reward`'s rewards at 0.5.
 
 import json
 
+import lerobot_common as common
 import numpy as np
 import torch
 from lerobot.rewards.classifier.configuration_classifier import RewardClassifierConfig
 from lerobot.rewards.classifier.modeling_classifier import Classifier
 from lerobot.rewards.classifier.processor_classifier import make_classifier_processor
-from lerobot_common import input_features, main, mean_std_stats, randomise, read_tensors, save
 
 
 def predict(model, inputs_path):
-    batch = read_tensors(inputs_path)
+    batch = common.read_tensors(inputs_path)
     model.eval()
     with torch.no_grad():
         images = [
@@ -37,22 +37,22 @@ def predict(model, inputs_path):
 def make(out, encoder, spec_json, inputs_path):
     spec = json.loads(spec_json)
     config = RewardClassifierConfig(
-        input_features=input_features(spec["cameras"]),
+        input_features=common.input_features(spec["cameras"]),
         model_name=encoder,
         device="cpu",
         **spec["config"],
     )
     torch.manual_seed(spec["seed"])
     model = Classifier(config)
-    randomise(model, 0.2, skip=["encoder."])
-    stats = mean_std_stats(np.random.default_rng(spec["seed"]), spec["cameras"])
+    common.randomise(model, 0.2, skip=["encoder."])
+    stats = common.mean_std_stats(np.random.default_rng(spec["seed"]), spec["cameras"])
     pre, post = make_classifier_processor(config, dataset_stats=stats)
-    save(out, model, pre, post)
+    common.save(out, model, pre, post)
     return predict(model, inputs_path)
 
 
 if __name__ == "__main__":
-    main(
+    common.main(
         {
             "make": make,
             "predict": lambda folder, inputs_path: predict(

@@ -16,22 +16,12 @@ with SEED, then SEED + 1 for the second chunk, right before each call.
 
 import json
 
+import lerobot_common as common
 import numpy as np
 import torch
 from lerobot.policies.tdmpc.configuration_tdmpc import TDMPCConfig
 from lerobot.policies.tdmpc.modeling_tdmpc import TDMPCPolicy
 from lerobot.policies.tdmpc.processor_tdmpc import make_tdmpc_pre_post_processors
-from lerobot_common import (
-    action_features,
-    chunk_commands,
-    input_features,
-    load,
-    main,
-    min_max_stats,
-    randomise,
-    read_tensors,
-    save,
-)
 
 
 def chunk_of(policy, batch):
@@ -63,7 +53,7 @@ def chunk_of(policy, batch):
 
 
 def predict(policy, pre, post, inputs_path, seed):
-    batch = pre(read_tensors(inputs_path))
+    batch = pre(common.read_tensors(inputs_path))
     policy.eval()
     policy.reset()
     chunks = []
@@ -77,23 +67,25 @@ def predict(policy, pre, post, inputs_path, seed):
 def make(out, spec_text, inputs_path):
     spec = json.loads(spec_text)
     config = TDMPCConfig(
-        input_features=input_features(spec["inputs"]),
-        output_features=action_features(spec["action_dim"]),
+        input_features=common.input_features(spec["inputs"]),
+        output_features=common.action_features(spec["action_dim"]),
         device="cpu",
         **spec["config"],
     )
     torch.manual_seed(spec["seed"])
     policy = TDMPCPolicy(config)
-    randomise(policy, spec.get("scale", 0.3))
-    stats = min_max_stats(np.random.default_rng(spec["seed"]), [("action", spec["action_dim"])])
+    common.randomise(policy, spec.get("scale", 0.3))
+    stats = common.min_max_stats(
+        np.random.default_rng(spec["seed"]), [("action", spec["action_dim"])]
+    )
     pre, post = make_tdmpc_pre_post_processors(config, stats)
-    save(out, policy, pre, post)
+    common.save(out, policy, pre, post)
     return predict(policy, pre, post, inputs_path, spec["seed"])
 
 
 def loss(folder, batch_path, seed):
-    policy, pre, _ = load(TDMPCPolicy, folder)
-    batch = pre(read_tensors(batch_path))
+    policy, pre, _ = common.load(TDMPCPolicy, folder)
+    batch = pre(common.read_tensors(batch_path))
     policy.train()
     torch.manual_seed(int(seed))
     np.random.seed(int(seed))
@@ -105,4 +97,4 @@ def loss(folder, batch_path, seed):
 
 
 if __name__ == "__main__":
-    main({**chunk_commands("chunks", TDMPCPolicy, make, predict), "loss": loss})
+    common.main({**common.chunk_commands("chunks", TDMPCPolicy, make, predict), "loss": loss})

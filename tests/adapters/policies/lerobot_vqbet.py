@@ -17,29 +17,18 @@ The codes are sampled from torch's generator seeded with SEED right before the f
 
 import json
 
+import lerobot_common as common
 import numpy as np
 import torch
 from lerobot.policies.vqbet.configuration_vqbet import VQBeTConfig
 from lerobot.policies.vqbet.modeling_vqbet import VQBeTPolicy
 from lerobot.policies.vqbet.processor_vqbet import make_vqbet_pre_post_processors
-from lerobot_common import (
-    action_features,
-    chunk_commands,
-    config_fields,
-    input_features,
-    load,
-    main,
-    min_max_stats,
-    randomise,
-    read_tensors,
-    save,
-)
 
 CAMERA = "observation.images.top"
 
 
 def predict(policy, pre, post, inputs_path, seed):
-    batch = pre(read_tensors(inputs_path))
+    batch = pre(common.read_tensors(inputs_path))
     batch["observation.images"] = torch.stack(
         [batch[k] for k in policy.config.image_features], dim=-4
     )
@@ -53,12 +42,12 @@ def predict(policy, pre, post, inputs_path, seed):
 def make(out, spec_text, inputs_path):
     spec = json.loads(spec_text)
     config = VQBeTConfig(
-        input_features=input_features(
+        input_features=common.input_features(
             {"observation.state": [spec["state_dim"]], CAMERA: spec["camera"]}
         ),
-        output_features=action_features(spec["action_dim"]),
+        output_features=common.action_features(spec["action_dim"]),
         device="cpu",
-        **config_fields(spec["config"]),
+        **common.config_fields(spec["config"]),
     )
     torch.manual_seed(spec["seed"])
     policy = VQBeTPolicy(config)
@@ -67,18 +56,18 @@ def make(out, spec_text, inputs_path):
     while not policy.vqbet.action_head.vqvae_model.discretized.item():
         actions = torch.randn(16, steps, spec["action_dim"]).clamp(-1, 1)
         policy.vqbet.action_head.discretize(config.n_vqvae_training_steps, actions)
-    randomise(policy, spec.get("scale", 0.1))
+    common.randomise(policy, spec.get("scale", 0.1))
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
     pre, post = make_vqbet_pre_post_processors(
-        config, min_max_stats(np.random.default_rng(spec["seed"]), dims)
+        config, common.min_max_stats(np.random.default_rng(spec["seed"]), dims)
     )
-    save(out, policy, pre, post)
+    common.save(out, policy, pre, post)
     return predict(policy, pre, post, inputs_path, spec["seed"])
 
 
 def loss(folder, batch_path, seed, phase):
-    policy, pre, _ = load(VQBeTPolicy, folder)
-    batch = pre(read_tensors(batch_path))
+    policy, pre, _ = common.load(VQBeTPolicy, folder)
+    batch = pre(common.read_tensors(batch_path))
     vqvae = policy.vqbet.action_head.vqvae_model
     if phase == "1":
         vqvae.discretized.fill_(False)
@@ -90,4 +79,4 @@ def loss(folder, batch_path, seed, phase):
 
 
 if __name__ == "__main__":
-    main({**chunk_commands("chunk", VQBeTPolicy, make, predict), "loss": loss})
+    common.main({**common.chunk_commands("chunk", VQBeTPolicy, make, predict), "loss": loss})

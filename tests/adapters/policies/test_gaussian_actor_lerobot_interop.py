@@ -16,15 +16,7 @@ import torch
 
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
-from tests.adapters.policies.interop_support import (
-    action_features,
-    assert_close,
-    assert_same_layout,
-    input_features,
-    mean_std_stats,
-    min_max_stats,
-    random_policy,
-)
+from tests.adapters.policies import interop_support as interop
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_gaussian_actor.py"
@@ -86,7 +78,7 @@ def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
     if spec["env_dim"]:
         dims.append(("observation.environment_state", spec["env_dim"]))
-    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
+    return {**interop.min_max_stats(rng, dims), **interop.mean_std_stats(rng, spec["cameras"])}
 
 
 @pytest.mark.lerobot
@@ -108,7 +100,7 @@ def test_checkpoints_select_the_same_actions_in_both_tools(
     discrete = spec["config"].get("num_discrete_actions") is not None
     assert expected.shape == (2, spec["action_dim"] + int(discrete))
     ours = rlctl_actions(loaded, inputs, 17)
-    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
+    interop.assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
     assert np.ptp(expected[:, : spec["action_dim"]]) > 1e-3
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
@@ -116,13 +108,13 @@ def test_checkpoints_select_the_same_actions_in_both_tools(
     if spec["env_dim"]:
         shapes["observation.environment_state"] = [spec["env_dim"]]
     config = GaussianActorConfig(
-        input_features=input_features(shapes),
-        output_features=action_features(spec["action_dim"]),
+        input_features=interop.input_features(shapes),
+        output_features=interop.action_features(spec["action_dim"]),
         **spec["config"],
     )
-    policy = random_policy(config, rlctl_stats(spec), 0.3)
+    policy = interop.random_policy(config, rlctl_stats(spec), 0.3)
     folder = policy.save(tmp_path / "rlctl_model")
-    assert_same_layout(folder, theirs)
+    interop.assert_same_layout(folder, theirs)
     ours = rlctl_actions(policy, inputs, 23)
     predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 23)["actions"]
-    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
+    interop.assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

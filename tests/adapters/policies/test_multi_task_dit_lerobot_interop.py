@@ -19,15 +19,7 @@ pytest.importorskip("transformers", reason="the multi-task DiT needs the smolvla
 
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.multi_task_dit import MultiTaskDiTConfig
-from tests.adapters.policies.interop_support import (
-    action_features,
-    assert_close,
-    assert_same_layout,
-    input_features,
-    mean_std_stats,
-    min_max_stats,
-    random_policy,
-)
+from tests.adapters.policies import interop_support as interop
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_multi_task_dit.py"
@@ -132,7 +124,7 @@ def rlctl_chunk(policy, inputs: dict[str, Any], seed: int) -> np.ndarray:
 def rlctl_stats(spec: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(5)
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
-    return {**min_max_stats(rng, dims), **mean_std_stats(rng, spec["cameras"])}
+    return {**interop.min_max_stats(rng, dims), **interop.mean_std_stats(rng, spec["cameras"])}
 
 
 @pytest.mark.lerobot
@@ -157,25 +149,25 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     expected = np.array(made["chunk"])
     assert ours.shape == expected.shape == (2, expected_len, spec["action_dim"])
     assert np.ptp(expected) > 1e-3  # the chunk says something (no saturation, no constant)
-    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
+    interop.assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
     loaded.model.speed_paths = False  # LeRobot's arithmetic step for step
     plain = rlctl_chunk(loaded, inputs, spec["seed"])
-    assert_close(f"{name}: the same without the speed paths", plain, expected, TOLERANCE)
+    interop.assert_close(f"{name}: the same without the speed paths", plain, expected, TOLERANCE)
 
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
     rlctl_config = MultiTaskDiTConfig(
-        input_features=input_features(
+        input_features=interop.input_features(
             {"observation.state": [spec["state_dim"]], **spec["cameras"]}
         ),
-        output_features=action_features(spec["action_dim"]),
+        output_features=interop.action_features(spec["action_dim"]),
         vision_encoder_name=str(tiny_clip),
         text_encoder_name=str(tiny_clip),
         device="cpu",
         **config,
     )
-    policy = random_policy(rlctl_config, rlctl_stats(spec), 0.1)
+    policy = interop.random_policy(rlctl_config, rlctl_stats(spec), 0.1)
     folder = policy.save(tmp_path / "rlctl_model")
-    assert_same_layout(folder, theirs)
+    interop.assert_same_layout(folder, theirs)
     ours = rlctl_chunk(policy, inputs, 13)
     predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"]
-    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
+    interop.assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -18,10 +18,7 @@ pytest.importorskip("transformers", reason="the reward classifier's encoder need
 
 from rlctl.adapters.policies.checkpoint import read_config, read_model  # noqa: E402
 from rlctl.adapters.policies.success_detector import ClassifierSuccessDetector  # noqa: E402
-from tests.adapters.policies.interop_support import (  # noqa: E402
-    assert_close,
-    random_policy,
-)
+from tests.adapters.policies import interop_support as interop  # noqa: E402
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_reward_classifier.py"
@@ -85,7 +82,7 @@ def test_checkpoints_give_the_same_probabilities_in_both_tools(name, lerobot, tm
     expected = np.array(made["probabilities"])
     ours = rlctl_probabilities(model, inputs)
     assert ours.shape == expected.shape and np.ptp(expected) > 1e-3
-    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
+    interop.assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     if config.num_classes == 2:
         # The detector reads LeRobot's saved pre-processor (mean-std of the cameras) too.
@@ -99,10 +96,9 @@ def test_checkpoints_give_the_same_probabilities_in_both_tools(name, lerobot, tm
         assert detector.success_probability(frame) == pytest.approx(float(direct[0]), abs=1e-6)
 
     # rlctl's checkpoint (its own random weights), in LeRobot.
-    policy = random_policy(config, None, 0.2, skip=("encoder.",))
+    policy = interop.random_policy(config, None, 0.2, skip=("encoder.",))
     folder = policy.save(tmp_path / "rlctl_model")
-    written = json.loads((folder / "config.json").read_text())
-    assert set(written) == set(json.loads((theirs / "config.json").read_text()))
+    interop.assert_same_layout(folder, theirs, pipelines=())  # config keys (no processors)
     ours = rlctl_probabilities(policy.model, inputs)
     predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path)["probabilities"]
-    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
+    interop.assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

@@ -17,16 +17,7 @@ import torch
 
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.domain.policies.tdmpc import TDMPCConfig
-from tests.adapters.policies.interop_support import (
-    KINDS,
-    action_features,
-    assert_close,
-    assert_same_layout,
-    assert_same_loss,
-    input_features,
-    min_max_stats,
-    random_policy,
-)
+from tests.adapters.policies import interop_support as interop
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_tdmpc.py"
@@ -75,7 +66,7 @@ def write_inputs(path: Path, spec: dict[str, Any], steps: int | None = None) -> 
     lead = (2,) if steps is None else (2, steps + 1)
     out: dict[str, np.ndarray] = {}
     for key, shape in spec["inputs"].items():
-        kind = KINDS.get(key)
+        kind = interop.KINDS.get(key)
         values = rng.normal(size=(*lead, *shape)) if kind else rng.uniform(size=(*lead, *shape))
         out[key] = values.astype(np.float32)
     if steps is not None:
@@ -134,26 +125,26 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     ours = rlctl_chunks(loaded, inputs, spec["seed"])
     assert ours.shape == expected.shape == (2, 2, steps, spec["action_dim"])
     assert np.ptp(expected) > 1e-3
-    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
+    interop.assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     # One training batch's loss.
     batch_path = tmp_path / "batch.npz"
     batch = write_inputs(batch_path, spec, config.horizon)
     theirs_loss = lerobot(LEROBOT_SCRIPT, "loss", theirs, batch_path, 17)
     loss, parts = rlctl_loss(load_policy_folder(theirs), batch, 17)
-    assert_same_loss(f"{name}:", loss, parts, theirs_loss)
+    interop.assert_same_loss(f"{name}:", loss, parts, theirs_loss)
 
     # rlctl's checkpoint (its own random weights), in LeRobot.
     rlctl_config = TDMPCConfig(
-        input_features=input_features(spec["inputs"]),
-        output_features=action_features(spec["action_dim"]),
+        input_features=interop.input_features(spec["inputs"]),
+        output_features=interop.action_features(spec["action_dim"]),
         device="cpu",
         **spec["config"],
     )
-    stats = min_max_stats(np.random.default_rng(5), [("action", spec["action_dim"])])
-    policy = random_policy(rlctl_config, stats, 0.3)
+    stats = interop.min_max_stats(np.random.default_rng(5), [("action", spec["action_dim"])])
+    policy = interop.random_policy(rlctl_config, stats, 0.3)
     folder = policy.save(tmp_path / "rlctl_model")
-    assert_same_layout(folder, theirs)
+    interop.assert_same_layout(folder, theirs)
     ours = rlctl_chunks(policy, inputs, 13)
     predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunks"]
-    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
+    interop.assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)

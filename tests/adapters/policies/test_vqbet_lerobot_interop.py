@@ -17,15 +17,7 @@ import torch
 
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
 from rlctl.domain.policies.vqbet import VQBeTConfig
-from tests.adapters.policies.interop_support import (
-    action_features,
-    assert_close,
-    assert_same_layout,
-    assert_same_loss,
-    input_features,
-    min_max_stats,
-    randomise,
-)
+from tests.adapters.policies import interop_support as interop
 
 HERE = Path(__file__).parent
 LEROBOT_SCRIPT = HERE / "lerobot_vqbet.py"
@@ -134,7 +126,7 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     ours = rlctl_chunk(loaded, inputs, spec["seed"])
     assert ours.shape == expected.shape == (2, chunk, spec["action_dim"])
     assert np.ptp(expected) > 1e-3
-    assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
+    interop.assert_close(f"{name}: LeRobot checkpoint in rlctl", ours, expected, TOLERANCE)
 
     # One training batch's loss, in each phase.
     config = VQBeTConfig(**config_fields)
@@ -143,27 +135,27 @@ def test_checkpoints_predict_the_same_chunks_and_losses_in_both_tools(
     for phase in (1, 2):
         theirs_loss = lerobot(LEROBOT_SCRIPT, "loss", theirs, batch_path, 17, phase)
         loss, parts = rlctl_loss(load_policy_folder(theirs), batch, 17, phase)
-        assert_same_loss(f"{name}: phase {phase}", loss, parts, theirs_loss)
+        interop.assert_same_loss(f"{name}: phase {phase}", loss, parts, theirs_loss)
 
     # rlctl's checkpoint (its own first phase, random weights), in LeRobot.
     torch.manual_seed(11)
     rlctl_config = VQBeTConfig(
-        input_features=input_features(
+        input_features=interop.input_features(
             {"observation.state": [spec["state_dim"]], CAMERA: spec["camera"]}
         ),
-        output_features=action_features(spec["action_dim"]),
+        output_features=interop.action_features(spec["action_dim"]),
         device="cpu",
         **config_fields,
     )
     dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
-    policy = create_policy(rlctl_config, min_max_stats(np.random.default_rng(5), dims))
+    policy = create_policy(rlctl_config, interop.min_max_stats(np.random.default_rng(5), dims))
     model = policy.model.train()
     while not model.discretized:
         actions = torch.randn(16, len(rlctl_config.action_delta_indices), spec["action_dim"])
         model({"action": actions.clamp(-1, 1)})
-    randomise(model, 0.1)
+    interop.randomise(model, 0.1)
     folder = policy.save(tmp_path / "rlctl_model")
-    assert_same_layout(folder, theirs)
+    interop.assert_same_layout(folder, theirs)
     ours = rlctl_chunk(policy, inputs, 13)
     predicted = lerobot(LEROBOT_SCRIPT, "predict", folder, inputs_path, 13)["chunk"]
-    assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
+    interop.assert_close(f"{name}: rlctl checkpoint in LeRobot", ours, predicted, TOLERANCE)
