@@ -28,9 +28,11 @@ while frames < 0 or k < frames:
     image[...] = (200, (10 * k) % 250, 60)
     _, jpeg = cv2.imencode(".jpg", image, [int(cv2.IMWRITE_JPEG_QUALITY), 95])
     message = {"timestamps": {name: time.time()}, "images": {name: base64.b64encode(jpeg).decode()}}
-    socket.send_string(json.dumps(message))
-    # LeRobot's server also sends messages with no new image: they must be skipped.
+    # LeRobot's server also sends messages with no new image: they must be skipped. Sent before
+    # the frame, so that a subscriber keeping only the newest message (ZMQ's CONFLATE, as the
+    # camera and LeRobot's do) still sees every frame it has time for.
     socket.send_string(json.dumps({"timestamps": {}, "images": {}}))
+    socket.send_string(json.dumps(message))
     k += 1
     time.sleep(1 / fps)
 socket.close()
