@@ -220,6 +220,10 @@ class GrpcPolicyServer:
                 ("grpc.max_concurrent_streams", self._workers + SPARE_THREADS),
                 ("grpc.server_handshake_timeout_ms", self._handshake_ms),
                 ("grpc.max_connection_idle_ms", self._idle_ms),
+                # No flow-control window grown by bandwidth probes: a stream the token gate
+                # refuses can then have sent no more than the initial window before its reset,
+                # where grown windows let a flood park megabytes per stream in the server.
+                ("grpc.http2.bdp_probe", 0),
             ],
             maximum_concurrent_rpcs=(self._workers + SPARE_THREADS) * CALLS_PER_WORKER,
         )
