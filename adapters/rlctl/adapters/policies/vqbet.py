@@ -31,10 +31,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.backbones import resnet
 from rlctl.adapters.policies.base import Batch, PolicyModel
-from rlctl.adapters.policies.denoising import check_steps, crop_images
-from rlctl.adapters.policies.diffusion import SpatialSoftmax
+from rlctl.adapters.policies.denoising import check_steps
+from rlctl.adapters.policies.keypoint_encoder import KeypointEncoder
 from rlctl.adapters.policies.min_gpt import GPT
 from rlctl.adapters.policies.residual_vq import ResidualVQ
 from rlctl.domain.errors import ConfigError
@@ -159,7 +158,7 @@ class VQBeTModel(nn.Module):
     def __init__(self, config: VQBeTConfig, *, load_backbone_weights: bool = True) -> None:
         super().__init__()
         self.config = config
-        self.rgb_encoder = VQBeTRgbEncoder(config, load_backbone_weights=load_backbone_weights)
+        self.rgb_encoder = vqbet_rgb_encoder(config, load_backbone_weights=load_backbone_weights)
         self.num_images = len(config.image_features)
         self.action_token = nn.Parameter(torch.randn(1, 1, config.gpt_input_dim))
         state_dim = config.robot_state_feature.shape[0]  # type: ignore[union-attr]
@@ -367,54 +366,10 @@ class MLP(nn.Sequential):
         super().__init__(*layers)
 
 
-class VQBeTRgbEncoder(nn.Module):
+def vqbet_rgb_encoder(
+    config: VQBeTConfig, *, load_backbone_weights: bool = True
+) -> KeypointEncoder:
     """One image `(B, C, H, W)` -> `(B, 2 * keypoints)`: crop, ResNet trunk, spatial softmax."""
-
-    def __init__(self, config: VQBeTConfig, *, load_backbone_weights: bool = True) -> None:
-        super().__init__()
-        self.crop_shape = config.crop_shape
-        self.crop_is_random = config.crop_is_random
-        norm_layer = None
-        if config.use_group_norm:
-            if config.pretrained_backbone_weights and load_backbone_weights:
-                raise ConfigError(
-                    "use_group_norm replaces the BatchNorm layers, which would ruin pretrained "
-                    "backbone weights",
-                    where="policy.use_group_norm",
-                    hint="set --policy.pretrained_backbone_weights=null to train from scratch",
-                )
-            norm_layer = _group_norm
-        net = resnet(
-            config.vision_backbone,
-            config.pretrained_backbone_weights,
-            load_weights=load_backbone_weights,
-            norm_layer=norm_layer,
-        )
-        self.backbone = nn.Sequential(*list(net.children())[:-2])
-        image_shape = next(iter(config.image_features.values())).shape
-        height, width = self.crop_shape or tuple(image_shape[1:])
-        channels, fh, fw = _output_shape(self.backbone, (1, image_shape[0], height, width))
-        keypoints = config.spatial_softmax_num_keypoints
-        self.pool = SpatialSoftmax(channels, fh, fw, num_kp=keypoints)
-        self.feature_dim = keypoints * 2
-        self.out = nn.Linear(keypoints * 2, self.feature_dim)
-        self.relu = nn.ReLU()
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.crop_shape is not None:
-            x = crop_images(x, self.crop_shape, random=self.training and self.crop_is_random)
-        x = torch.flatten(self.pool(self.backbone(x)), start_dim=1)
-        return self.relu(self.out(x))
-
-
-def _group_norm(channels: int) -> nn.Module:
-    return nn.GroupNorm(num_groups=channels // 16, num_channels=channels)
-
-
-def _output_shape(module: nn.Module, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-    was_training = module.training
-    module.eval()
-    with torch.no_grad():
-        shape = tuple(module(torch.zeros(input_shape)).shape[1:])
-    module.train(was_training)
-    return shape
+    return KeypointEncoder(
+        config, crop_shape=config.crop_shape, load_backbone_weights=load_backbone_weights
+    )
