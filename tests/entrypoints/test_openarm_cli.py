@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +222,51 @@ def test_setup_motors_says_at_once_that_damiao_ids_are_set_with_damiaos_tool(arm
     assert result.exit_code == 1
     assert "get their ids from Damiao's debugging tool" in result.output
     assert "Connect the controller board" not in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.lerobot
+def test_lerobot_reads_an_openarm_recording_and_the_calibration_rlctl_wrote(arm, tmp_path, lerobot):
+    """An OpenArm calibrated and recorded by rlctl, read by LeRobot 0.6.1: its own
+    `OpenArmFollower` finds and loads the calibration file from the same place, records under
+    the same feature names, uses the same joint limits for the side, and its `LeRobotDataset`
+    reads the same frames."""
+    saved = calibrate(arm, tmp_path)
+    root = tmp_path / "wave"
+    result = CliRunner().invoke(cli, record_args(arm, root, episodes=2))
+    assert result.exit_code == 0, result.output
+    job = tmp_path / "job.json"
+    job.write_text(
+        json.dumps(
+            {
+                "dataset_root": str(root),
+                "out": str(tmp_path / "items.npz"),
+                "robot_id": "lab",
+                "side": "right",
+            }
+        )
+    )
+    script = Path(__file__).with_name("lerobot_openarm.py")
+    env = {**os.environ, "HF_LEROBOT_CALIBRATION": str(tmp_path / "calibration")}
+    theirs = lerobot(script, job, env=env)
+
+    robot, dataset = theirs["robot"], theirs["dataset"]
+    assert robot["name"] == "openarm_follower"
+    assert robot["action"] == [f"{j}.pos" for j in JOINTS]
+    assert robot["calibration_path"] == str(saved) and robot["is_calibrated"]
+    assert robot["calibration"] == json.loads(saved.read_text())
+    ours = OpenArmFollowerConfig(port="x", side="right").effective_joint_limits()
+    assert {k: tuple(v) for k, v in robot["joint_limits"].items()} == ours
+
+    reader = LeRobotDatasetReader(root)
+    names = {key: spec.names for key, spec in reader.meta.features.items()}
+    assert robot["dataset_features"]["action"] == names["action"]
+    assert robot["dataset_features"]["observation.state"] == names["observation.state"]
+    assert dataset["robot_type"] == reader.meta.robot_type == "openarm_follower"
+    assert dataset["len"] == len(reader) and dataset["episodes"] == 2
+    with np.load(tmp_path / "items.npz") as arrays:
+        for i in range(len(reader)):
+            item = reader[i]
+            assert dataset["tasks"][i] == item["task"] == "wave"
+            for key in ("action", "observation.state", "timestamp", "episode_index"):
+                np.testing.assert_array_equal(arrays[f"{i}/{key}"], item[key].numpy())
