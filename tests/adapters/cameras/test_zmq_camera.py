@@ -3,7 +3,9 @@ messages: frames, a publisher that stops, nobody publishing, bad settings."""
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import subprocess
 import sys
 import time
@@ -11,8 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
+import zmq
 
 from rlctl.adapters.cameras.config import CameraConfig, ZMQCameraConfig
 from rlctl.adapters.cameras.zmq import ZMQCamera
@@ -72,6 +76,43 @@ def test_frames_arrive_decoded_in_the_publishers_colour_order_and_size():
         finally:
             camera.disconnect()
         assert not camera.is_connected
+
+
+def frame_message(green: int, name: str = "head") -> str:
+    image = np.full((48, 64, 3), (200, green, 60), np.uint8)
+    _, jpeg = cv2.imencode(".jpg", image, [int(cv2.IMWRITE_JPEG_QUALITY), 95])
+    return json.dumps(
+        {"timestamps": {name: 0.0}, "images": {name: base64.b64encode(jpeg).decode()}}
+    )
+
+
+def test_a_frame_followed_by_other_messages_before_the_read_is_still_read():
+    """A server may send image-less messages, or other cameras' images, right after a frame:
+    keeping only the newest message (ZMQ's CONFLATE, as LeRobot's camera does) would lose the
+    frame. The capture is driven by hand here so the messages surely wait together."""
+    context = zmq.Context()
+    server = context.socket(zmq.PUB)
+    server.setsockopt(zmq.LINGER, 0)
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    camera = zmq_camera(port, timeout_ms=1000)
+    camera._open()
+    try:
+        # The subscription reaches the publisher some time after connecting.
+        deadline = time.monotonic() + PATIENT_MS / 1000
+        while not camera._socket.poll(50, zmq.POLLIN):
+            assert time.monotonic() < deadline, "the subscriber never joined"
+            server.send_string(frame_message(0))
+        camera._grab()
+        camera._names_seen.add("wrist")  # a two-camera server
+        server.send_string(frame_message(120))
+        server.send_string(json.dumps({"timestamps": {}, "images": {}}))
+        server.send_string(frame_message(240, name="wrist"))
+        time.sleep(0.3)
+        assert abs(float(camera._grab()[..., 1].mean()) - 120) < 6
+    finally:
+        camera._close()
+        server.close()
+        context.term()
 
 
 def test_bgr_swaps_the_channels_and_a_size_other_than_the_configured_one_is_named():

@@ -4,7 +4,10 @@ ZeroMQ publisher, as LeRobot 0.6.1's `ZMQCamera` reads its image server.
 Each message is JSON, `{"timestamps": {name: t}, "images": {name: "<base64 JPEG>"}}`; this camera
 takes the image named `camera_name` (a server that has only ever sent one other name is taken to
 be a one-camera server, as LeRobot does). A message without this camera's image (the server had no
-new frame) is skipped. A publisher silent for `timeout_ms` is a lost camera: the capture stops and
+new frame, or sent another camera's) is skipped. Unlike LeRobot's camera, which keeps only the
+newest message (ZMQ's CONFLATE), each read takes every message waiting and decodes the newest that
+carries this camera's image: a server interleaving image-less or other cameras' messages cannot
+starve it. A publisher silent for `timeout_ms` is a lost camera: the capture stops and
 every read raises one `HardwareError` naming the camera and its address.
 """
 
@@ -23,6 +26,9 @@ from rlctl.adapters.cameras.config import ZMQCameraConfig
 from rlctl.domain.errors import HardwareError, NotSupported
 
 _POLL_S = 0.1  # how often a waiting capture looks at its stop flag
+# Messages waiting in the socket at most: a capture slower than the publisher drops frames, never
+# grows memory (ZMQ drops beyond the high-water mark).
+_QUEUE = 16
 
 
 def _zmq() -> Any:
@@ -107,7 +113,7 @@ class ZMQCamera(CaptureThreadCamera):
         socket = self._context.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt_string(zmq.SUBSCRIBE, "")
-        socket.setsockopt(zmq.CONFLATE, 1)
+        socket.setsockopt(zmq.RCVHWM, _QUEUE)
         try:
             socket.connect(self._address)
         except zmq.ZMQError as error:
@@ -137,12 +143,18 @@ class ZMQCamera(CaptureThreadCamera):
                 )
             if not self._socket.poll(int(min(left, _POLL_S) * 1000), zmq.POLLIN):
                 continue
-            message = self._socket.recv_string()
-            frame = self._decode(message)
-            if frame is not None:
-                return frame
+            encoded = None
+            for _ in range(_QUEUE * 2):  # bounded: a fast publisher cannot hold the read forever
+                try:
+                    message = self._socket.recv_string(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                encoded = self._image_of(message) or encoded
+            if encoded is not None:
+                return self._decode(encoded)
 
-    def _decode(self, message: str) -> np.ndarray | None:
+    def _image_of(self, message: str) -> str | None:
+        """This camera's base64 image in a message, or None when it carries none."""
         try:
             data = json.loads(message)
         except json.JSONDecodeError as error:
@@ -158,6 +170,11 @@ class ZMQCamera(CaptureThreadCamera):
             encoded = next(iter(images.values()))
         else:
             return None  # no new frame of this camera in this message
+        if not isinstance(encoded, str):
+            raise HardwareError("an image that is not a base64 string", where=self.name)
+        return encoded
+
+    def _decode(self, encoded: str) -> np.ndarray:
         cv2 = _cv2()
         try:
             raw = base64.b64decode(encoded, validate=True)
