@@ -21,6 +21,7 @@ import pkgutil
 import typing
 
 from rlctl.adapters.cameras.opencv import OpenCVCamera
+from rlctl.adapters.cameras.realsense import RealSenseCamera
 from rlctl.adapters.cameras.zmq import ZMQCamera
 from rlctl.adapters.clock.system import SystemClock
 from rlctl.adapters.control.rollout_keys import (
@@ -234,8 +235,10 @@ from rlctl.application.use_cases.serve_policy import PolicyService
 # --- devices --------------------------------------------------------------------------------
 
 
-def camera(opencv: OpenCVCamera, zmq: ZMQCamera, fake: SyntheticCamera) -> list[Camera]:
-    return [opencv, zmq, fake]
+def camera(
+    opencv: OpenCVCamera, zmq: ZMQCamera, realsense: RealSenseCamera, fake: SyntheticCamera
+) -> list[Camera]:
+    return [opencv, zmq, realsense, fake]
 
 
 def clock(system: SystemClock, fake: ManualClock) -> list[Clock]:

@@ -1,7 +1,8 @@
 """Dataset features of robots and teleoperators, as LeRobot's `hw_to_dataset_features` makes them.
 
 Joints become one float32 vector named joint by joint (`shoulder_pan.pos`); cameras become
-`observation.images.<name>` of shape (height, width, 3); the action is one float32 vector.
+`observation.images.<name>` of shape (height, width, 3) (and a depth camera also
+`observation.images.<name>_depth`, (height, width, 1)); the action is one float32 vector.
 `check_action_match` is what every loop checks before a teleoperator drives a robot.
 """
 
@@ -16,6 +17,8 @@ from rlctl.domain.features import FeatureSpec
 STATE_KEY = "observation.state"
 IMAGES_PREFIX = "observation.images."
 IMAGE_NAMES = ["height", "width", "channels"]
+# A depth camera's feature is its colour feature's name with this after it, as LeRobot's.
+DEPTH_SUFFIX = "_depth"
 
 
 def joint_names(motors: Iterable[str], suffix: str = ".pos") -> list[str]:
@@ -41,11 +44,26 @@ def camera_feature(camera: str, height: int, width: int, *, video: bool = True) 
     )
 
 
+def depth_feature(camera: str, height: int, width: int, *, video: bool = True) -> FeatureSpec:
+    """A depth camera's feature, as LeRobot's robots declare one (`<camera>_depth`, one
+    channel) and its `hw_to_dataset_features` marks it (`is_depth_map`): stored as the 12-bit
+    depth video (or 16-bit images) the dataset side writes."""
+    return FeatureSpec(
+        f"{IMAGES_PREFIX}{camera}{DEPTH_SUFFIX}",
+        "video" if video else "image",
+        (height, width, 1),
+        names=list(IMAGE_NAMES),
+        info={"is_depth_map": True},
+    )
+
+
 def as_images(features: Mapping[str, FeatureSpec], *, video: bool) -> dict[str, FeatureSpec]:
     """The same features with cameras stored as videos (`video=True`) or PNG images."""
     dtype = "video" if video else "image"
     return {
-        key: FeatureSpec(key, dtype, spec.shape, names=spec.names) if spec.is_visual else spec
+        key: FeatureSpec(key, dtype, spec.shape, names=spec.names, info=spec.info)
+        if spec.is_visual
+        else spec
         for key, spec in features.items()
     }
 

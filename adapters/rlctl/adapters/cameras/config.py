@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from rlctl.application.ports.camera import Camera
 
 ColorMode = Literal["rgb", "bgr"]
+# Files the RealSense SDK records and plays back (2.59 writes ROS2 .db3; older ones ROS1 .bag).
+RECORDING_SUFFIXES = (".db3", ".bag")
 
 
 @tagged_union
@@ -119,6 +121,55 @@ class ZMQCameraConfig(CameraConfig):
             raise ConfigError(
                 f"timeout_ms must be positive, got {self.timeout_ms}", where="timeout_ms"
             )
+
+
+@CameraConfig.register("intelrealsense")
+@attrs.frozen(kw_only=True)
+class RealSenseCameraConfig(CameraConfig):
+    """An Intel RealSense camera through pyrealsense2, colour and (with `use_depth`) depth, as
+    LeRobot 0.6.1's `RealSenseCameraConfig`: the device by serial number or by its name
+    (`Intel RealSense D435`, when only one has it), or a file the SDK recorded (`.db3`, `.bag`)
+    played back as the camera it recorded. Depth comes out as uint16 millimetres, (H, W, 1)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.cameras.realsense:RealSenseCamera"
+
+    serial_number_or_name: str
+    color_mode: ColorMode = "rgb"
+    # LeRobot's switch; only True is offered (a depth-only camera is not built yet).
+    use_rgb: bool = True
+    use_depth: bool = False
+    # Degrees clockwise: 0, 90, 180 or -90 (LeRobot's values; 270 is taken as -90).
+    rotation: Literal[0, 90, 180, -90, 270] = 0
+    warmup_s: float = 1.0
+    # A recorded file: start over at its end instead of failing (a stand-in camera for demos).
+    loop: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if not self.serial_number_or_name.strip():
+            raise ConfigError(
+                "serial_number_or_name must name the camera",
+                where="serial_number_or_name",
+                hint="`rlctl find-cameras` lists the RealSense cameras with their serial numbers",
+            )
+        if not self.use_rgb:
+            raise ConfigError(
+                "use_rgb: false (a depth-only RealSense camera) is not supported",
+                where="use_rgb",
+                hint="keep use_rgb: true; use_depth: true adds the depth stream beside colour",
+            )
+        given = [v is not None for v in (self.fps, self.width, self.height)]
+        if any(given) and not all(given):
+            raise ConfigError(
+                "fps, width and height are given together or not at all",
+                where="fps, width, height",
+                hint="e.g. {fps: 30, width: 640, height: 480}, or none of them for the "
+                "camera's default profile",
+            )
+
+    @property
+    def is_recording(self) -> bool:
+        """Whether `serial_number_or_name` is a file the SDK recorded, not a device."""
+        return self.serial_number_or_name.lower().endswith(RECORDING_SUFFIXES)
 
 
 @CameraConfig.register("synthetic")

@@ -83,13 +83,16 @@ def _opencv(cameras: list[FoundCamera], notes: list[str]) -> None:
 
 
 def _realsense(cameras: list[FoundCamera], notes: list[str]) -> None:
+    from rlctl.adapters.cameras import realsense
+    from rlctl.domain.errors import NotSupported
+
     try:
-        import pyrealsense2 as rs  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
+        rs = realsense._rs()
+    except NotSupported:
         notes.append("intelrealsense: not looked for, pyrealsense2 is not installed")
         return
     try:
-        devices = list(rs.context().query_devices())
+        devices = list(realsense.context().query_devices())
     except RuntimeError as error:
         notes.append(f"intelrealsense: the SDK could not list devices ({error})")
         return
@@ -98,13 +101,14 @@ def _realsense(cameras: list[FoundCamera], notes: list[str]) -> None:
         name = device.get_info(rs.camera_info.name)
         width = height = 0
         fps = 0.0
+        depth = False
         for sensor in device.query_sensors():
             for profile in sensor.get_stream_profiles():
-                if (
-                    profile.is_video_stream_profile()
-                    and profile.is_default()
-                    and profile.stream_type() == rs.stream.color
-                ):
+                if not (profile.is_video_stream_profile() and profile.is_default()):
+                    continue
+                if profile.stream_type() == rs.stream.depth:
+                    depth = True
+                elif profile.stream_type() == rs.stream.color:
                     video = profile.as_video_stream_profile()
                     width, height, fps = video.width(), video.height(), float(video.fps())
         cameras.append(
@@ -114,7 +118,7 @@ def _realsense(cameras: list[FoundCamera], notes: list[str]) -> None:
                 width,
                 height,
                 fps,
-                name,
+                f"{name}, colour{' and depth' if depth else ''}",
                 {"serial_number_or_name": serial},
             )
         )

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
 from rlctl.adapters.memory.clock import ManualClock
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
 from rlctl.application.robot_features import (
     STATE_KEY,
     action_feature,
-    camera_feature,
     joint_names,
     state_feature,
 )
@@ -83,11 +83,8 @@ class ScriptedRobot:
 
     @property
     def observation_features(self) -> dict[str, FeatureSpec]:
-        features = {STATE_KEY: state_feature(self._names)}
-        for name, camera in self._cameras.items():
-            spec = camera_feature(name, camera.height, camera.width)
-            features[spec.key] = spec
-        return features
+        sizes = {name: (camera.height, camera.width) for name, camera in self._cameras.items()}
+        return {STATE_KEY: state_feature(self._names), **camera_features(self._cameras, sizes)}
 
     @property
     def action_features(self) -> dict[str, FeatureSpec]:
@@ -131,8 +128,7 @@ class ScriptedRobot:
         if self._clock is not None and self._work_s:
             self._clock.advance(self._work_s)
         observation: dict[str, Any] = {STATE_KEY: self._state.copy()}
-        for name, camera in self._cameras.items():
-            observation[f"observation.images.{name}"] = camera.read_latest()
+        observation.update(read_cameras(self._cameras))
         if self._task is not None:
             observation["task"] = self._task
         return observation

@@ -17,19 +17,18 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
+from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
 from rlctl.application.robot_features import (
-    IMAGES_PREFIX,
     STATE_KEY,
     action_feature,
-    camera_feature,
     joint_names,
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, GuardDecision, step_caps
-from rlctl.domain.errors import HardwareError, RlctlError
+from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 
 if TYPE_CHECKING:
@@ -92,12 +91,10 @@ class ArmFollower:
 
     @property
     def observation_features(self) -> dict[str, FeatureSpec]:
-        features = {STATE_KEY: state_feature(self._names)}
-        for name in self._cameras:
-            height, width = self._sizes[name]
-            spec = camera_feature(name, height, width)
-            features[spec.key] = spec
-        return features
+        return {
+            STATE_KEY: state_feature(self._names),
+            **camera_features(self._cameras, self._sizes),
+        }
 
     @property
     def action_features(self) -> dict[str, FeatureSpec]:
@@ -138,13 +135,7 @@ class ArmFollower:
         return False
 
     def get_observation(self) -> dict[str, Any]:
-        observation: dict[str, Any] = {STATE_KEY: self.arm.positions()}
-        for name, camera in self._cameras.items():
-            try:
-                observation[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
-            except RlctlError as error:
-                raise located(error, f"camera {name!r}") from error
-        return observation
+        return {STATE_KEY: self.arm.positions(), **read_cameras(self._cameras)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
         guard = self._action_guard()
@@ -186,17 +177,6 @@ class ArmFollower:
             camera.disconnect()
         if errors:
             raise errors[0]
-
-
-def located(error: RlctlError, place: str) -> RlctlError:
-    """The same error with `place` (the camera's name, the arm's side) before its `where`:
-    `camera 'front', /dev/video0`. Said once, however often it is passed up."""
-    if (error.where or "").startswith(place):
-        return error
-    copy = type(error).__new__(type(error))
-    where = f"{place}, {error.where}" if error.where else place
-    RlctlError.__init__(copy, error.message, where=where, hint=error.hint)
-    return copy
 
 
 def check_frame_sizes(cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]) -> None:

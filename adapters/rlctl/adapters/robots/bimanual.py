@@ -14,16 +14,17 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+import attrs
 import numpy as np
 
-from rlctl.adapters.robots.arm_follower import check_frame_sizes, located
+from rlctl.adapters.cameras.robot_frames import camera_features, located, read_cameras
+from rlctl.adapters.robots.arm_follower import check_frame_sizes
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget, Robot
 from rlctl.application.robot_features import (
     IMAGES_PREFIX,
     STATE_KEY,
     action_feature,
-    camera_feature,
     state_feature,
 )
 from rlctl.domain.errors import ConfigError, InvalidInput, RlctlError
@@ -39,14 +40,6 @@ def on_side(side: str) -> Iterator[None]:
         yield
     except RlctlError as error:
         raise located(error, f"{side} arm") from error
-
-
-@contextlib.contextmanager
-def on_camera(name: str) -> Iterator[None]:
-    try:
-        yield
-    except RlctlError as error:
-        raise located(error, f"camera {name!r}") from error
 
 
 def prefixed(side: str, names: Sequence[str] | None) -> list[str]:
@@ -100,7 +93,7 @@ class BimanualFollower:
             side: [k for k in arm.observation_features if k.startswith(IMAGES_PREFIX)]
             for side, arm in self.arms.items()
         }
-        own = [f"{IMAGES_PREFIX}{name}" for name in self._cameras]
+        own = list(camera_features(self._cameras, self._sizes))
         # LeRobot's order: the left arm's cameras, the robot's own, the right arm's.
         entries: list[tuple[str, Side | None, str]] = [
             (f"{IMAGES_PREFIX}left_{k[len(IMAGES_PREFIX) :]}", "left", k) for k in per_arm["left"]
@@ -130,12 +123,10 @@ class BimanualFollower:
     @property
     def observation_features(self) -> dict[str, FeatureSpec]:
         features = {STATE_KEY: state_feature(self._joint_names(STATE_KEY, observation=True))}
+        own = camera_features(self._cameras, self._sizes)
         for key, (side, source) in self._camera_keys.items():
-            if side is None:
-                height, width = self._sizes[source[len(IMAGES_PREFIX) :]]
-            else:
-                height, width, _ = self.arms[side].observation_features[source].shape
-            features[key] = camera_feature(key[len(IMAGES_PREFIX) :], height, width)
+            spec = own[source] if side is None else self.arms[side].observation_features[source]
+            features[key] = attrs.evolve(spec, key=key)
         return features
 
     @property
@@ -190,13 +181,9 @@ class BimanualFollower:
         observation: dict[str, Any] = {
             STATE_KEY: np.concatenate([per_arm[side][STATE_KEY] for side in SIDES])
         }
+        own = read_cameras(self._cameras)
         for key, (camera_side, source) in self._camera_keys.items():
-            if camera_side is None:
-                name = source[len(IMAGES_PREFIX) :]
-                with on_camera(name):
-                    observation[key] = self._cameras[name].read_latest()
-            else:
-                observation[key] = per_arm[camera_side][source]
+            observation[key] = own[source] if camera_side is None else per_arm[camera_side][source]
         return observation
 
     def send_action(self, action: np.ndarray) -> np.ndarray:

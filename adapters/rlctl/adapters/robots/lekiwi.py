@@ -22,7 +22,8 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
-from rlctl.adapters.robots.arm_follower import check_frame_sizes, located
+from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
+from rlctl.adapters.robots.arm_follower import check_frame_sizes
 from rlctl.adapters.robots.buses import feetech_bus
 from rlctl.adapters.robots.config import LeKiwiConfig
 from rlctl.adapters.robots.servo_arm import ServoArm
@@ -35,15 +36,13 @@ from rlctl.application.ports.robot import (
     CalibrationTarget,
 )
 from rlctl.application.robot_features import (
-    IMAGES_PREFIX,
     STATE_KEY,
     action_feature,
-    camera_feature,
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, ActionLimits, GuardDecision
 from rlctl.domain.calibration import MotorNormMode
-from rlctl.domain.errors import HardwareError, InvalidInput, RlctlError
+from rlctl.domain.errors import HardwareError, InvalidInput
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.motors import Motor
 
@@ -154,10 +153,7 @@ class LeKiwi:
     @property
     def observation_features(self) -> dict[str, FeatureSpec]:
         features = {STATE_KEY: state_feature(STATE_NAMES)}
-        for name in self._cameras:
-            spec = camera_feature(name, *self._sizes[name])
-            features[spec.key] = spec
-        return features
+        return {**features, **camera_features(self._cameras, self._sizes)}
 
     @property
     def action_features(self) -> dict[str, FeatureSpec]:
@@ -203,12 +199,7 @@ class LeKiwi:
 
     def get_observation(self) -> dict[str, Any]:
         observation: dict[str, Any] = {STATE_KEY: self.state()}
-        for name, camera in self._cameras.items():
-            try:
-                observation[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
-            except RlctlError as error:
-                raise located(error, f"camera {name!r}") from error
-        return observation
+        return {**observation, **read_cameras(self._cameras)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
         values = np.asarray(action, dtype=np.float64).reshape(-1)

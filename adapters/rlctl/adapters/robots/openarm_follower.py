@@ -21,7 +21,8 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
-from rlctl.adapters.robots.arm_follower import check_frame_sizes, located
+from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
+from rlctl.adapters.robots.arm_follower import check_frame_sizes
 from rlctl.adapters.robots.buses import motor_bus
 from rlctl.adapters.robots.config import OpenArmFollowerConfig
 from rlctl.application.ports.camera import Camera
@@ -33,16 +34,14 @@ from rlctl.application.ports.robot import (
     CalibrationTarget,
 )
 from rlctl.application.robot_features import (
-    IMAGES_PREFIX,
     STATE_KEY,
     action_feature,
-    camera_feature,
     joint_names,
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, ActionLimits, GuardDecision, step_caps
 from rlctl.domain.calibration import Calibration, MotorNormMode
-from rlctl.domain.errors import CalibrationError, ConfigError, RlctlError
+from rlctl.domain.errors import CalibrationError, ConfigError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.motors import Motor
 
@@ -213,11 +212,7 @@ class OpenArmFollower:
         else:
             names = self._names
         features = {STATE_KEY: state_feature(names)}
-        for name in self._cameras:
-            height, width = self._sizes[name]
-            spec = camera_feature(name, height, width)
-            features[spec.key] = spec
-        return features
+        return {**features, **camera_features(self._cameras, self._sizes)}
 
     @property
     def action_features(self) -> dict[str, FeatureSpec]:
@@ -256,12 +251,7 @@ class OpenArmFollower:
     def get_observation(self) -> dict[str, Any]:
         state = self.arm.states() if self._full_state else self.arm.positions()
         observation: dict[str, Any] = {STATE_KEY: state}
-        for name, camera in self._cameras.items():
-            try:
-                observation[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
-            except RlctlError as error:
-                raise located(error, f"camera {name!r}") from error
-        return observation
+        return {**observation, **read_cameras(self._cameras)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
         guard = self._action_guard()

@@ -1,0 +1,71 @@
+"""The frames a robot's cameras give it: their dataset features and the newest frames.
+
+A camera that gives depth beside colour (a RealSense with `use_depth`) adds
+`observation.images.<camera>_depth` after its colour feature, as LeRobot's robots declare it,
+asked the way they ask (`camera.use_depth`). An error of a camera is said with its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlctl.application.ports.camera import Camera
+from rlctl.application.robot_features import (
+    DEPTH_SUFFIX,
+    IMAGES_PREFIX,
+    camera_feature,
+    depth_feature,
+)
+from rlctl.domain.errors import RlctlError
+from rlctl.domain.features import FeatureSpec
+
+
+def gives_depth(camera: Camera) -> bool:
+    """Whether a camera delivers depth beside colour (a RealSense with `use_depth`, which then
+    has `read_latest_with_depth`), asked as LeRobot's robots ask it."""
+    return bool(getattr(camera, "use_depth", False))
+
+
+def camera_features(
+    cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]
+) -> dict[str, FeatureSpec]:
+    """Each camera's feature at its declared (height, width), and its depth feature after it
+    when it gives depth (LeRobot's order)."""
+    features = {}
+    for name, camera in cameras.items():
+        height, width = sizes[name]
+        for spec in (camera_feature(name, height, width),) + (
+            (depth_feature(name, height, width),) if gives_depth(camera) else ()
+        ):
+            features[spec.key] = spec
+    return features
+
+
+def read_cameras(cameras: Mapping[str, Camera]) -> dict[str, Any]:
+    """The newest frame of every camera (and its depth), under the keys `camera_features`
+    declares; a camera that fails is named in the error."""
+    frames: dict[str, Any] = {}
+    for name, camera in cameras.items():
+        try:
+            if gives_depth(camera):
+                # Colour and depth of one frame set (LeRobot reads them apart).
+                color, depth = camera.read_latest_with_depth()  # type: ignore[attr-defined]
+                frames[f"{IMAGES_PREFIX}{name}"] = color
+                frames[f"{IMAGES_PREFIX}{name}{DEPTH_SUFFIX}"] = depth
+            else:
+                frames[f"{IMAGES_PREFIX}{name}"] = camera.read_latest()
+        except RlctlError as error:
+            raise located(error, f"camera {name!r}") from error
+    return frames
+
+
+def located(error: RlctlError, place: str) -> RlctlError:
+    """The same error with `place` (the camera's name, the arm's side) before its `where`:
+    `camera 'front', /dev/video0`. Said once, however often it is passed up."""
+    if (error.where or "").startswith(place):
+        return error
+    copy = type(error).__new__(type(error))
+    where = f"{place}, {error.where}" if error.where else place
+    RlctlError.__init__(copy, error.message, where=where, hint=error.hint)
+    return copy
