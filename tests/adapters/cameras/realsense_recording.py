@@ -4,8 +4,9 @@
 sensor as a D400 has them; `record` feeds it frames at their pace through the SDK's recorder,
 which writes the ROS2 `.db3` file `rs.config.enable_device_from_file` plays back (SDK 2.59 no
 longer writes `.bag`). A context that loads the file sees the device it recorded, serial number
-and name (the SDK lists a software device added to a context nowhere). The frames are known functions of their number (`color_frame`,
-`depth_frame`), so a test checks what the camera adapter gives back pixel for pixel.
+and name (the SDK lists a software device added to a context nowhere). The frames are known
+functions of their number (`color_frame`, `depth_frame`), so a test checks what the camera
+adapter gives back pixel for pixel.
 
 Loaded by the tests with `load()` (pytest's importlib mode puts no test folder on `sys.path`), or
 run as a script: `python realsense_recording.py OUT.db3 WIDTH HEIGHT FPS FRAMES`.
