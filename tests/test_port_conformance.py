@@ -161,6 +161,7 @@ from rlctl.adapters.teleop.bimanual_leader import BimanualLeader
 from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
 from rlctl.adapters.teleop.gamepad import GamepadTeleop
 from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
+from rlctl.adapters.teleop.lekiwi_keyboard import LeKiwiKeyboardTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
@@ -307,11 +308,12 @@ def teleoperator(
     openarm_leader: OpenArmLeader,
     pad: GamepadTeleop,
     keys: KeyboardEndEffectorTeleop,
+    kiwi_keys: LeKiwiKeyboardTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
-    return [arm, arms, openarm_leader, pad, keys, replay, expert, fake]
+    return [arm, arms, openarm_leader, pad, keys, kiwi_keys, replay, expert, fake]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

@@ -15,6 +15,7 @@ import attrs
 
 from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.domain.config import Register, tagged_union
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
@@ -126,6 +127,53 @@ class KeyboardEndEffectorTeleopConfig(TeleoperatorConfig):
 
     # Add the gripper command (0 close, 1 stay, 2 open) after the three deltas.
     use_gripper: bool = True
+
+
+BASE_KEY_ROLES = (
+    "forward",
+    "backward",
+    "left",
+    "right",
+    "rotate_left",
+    "rotate_right",
+    "speed_up",
+    "speed_down",
+)
+
+
+def _lekiwi_teleop_keys() -> dict[str, str]:
+    from rlctl.adapters.robots.config import lekiwi_teleop_keys
+
+    return lekiwi_teleop_keys()
+
+
+@TeleoperatorConfig.register("lekiwi_keyboard")
+@attrs.frozen(kw_only=True)
+class LeKiwiKeyboardConfig(SOLeaderConfig):
+    """LeKiwi driven as LeRobot's `examples/lekiwi/teleoperate.py` drives it: an SO leader arm
+    (its `port`, `id` and calibration, as `so101_leader`'s) moves LeKiwi's arm, and keys held on
+    the keyboard (pynput, `rlctl[keyboard]`) its base: w/s forward/back, a/d left/right, z/x
+    turn, r/f faster/slower (0.1, 0.2, 0.3 m/s; 30, 60, 90 deg/s)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.lekiwi_keyboard:lekiwi_keyboard"
+
+    # LeRobot's `teleop_keys`; paired with `lekiwi_client`, the robot's own when left as they are.
+    teleop_keys: dict[str, str] = attrs.field(factory=_lekiwi_teleop_keys)
+
+    def __attrs_post_init__(self) -> None:
+        missing = [role for role in BASE_KEY_ROLES if not self.teleop_keys.get(role)]
+        if missing:
+            raise ConfigError(
+                f"teleop_keys has no key for {', '.join(missing)}",
+                where="teleop_keys",
+                hint="give a key for each of " + ", ".join(BASE_KEY_ROLES),
+            )
+
+    def paired_with(self, robot: Any) -> TeleoperatorConfig:
+        theirs = getattr(robot, "teleop_keys", None)
+        if isinstance(theirs, dict) and self.teleop_keys == _lekiwi_teleop_keys():
+            return attrs.evolve(self, teleop_keys={**self.teleop_keys, **theirs})
+        return self
 
 
 @TeleoperatorConfig.register("metaworld_expert")

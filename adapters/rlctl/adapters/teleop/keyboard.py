@@ -96,11 +96,13 @@ def key_name(key: Any) -> str:
 
 
 class PynputKeys:
-    """The whole desktop's keyboard through pynput's listener (a thread of its own)."""
+    """The whole desktop's keyboard through pynput's listener (a thread of its own);
+    `teleop_type` is what its errors name."""
 
-    def __init__(self) -> None:
+    def __init__(self, teleop_type: str = TELEOP_TYPE) -> None:
         self._events: queue.SimpleQueue[tuple[str, bool]] = queue.SimpleQueue()
         self._listener: Any = None
+        self._teleop_type = teleop_type
 
     @property
     def is_alive(self) -> bool:
@@ -111,14 +113,14 @@ class PynputKeys:
             from pynput import keyboard
         except ModuleNotFoundError as error:
             if error.name != "pynput":
-                raise _cannot_listen(error) from error
+                raise _cannot_listen(error, self._teleop_type) from error
             raise NotSupported(
                 "pynput is not installed",
-                where=f"teleop.type={TELEOP_TYPE}",
+                where=f"teleop.type={self._teleop_type}",
                 hint="install it: pip install 'rlctl[keyboard]'",
             ) from error
         except ImportError as error:  # pynput's way of saying there is no display
-            raise _cannot_listen(error) from error
+            raise _cannot_listen(error, self._teleop_type) from error
         self._listener = keyboard.Listener(
             on_press=lambda key: self._events.put((key_name(key), True)),
             on_release=lambda key: self._events.put((key_name(key), False)),
@@ -137,11 +139,11 @@ class PynputKeys:
             listener.stop()
 
 
-def _cannot_listen(error: BaseException) -> HardwareError:
+def _cannot_listen(error: BaseException, teleop_type: str) -> HardwareError:
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
     return HardwareError(
         f"pynput cannot listen to the keyboard here ({first})",
-        where=f"teleop.type={TELEOP_TYPE}",
+        where=f"teleop.type={teleop_type}",
         hint="run it in a desktop session (X11, a Windows desktop, or macOS with input "
         "monitoring allowed); over SSH, on Wayland or headless use --teleop.type=gamepad or a "
         "leader arm",
