@@ -61,6 +61,8 @@ BASE_MOTORS = ("base_left_wheel", "base_back_wheel", "base_right_wheel")
 BASE_NAMES = ("x.vel", "y.vel", "theta.vel")
 STATE_NAMES = (*(f"{m}.pos" for m in ARM_MOTORS), *BASE_NAMES)
 FULL_TURN = ("arm_wrist_roll", *BASE_MOTORS)
+# `rlctl setup-motors` as LeRobot's `LeKiwi.setup_motors`: the arm from its gripper, then the wheels.
+SETUP_ORDER = (*reversed(ARM_MOTORS), *reversed(BASE_MOTORS))
 POSITION_MODE = 0
 VELOCITY_MODE = 1
 
@@ -300,7 +302,7 @@ def lekiwi(
         bus or feetech_bus(config.port, motors, retries=config.num_read_retries),
         config.calibration_key(ROBOT_TYPE),
         calibration_store,
-        CalibrationPlan(full_turn_motors=FULL_TURN),
+        CalibrationPlan(full_turn_motors=FULL_TURN, setup_order=SETUP_ORDER),
         configure=_configure,
         prepare=_prepare,
     )

@@ -57,7 +57,9 @@ class CalibrationPlan:
     homed to half a turn (Damiao: "hanging straight down, gripper closed"); `fixed_range` is the
     range every motor gets instead of a recorded one (LeRobot's OpenArm: -90..90 degrees).
     `ids_set_by` names the vendor's tool when the motors' ids cannot be set through their bus
-    (Damiao's), so `rlctl setup-motors` says so before asking for anything.
+    (Damiao's), so `rlctl setup-motors` says so before asking for anything. `setup_order` is the
+    order `rlctl setup-motors` goes through the motors when it is not the last to the first
+    (LeKiwi's: the arm from its gripper, then the wheels from the right one, as LeRobot goes).
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -66,6 +68,7 @@ class CalibrationPlan:
     zero_pose: str | None = None
     fixed_range: tuple[int, int] | None = None
     ids_set_by: str | None = None
+    setup_order: tuple[str, ...] = ()
 
 
 class CalibrationTarget(Protocol):

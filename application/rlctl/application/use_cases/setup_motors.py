@@ -2,7 +2,8 @@
 
 `SetupMotors` gives each motor of an arm its id and the bus's baud rate, one motor at a time
 (new motors all answer at id 1 and the factory rate), from the last motor to the first as
-LeRobot goes, so a daisy chain can be assembled as it is set up.
+LeRobot goes (or in the device's own `setup_order`, LeKiwi's), so a daisy chain can be
+assembled as it is set up.
 
 `FindPort` finds which serial port an arm's controller board is on by listing the ports before
 and after the person unplugs its cable.
@@ -36,10 +37,17 @@ class SetupMotors:
                 where=bus.port,
                 hint=f"set them with {tool}",
             )
+        order = list(target.calibration_plan.setup_order) or list(reversed(list(bus.motors)))
+        if sorted(order) != sorted(bus.motors):
+            raise NotSupported(
+                f"the setup order of {target.calibration_key.label} does not list its motors "
+                f"({', '.join(order)} for {', '.join(bus.motors)})",
+                where=bus.port,
+            )
         done: list[str] = []
         bus.connect(handshake=False)
         try:
-            for motor in reversed(list(bus.motors)):
+            for motor in order:
                 self._console.ask(
                     f"Connect the controller board to the '{motor}' motor only and press ENTER."
                 )
