@@ -7,7 +7,7 @@ asked the way they ask (`camera.use_depth`). An error of a camera is said with i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlctl.application.ports.camera import Camera
@@ -17,7 +17,7 @@ from rlctl.application.robot_features import (
     camera_feature,
     depth_feature,
 )
-from rlctl.domain.errors import RlctlError
+from rlctl.domain.errors import HardwareError, RlctlError
 from rlctl.domain.features import FeatureSpec
 
 
@@ -69,3 +69,33 @@ def located(error: RlctlError, place: str) -> RlctlError:
     where = f"{place}, {error.where}" if error.where else place
     RlctlError.__init__(copy, error.message, where=where, hint=error.hint)
     return copy
+
+
+def check_frame_sizes(cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]) -> None:
+    """Refuse a connected camera whose frames are not the (height, width) declared for it."""
+    for name, camera in cameras.items():
+        expected = sizes[name]
+        if (camera.height, camera.width) != expected:
+            raise HardwareError(
+                f"camera {name!r} gives {camera.width}x{camera.height} frames, the robot "
+                f"declares {expected[1]}x{expected[0]}",
+                where=camera.name,
+                hint="set the camera's width and height to what it delivers",
+            )
+
+
+def connect_cameras(
+    cameras: Mapping[str, Camera],
+    sizes: Mapping[str, tuple[int, int]],
+    *,
+    release: Callable[[], None],
+) -> None:
+    """Connect a robot's cameras once its motors are and check their frame sizes; on any
+    failure `release` (the robot's disconnect: torque off, devices closed) runs first."""
+    try:
+        for camera in cameras.values():
+            camera.connect()
+        check_frame_sizes(cameras, sizes)
+    except BaseException:
+        release()
+        raise

@@ -17,7 +17,7 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
-from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
+from rlctl.adapters.cameras.robot_frames import camera_features, connect_cameras, read_cameras
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
@@ -28,7 +28,6 @@ from rlctl.application.robot_features import (
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, GuardDecision, step_caps
-from rlctl.domain.errors import HardwareError
 from rlctl.domain.features import FeatureSpec
 
 if TYPE_CHECKING:
@@ -111,17 +110,7 @@ class ArmFollower:
     def connect(self) -> None:
         self._guard = None  # limits come from the calibration this connection loads
         self.arm.connect()
-        try:
-            for camera in self._cameras.values():
-                camera.connect()
-        except BaseException:
-            self.disconnect()
-            raise
-        try:
-            check_frame_sizes(self._cameras, self._sizes)
-        except HardwareError:
-            self.disconnect()
-            raise
+        connect_cameras(self._cameras, self._sizes, release=self.disconnect)
 
     def calibration_targets(self) -> Sequence[CalibrationTarget]:
         return [self.arm]
@@ -177,16 +166,3 @@ class ArmFollower:
             camera.disconnect()
         if errors:
             raise errors[0]
-
-
-def check_frame_sizes(cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]) -> None:
-    """Refuse a connected camera whose frames are not the (height, width) declared for it."""
-    for name, camera in cameras.items():
-        expected = sizes[name]
-        if (camera.height, camera.width) != expected:
-            raise HardwareError(
-                f"camera {name!r} gives {camera.width}x{camera.height} frames, the robot "
-                f"declares {expected[1]}x{expected[0]}",
-                where=camera.name,
-                hint="set the camera's width and height to what it delivers",
-            )

@@ -17,8 +17,12 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from rlctl.adapters.cameras.robot_frames import camera_features, located, read_cameras
-from rlctl.adapters.robots.arm_follower import check_frame_sizes
+from rlctl.adapters.cameras.robot_frames import (
+    camera_features,
+    check_frame_sizes,
+    located,
+    read_cameras,
+)
 from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget, Robot
 from rlctl.application.robot_features import (

@@ -22,8 +22,7 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
-from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
-from rlctl.adapters.robots.arm_follower import check_frame_sizes
+from rlctl.adapters.cameras.robot_frames import camera_features, connect_cameras, read_cameras
 from rlctl.adapters.robots.buses import feetech_bus
 from rlctl.adapters.robots.config import LeKiwiConfig
 from rlctl.adapters.robots.servo_arm import ServoArm
@@ -61,7 +60,7 @@ BASE_MOTORS = ("base_left_wheel", "base_back_wheel", "base_right_wheel")
 BASE_NAMES = ("x.vel", "y.vel", "theta.vel")
 STATE_NAMES = (*(f"{m}.pos" for m in ARM_MOTORS), *BASE_NAMES)
 FULL_TURN = ("arm_wrist_roll", *BASE_MOTORS)
-# `rlctl setup-motors` as LeRobot's `LeKiwi.setup_motors`: the arm from its gripper, then the wheels.
+# `rlctl setup-motors` as LeRobot's `LeKiwi.setup_motors`: the arm from its gripper, then wheels.
 SETUP_ORDER = (*reversed(ARM_MOTORS), *reversed(BASE_MOTORS))
 POSITION_MODE = 0
 VELOCITY_MODE = 1
@@ -172,13 +171,7 @@ class LeKiwi:
     def connect(self) -> None:
         self._arm_guard = None
         self.arm.connect()
-        try:
-            for camera in self._cameras.values():
-                camera.connect()
-            check_frame_sizes(self._cameras, self._sizes)
-        except BaseException:
-            self.disconnect()
-            raise
+        connect_cameras(self._cameras, self._sizes, release=self.disconnect)
 
     def calibration_targets(self) -> Sequence[CalibrationTarget]:
         return [self.arm]

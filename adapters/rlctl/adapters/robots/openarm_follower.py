@@ -21,8 +21,7 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.cameras.config import build_cameras
-from rlctl.adapters.cameras.robot_frames import camera_features, read_cameras
-from rlctl.adapters.robots.arm_follower import check_frame_sizes
+from rlctl.adapters.cameras.robot_frames import camera_features, connect_cameras, read_cameras
 from rlctl.adapters.robots.buses import motor_bus
 from rlctl.adapters.robots.config import OpenArmFollowerConfig
 from rlctl.application.ports.camera import Camera
@@ -229,13 +228,7 @@ class OpenArmFollower:
     def connect(self) -> None:
         self._guard = None
         self.arm.connect()
-        try:
-            for camera in self._cameras.values():
-                camera.connect()
-            check_frame_sizes(self._cameras, self._sizes)
-        except BaseException:
-            self.disconnect()
-            raise
+        connect_cameras(self._cameras, self._sizes, release=self.disconnect)
 
     def calibration_targets(self) -> Sequence[CalibrationTarget]:
         return [self.arm]
