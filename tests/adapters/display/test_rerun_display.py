@@ -109,6 +109,15 @@ def test_pictures_are_shrunk_by_whole_steps() -> None:
     assert shrink(image, 0) is image and shrink(image, 640) is image
 
 
+def test_depth_in_millimetres_is_shown_as_a_depth_image() -> None:
+    display = RerunDisplay(DisplaySettings(image_max_side=16))
+    depth = np.arange(24 * 32, dtype=np.uint16).reshape(24, 32, 1)
+    picture = display._picture(depth)
+    assert isinstance(picture, rr.DepthImage)
+    colour = display._picture(np.zeros((24, 32, 3), np.uint8))
+    assert not isinstance(colour, rr.DepthImage)
+
+
 def test_the_mode_follows_the_screen() -> None:
     assert not has_screen({}, "linux")
     assert has_screen({"DISPLAY": ":0"}, "linux")

@@ -254,6 +254,9 @@ class RerunDisplay:
         if isinstance(value, (bytes, bytearray)):
             return rr.EncodedImage(contents=bytes(value))
         image = shrink(np.asarray(value), self.settings.image_max_side)
+        if image.dtype == np.uint16 and (image.ndim == 2 or image.shape[2] == 1):
+            # A depth camera's millimetres (`<camera>_depth`), shown as LeRobot shows them.
+            return rr.DepthImage(np.ascontiguousarray(image.reshape(image.shape[:2])), meter=1000.0)
         if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[2] not in (1, 3):
             image = np.moveaxis(image, 0, -1)  # channel-first, as policies read them
         if image.dtype != np.uint8:
