@@ -3,7 +3,8 @@
 One engine, whatever computes the chunks (a `ChunkClient`): a policy server over the network
 (`rlctl policy serve`, the gRPC client) or a model in this process (`LocalChunks`, a worker
 thread). It is the `Policy` port, so a loop calls `select_action` once a tick and never waits
-on the model: a background thread asks for a chunk when the queue falls to a threshold, and
+on the model: a background thread asks for a chunk when the queue falls to a threshold (or to
+the ticks a chunk has lately taken to come, when that is more: `lead_ticks`), and
 merges each arriving chunk into the queue (acting's `TimedActionQueue`, LeRobot's aggregations,
 with the history and the inference delay from the same `rlctl.domain.acting`). A tick whose
 action has not arrived holds the last commanded action (or the configured safe action), said
@@ -135,6 +136,11 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self._worker = threading.Thread(target=self._work, name="acting-engine", daemon=True)
         self._worker.start()
 
+    @property
+    def in_flight(self) -> bool:
+        """Whether a chunk has been asked for and has not come yet."""
+        return self._in_flight
+
     # --- the Policy port ----------------------------------------------------------------------
 
     @property
@@ -197,7 +203,12 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         with self._cond:
             self._generation += 1
             self._queue.clear()
-            self._slot = None
+            if self._slot is not None:
+                # Asked but not yet taken by the worker: it never will be, so nothing is in
+                # flight (left set, no request was ever made again: the first tick waited
+                # `connect_timeout_s` and failed).
+                self._slot = None
+                self._in_flight = False
             self._tick, self._executed = 0, -1
             self._last = None
             self._stalled = False
@@ -216,9 +227,22 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
     # --- the loop's side ----------------------------------------------------------------------
 
     def _needs_chunk(self, tick: int) -> bool:
+        remaining = self._queue.remaining(tick)
+        # Asked at the latest when the queue holds no more than the ticks a chunk has lately
+        # taken to come (its measured delay): a threshold below that ran the queue dry before
+        # every chunk, although the chunk outlasted the delay.
+        if remaining <= self.lead_ticks():
+            return True
         if self._queue_threshold is not None:
-            return self._queue.remaining(tick) <= self._queue_threshold
+            return remaining <= self._queue_threshold
         return self._queue.needs_chunk(tick, self._chunk_size, self._settings.chunk_size_threshold)
+
+    def lead_ticks(self) -> int:
+        """How many queued actions must be left when the next chunk is asked, so that it comes
+        before they run out: the most ticks a recent chunk took (or the configured inference
+        delay), plus one for a chunk arriving a tick later than those."""
+        measured = max(self.delay.samples, default=0)
+        return max(measured, self.delay.fixed or 0) + 1
 
     def _request(self, arrays: dict[str, np.ndarray], task: list[str], tick: int) -> ChunkRequest:
         request = ChunkRequest(
