@@ -30,9 +30,19 @@ Usage:
     uv run python benchmarks/rollout_timing.py [--fps 30 --seconds 10 --model-ticks 10
         --chunk 50 --queue-threshold 20] [--policy smolvla-real [--work DIR]
         | --checkpoint PATH] [--device cpu] [--engines sync,async,rtc]
-    # SmolVLA at real size takes ~5 GB: one such run at a time on a shared machine
+        [--lerobot]
+    # SmolVLA at real size takes ~5 GB (~7 GB with LeRobot's beside it): one such run at a
+    # time on a shared machine
     flock /tmp/heavy.lock uv run python benchmarks/rollout_timing.py --policy smolvla-real \
-        --seconds 30 --engines sync,rtc
+        --seconds 60 --engines sync,rtc --lerobot
+
+`--seconds` is wall time from the first tick (the first chunk's wait included). With
+`--lerobot`, LeRobot 0.6.1's `lerobot-rollout` (its Python: `--lerobot-python`) runs after
+rlctl's sync and rtc runs, the same way, on the same virtual bus: its SO follower, the same
+synthetic cameras, the same policy (the busy stand-in replaces a tiny SmolVLA's chunks), its
+`--inference.type=sync|rtc` with the same queue threshold and execution horizon. LeRobot's
+motor bus needs `deepdiff`, which its environment may lack: point `LEROBOT_EXTRA_PATH` at a
+folder holding it (`uv pip install --target DIR deepdiff`).
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.config import SO101FollowerConfig
 from rlctl.adapters.robots.so_follower import SO_JOINTS, so_follower
 from rlctl.application.acting_engine import AsyncActing, LocalChunks
+from rlctl.application.ports.control import RolloutEvent
 from rlctl.application.ports.robot import CalibrationKey
 from rlctl.application.use_cases.run_rollout import RolloutSettings, RunRollout
 from rlctl.application.use_cases.serve_policy import PolicyService
@@ -174,6 +185,24 @@ class Boundaries:
         policy.select_action = select_action
 
 
+class StopAfter:
+    """Esc, pressed `seconds` of wall time after the first tick: every engine runs as long
+    (LeRobot's `--duration` is wall time too), however many ticks a stalled sync loop made."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._start: float | None = None
+
+    def poll(self) -> frozenset[RolloutEvent]:
+        now = time.perf_counter()
+        if self._start is None:
+            self._start = now
+        return frozenset({RolloutEvent.STOP}) if now - self._start >= self._seconds else frozenset()
+
+    def close(self) -> None:
+        pass
+
+
 def measure(
     args: argparse.Namespace, engine: str, port: str, store: CalibrationFiles, loaded: Any
 ) -> dict:
@@ -190,10 +219,9 @@ def measure(
     boundaries = Boundaries(policy, 1.0 / args.fps)
     # As `rlctl rollout` runs it: the loop owns the process (the interpreter hands it the lock
     # within a millisecond).
-    report = RunRollout(robot, SystemClock(), policy=policy, owns_process=True)(
-        BaseStrategyConfig(),
-        RolloutSettings(fps=args.fps, duration_s=args.seconds, return_to_initial_position=False),
-    )
+    report = RunRollout(
+        robot, SystemClock(), policy=policy, controls=StopAfter(args.seconds), owns_process=True
+    )(BaseStrategyConfig(), RolloutSettings(fps=args.fps, return_to_initial_position=False))
     starts = np.asarray(report.timeline.starts)[WARMUP_TICKS:]
     periods = np.diff(starts) * 1e3
     jumps = np.asarray(report.timeline.jumps)[WARMUP_TICKS:]
@@ -233,7 +261,7 @@ def check(rows: list[dict], args: argparse.Namespace) -> list[str]:
     target = 1e3 / args.fps
     lines = []
     for row in rows:
-        if row["engine"] == "sync":
+        if row["engine"].endswith("sync"):
             verdict = "misses ticks" if row["missed_ticks"] else "misses no tick"
             lines.append(f"check sync: {verdict} ({row['missed_ticks']} missed)")
             continue
@@ -244,6 +272,234 @@ def check(rows: list[dict], args: argparse.Namespace) -> list[str]:
             f"{row['held_ticks']}: {'met' if row['held_ticks'] == 0 else 'NOT met'}"
         )
     return lines
+
+
+LEROBOT_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+import numpy as np
+import torch
+
+args = json.loads(sys.argv[1])
+FPS, CHUNK = args["fps"], args["chunk"]
+H, W = 480, 640
+checkpoint = Path(args["checkpoint"])
+if not (checkpoint / "model.safetensors").is_file():
+    # The busy stand-in needs a policy LeRobot can build its rollout on: a SmolVLA on a tiny
+    # SmolVLM (random weights), with the real one's features; its chunks are replaced below.
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.factory import make_pre_post_processors
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    features = {"observation.state": PolicyFeature(FeatureType.STATE, (6,))}
+    for name in args["cameras"]:
+        features[f"observation.images.{name}"] = PolicyFeature(FeatureType.VISUAL, (3, H, W))
+    config = SmolVLAConfig(
+        vlm_model_name=args["vlm"], load_vlm_weights=False, device="cpu", num_vlm_layers=4,
+        resize_imgs_with_padding=(64, 64), chunk_size=CHUNK, n_action_steps=CHUNK,
+        input_features=features,
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (6,))})
+    policy = SmolVLAPolicy(config)
+    stats = {k: {"mean": torch.zeros(6), "std": torch.ones(6)}
+             for k in ("observation.state", "action")}
+    pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for part in (policy, pre, post):
+        part.save_pretrained(checkpoint)
+
+import lerobot.rollout.context as context
+from lerobot.scripts import lerobot_rollout
+
+
+class SyntheticCamera:
+    # rlctl's synthetic camera (a moving gradient), as benchmarks/record_loop.py redoes it.
+    def __init__(self):
+        x = np.linspace(0, 255, W, dtype=np.float32)
+        y = np.linspace(0, 255, H, dtype=np.float32)[:, None]
+        self.frame = np.empty((H, W, 3), np.uint8)
+        self.frame[..., 0], self.frame[..., 1] = x[None, :], y
+        self.frame[..., 2] = (x[None, :] + y) / 2
+        self.height, self.width, self.fps, self.is_connected = H, W, FPS, False
+
+    def connect(self, warmup=True):
+        self.is_connected = True
+
+    def read_latest(self, max_age_ms=500):
+        return self.frame
+
+    async_read = read = read_latest
+
+    def disconnect(self):
+        self.is_connected = False
+
+
+ticks = []  # per tick: [its start (the observation asked), the command sent or None, chunks]
+chunks = [0]
+make_robot = context.make_robot_from_config
+
+
+def instrumented_robot(config):
+    robot = make_robot(config)
+    robot.cameras = {name: SyntheticCamera() for name in args["cameras"]}
+    observe, send = robot.get_observation, robot.send_action
+
+    def get_observation():
+        ticks.append([time.perf_counter(), None, chunks[0]])
+        return observe()
+
+    def send_action(action):
+        sent = send(action)
+        ticks[-1][1] = [float(sent[k]) for k in sorted(sent)]
+        return sent
+
+    robot.get_observation, robot.send_action = get_observation, send_action
+    return robot
+
+
+load = context._load_pretrained_policy
+
+
+def policy_with_chunks_counted(config):
+    policy = load(config)
+    compute = policy._get_action_chunk
+    busy_s = args["busy_s"]
+    work = np.ones((256, 256), np.float32)
+    origin = [None]
+
+    def busy(batch, noise=None, **kwargs):
+        # rlctl's BusyPolicy: a slow sine in degrees, continuing from its observation.
+        observed = time.perf_counter()
+        until = observed + busy_s
+        while time.perf_counter() < until:
+            work @ work
+        if origin[0] is None:
+            origin[0] = time.perf_counter()
+        t = max(0.0, observed - origin[0]) + np.arange(CHUNK, dtype=np.float32) / FPS
+        wave = 10.0 * np.sin(2 * np.pi * t / 4.0)
+        return torch.from_numpy(np.repeat(wave[None, :, None], 6, axis=2).astype(np.float32))
+
+    def counted(batch, noise=None, **kwargs):
+        actions = (busy if busy_s else compute)(batch, noise, **kwargs)
+        chunks[0] += 1
+        return actions
+
+    policy._get_action_chunk = counted
+    return policy
+
+
+context.make_robot_from_config = instrumented_robot
+context._load_pretrained_policy = policy_with_chunks_counted
+sys.argv = ["lerobot-rollout", *args["argv"]]
+lerobot_rollout.main()
+print(json.dumps({"ticks": ticks}))
+"""
+
+
+def run_lerobot(
+    args: argparse.Namespace, engine: str, port: str, work: Path, checkpoint: Path | None
+) -> dict:
+    """LeRobot 0.6.1's `lerobot-rollout` (base strategy) on the same virtual bus, in its own
+    Python: its SO follower reads rlctl's calibration file, its cameras are the same synthetic
+    gradient; the same figures from its tick times and the commands it sent."""
+    from record_loop import serial_module_dir
+
+    shim = work / "lerobot_path"
+    if not shim.exists():
+        shim.mkdir()
+        site = Path(serial_module_dir()).parent
+        for pattern in ("scservo_sdk", "serial", "feetech_servo_sdk-*.dist-info", "pyserial-*"):
+            for found in site.glob(pattern):
+                (shim / found.name).symlink_to(found)
+    busy = checkpoint is None
+    if busy:
+        vlm, checkpoint = work / "tiny_vlm", work / "tiny_smolvla"
+        if not (vlm / "config.json").is_file():
+            subprocess.run(
+                [args.lerobot_python, str(args.bench_dir / "make_tiny_smolvlm.py"), str(vlm)],
+                check=True,
+                capture_output=True,
+            )
+    argv = [
+        "--strategy.type=base",
+        f"--policy.path={checkpoint}",
+        "--robot.type=so101_follower",
+        f"--robot.port={port}",
+        "--robot.id=bench",
+        f"--robot.calibration_dir={work / 'calibration' / 'robots' / 'so_follower'}",
+        f"--inference.type={engine}",
+        f"--fps={args.fps}",
+        f"--duration={args.seconds}",
+        "--task=pick up the cube",
+        "--return_to_initial_position=false",
+        "--play_sounds=false",
+        "--device=cpu",
+    ]
+    if engine == "rtc":
+        argv += [
+            f"--inference.queue_threshold={args.queue_threshold}",
+            f"--inference.rtc.execution_horizon={args.queue_threshold}",
+        ]
+    child = {
+        "fps": args.fps,
+        "chunk": args.chunk,
+        "checkpoint": str(checkpoint),
+        "vlm": str(work / "tiny_vlm"),
+        "cameras": list(SMOLVLA_CAMERAS),
+        "busy_s": args.model_ticks / args.fps if busy else 0.0,
+        "argv": argv,
+    }
+    # What LeRobot's environment lacks comes from this one (the Feetech SDK, pyserial);
+    # $LEROBOT_EXTRA_PATH may add more (deepdiff, which LeRobot's motor bus requires).
+    extra = os.environ.get("LEROBOT_EXTRA_PATH")
+    path = os.pathsep.join(filter(None, [str(shim), extra]))
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [args.lerobot_python, "-c", LEROBOT_CHILD, json.dumps(child)],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=900 + 3 * args.seconds,
+        check=False,
+    )
+    if result.returncode != 0:
+        return {"engine": f"lerobot-{engine}", "error": result.stderr[-3000:]}
+    ticks = json.loads(result.stdout.strip().splitlines()[-1])["ticks"]
+    # From the first command on (both wait for the first chunk), less the same warm-up ticks.
+    first = next((i for i, tick in enumerate(ticks) if tick[1] is not None), len(ticks))
+    ticks = ticks[first + WARMUP_TICKS :]
+    starts = np.asarray([t[0] for t in ticks])
+    periods = np.diff(starts) * 1e3
+    period = 1e3 / args.fps
+    sent = [np.asarray(t[1]) if t[1] is not None else None for t in ticks]
+    jumps, boundary, last = [], [], None
+    for i, command in enumerate(sent):
+        if command is None:
+            continue
+        if last is not None:
+            jumps.append(float(np.max(np.abs(command - last))))
+            # A new chunk: counted since the last tick (async), or computed in this tick (sync:
+            # the tick lasted over 1.5 periods); its first command, or the next one.
+            new = ticks[i][2] != ticks[i - 1][2] or (i >= 2 and ticks[i - 1][2] != ticks[i - 2][2])
+            if new:
+                boundary.append(jumps[-1])
+        last = command
+    return {
+        "engine": f"lerobot-{engine}",
+        "fps": args.fps,
+        "model_s": round(args.model_ticks / args.fps, 3) if busy else None,
+        "ticks": len(starts),
+        "late_ticks": int(np.sum(periods > 1.5 * period)),
+        "missed_ticks": int(np.sum(np.maximum(np.round(periods / period) - 1, 0))),
+        "p50_ms": round(float(np.percentile(periods, 50)), 2),
+        "p95_ms": round(float(np.percentile(periods, 95)), 2),
+        "max_ms": round(float(np.max(periods)), 2),
+        "held_ticks": sum(1 for command in sent if command is None),
+        "max_jump": round(max(jumps), 3) if jumps else 0.0,
+        "boundary_jump": round(max(boundary), 3) if boundary else None,
+        "chunks": ticks[-1][2] if ticks else 0,
+        "chunk_s": None,
+    }
 
 
 def main() -> None:
@@ -260,6 +516,11 @@ def main() -> None:
     parser.add_argument("--bench-dir", type=Path, default=DEFAULT_BENCH)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--engines", default="sync,async,rtc")
+    parser.add_argument(
+        "--lerobot",
+        action="store_true",
+        help="after each of rlctl's sync and rtc runs, LeRobot's lerobot-rollout with the same",
+    )
     args = parser.parse_args()
 
     FeetechMotorBus.default_timeout_margin_ms = 250.0  # a loaded machine answers late
@@ -279,13 +540,24 @@ def main() -> None:
             row["load_avg"] = round(os.getloadavg()[0], 2)
             print(json.dumps(row), flush=True)
             rows.append(row)
+            if args.lerobot and engine in ("sync", "rtc"):
+                checkpoint = None
+                if args.policy == "smolvla-real":
+                    checkpoint = args.work / "checkpoint"
+                elif args.checkpoint:
+                    checkpoint = Path(args.checkpoint)
+                theirs = run_lerobot(args, engine, port, work, checkpoint)
+                theirs["load_avg"] = round(os.getloadavg()[0], 2)
+                print(json.dumps(theirs), flush=True)
+                if "error" not in theirs:
+                    rows.append(theirs)
     finally:
         server.terminate()
         server.wait(timeout=10)
     keys = [k for k in rows[0] if k not in ("engine", "fps", "model_s")]
-    print(f"\n{'':16}" + "".join(f"{r['engine']:>10}" for r in rows))
+    print(f"\n{'':16}" + "".join(f"{r['engine']:>14}" for r in rows))
     for key in keys:
-        print(f"{key:16}" + "".join(f"{r[key]!s:>10}" for r in rows))
+        print(f"{key:16}" + "".join(f"{r[key]!s:>14}" for r in rows))
     print()
     for line in check(rows, args):
         print(line)
