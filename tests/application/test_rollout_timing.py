@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from structlog.testing import capture_logs
 
 from rlctl.adapters.memory.clock import ManualClock
 from rlctl.adapters.memory.policy import ScriptedPolicy
@@ -94,7 +95,7 @@ class SlowModel(ScriptedPolicy):
     takes `MODEL_TICKS` periods of the loop's clock: in the tick (sync) or in the worker (the
     first chunk, which the loop waits for, moves the clock itself)."""
 
-    def __init__(self, clock: LockstepClock, *, in_worker: bool) -> None:
+    def __init__(self, clock: LockstepClock, *, in_worker: bool, ticks: int = MODEL_TICKS) -> None:
         self.clock = clock
         self.calls = 0
         origin = 0.0
@@ -102,7 +103,7 @@ class SlowModel(ScriptedPolicy):
         def chunker(batch: Any) -> np.ndarray:
             nonlocal origin
             observed = clock.now()
-            seconds = MODEL_TICKS * PERIOD
+            seconds = ticks * PERIOD
             if not in_worker or self.calls == 0:
                 clock.advance(seconds)
             else:
@@ -202,3 +203,21 @@ def test_the_next_chunk_is_asked_early_enough_for_the_measured_delay() -> None:
     assert len(held) == 5 and held[0] == CHUNK  # the first chunk ran out before the second came
     assert missed(periods) == 0
     assert acting.lead_ticks() == MODEL_TICKS + 1
+
+
+def test_a_model_slower_than_its_chunk_lasts_holds_the_arm_and_says_why() -> None:
+    """Each chunk (50 actions) comes 60 ticks after its observation: every action is for a
+    tick already past, so none is acted (never a stale one replayed). The loop keeps its
+    time, the arm holds, and the log says once what to change."""
+    clock = LockstepClock()
+    model = SlowModel(clock, in_worker=True, ticks=CHUNK + 10)
+    acting = engine(model, clock, threshold=20, rtc=True)
+    with capture_logs() as logs:
+        _report, periods, fresh = rollout(clock, acting)
+
+    assert acting.chunks_stale >= 2
+    assert missed(periods) == 0
+    assert fresh[:CHUNK].all() and not fresh[CHUNK:].any()
+    said = [entry for entry in logs if "none can be acted" in entry["event"]]
+    assert len(said) == 1 and said[0]["delay_ticks"] == CHUNK + 10
+    assert "lower --fps" in said[0]["hint"]

@@ -130,6 +130,9 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self.last_tick_held = False
         self.chunks_received = 0
         self.chunks_unusable = 0
+        # Chunks that came after all their ticks had passed (none of their actions was used).
+        self.chunks_stale = 0
+        self._stale_said = False
         self.failures = 0
         self.round_trips_s: list[float] = []
         self.inference_s: list[float] = []
@@ -397,10 +400,36 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
                     self._error = error
                 if reply is not None:
                     self.delay.arrived(reply.timestep, self._executed)
-                    self._queue.merge(reply.timestep, reply.actions, self._executed, self._merge)
+                    kept = self._queue.merge(
+                        reply.timestep, reply.actions, self._executed, self._merge
+                    )
                     self._chunk_size = reply.actions.shape[-2]
                     self.chunks_received += 1
+                    self._say_if_stale(reply, kept)
             self._cond.notify_all()
+
+    def _say_if_stale(self, reply: ChunkReply, kept: int) -> None:
+        """A chunk that came after every tick it had actions for is dropped whole: at this
+        rate the arm holds for good. Said once (until a chunk is used again), with the figures
+        a person needs to choose a lower rate or a faster device."""
+        if kept:
+            self._stale_said = False
+            return
+        self.chunks_stale += 1
+        if self._stale_said:
+            return
+        self._stale_said = True
+        late = self._executed + 1 - reply.timestep
+        steps = reply.actions.shape[-2]
+        log.warning(
+            f"{self._label}: a chunk came {late} ticks after its observation, later than its "
+            f"{steps} actions last: none can be acted, the arm holds",
+            hint="the model is too slow for this rate on this device: lower --fps, a faster "
+            "device (--policy.device), or fewer denoising steps",
+            delay_ticks=late,
+            chunk_actions=steps,
+            model_s=round(reply.inference_s, 3),
+        )
 
     def _with_retries(self, call: Callable[[], Any]) -> Any:
         give_up = time.monotonic() + self._settings.connect_timeout_s
