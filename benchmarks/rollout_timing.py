@@ -85,6 +85,7 @@ DEFAULT_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
 # The cameras SmolVLA's real-size checkpoint reads (lerobot_smolvla_bench.py's features).
 SMOLVLA_CAMERAS = ("top", "wrist")
 TASK = "pick up the cube"  # what both tools give the policy
+FIRST_CHUNK_TIMEOUT_S = 900.0
 
 
 class BusyPolicy(ScriptedPolicy):
@@ -153,7 +154,9 @@ def make_policy(args: argparse.Namespace, engine: str, loaded: Any) -> Any:
     rtc = RTCConfig(execution_horizon=args.queue_threshold) if engine == "rtc" else None
     return AsyncActing(
         LocalChunks(PolicyService({"local": model})),
-        RemotePolicySettings(rtc_config=rtc),
+        # A real-size model's first chunk on a loaded CPU takes minutes (the default 30 s
+        # stopped the run: "no action from the policy within 30.0 s").
+        RemotePolicySettings(rtc_config=rtc, connect_timeout_s=FIRST_CHUNK_TIMEOUT_S),
         label="policy",
         queue_threshold=args.queue_threshold,
     )
@@ -489,8 +492,9 @@ def run_lerobot(
     ticks = json.loads(result.stdout.strip().splitlines()[-1])["ticks"]
     # From the first command on (both wait for the first chunk), less the same warm-up ticks.
     first = next((i for i, tick in enumerate(ticks) if tick[1] is not None), len(ticks))
-    # The wait for the first chunk: from the first tick to the first command.
-    first_s = ticks[first][0] - ticks[0][0] if 0 < first < len(ticks) else None
+    # The wait for the first chunk: from the first tick to the tick after the first command
+    # (LeRobot's sync loop computes it inside its first tick, after the observation).
+    first_s = ticks[first + 1][0] - ticks[0][0] if first + 1 < len(ticks) else None
     ticks = ticks[first + WARMUP_TICKS :]
     starts = np.asarray([t[0] for t in ticks])
     periods = np.diff(starts) * 1e3
