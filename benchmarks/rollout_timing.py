@@ -506,10 +506,10 @@ def run_lerobot(
             continue
         if last is not None:
             jumps.append(float(np.max(np.abs(command - last))))
-            # A new chunk: counted since the last tick (async), or computed in this tick (sync:
-            # the tick lasted over 1.5 periods); its first command, or the next one.
-            new = ticks[i][2] != ticks[i - 1][2] or (i >= 2 and ticks[i - 1][2] != ticks[i - 2][2])
-            if new:
+            # A new chunk counted within a tick of this one: LeRobot's count moves during the
+            # tick that computed it (sync) or in its worker (rtc), not when the queue takes it.
+            near = (i - 1, i, i + 1)
+            if any(0 < j < len(ticks) and ticks[j][2] != ticks[j - 1][2] for j in near):
                 boundary.append(jumps[-1])
         last = command
     return {
