@@ -44,27 +44,9 @@ class GrpcPolicyClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.address = address
-        options = [
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
-            # Come back quickly after a server restart instead of gRPC's default (up to 120 s).
-            ("grpc.initial_reconnect_backoff_ms", 50),
-            ("grpc.min_reconnect_backoff_ms", 50),
-            ("grpc.max_reconnect_backoff_ms", 1000),
-            ("grpc.enable_retries", 0),
-        ]
-        if tls_cert is not None:
-            try:
-                root = Path(tls_cert).expanduser().read_bytes()
-            except OSError as err:
-                raise ConfigError(
-                    f"cannot read the TLS certificate: {err}", where=str(tls_cert)
-                ) from None
-            credentials = grpc.ssl_channel_credentials(root_certificates=root)
-            self._channel = grpc.secure_channel(address, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel, self._metadata = open_channel(
+            address, token=token, tls_cert=tls_cert, max_message_bytes=max_message_bytes
+        )
         self._describe = self._channel.unary_unary(f"/{SERVICE}/Describe")
         self._predict = self._channel.unary_unary(f"/{SERVICE}/Predict")
 
@@ -115,6 +97,40 @@ class GrpcPolicyClient:
 
     def close(self) -> None:
         self._channel.close()
+
+
+def open_channel(
+    address: str,
+    *,
+    token: str | None,
+    tls_cert: str | Path | None,
+    max_message_bytes: int,
+    reconnect_backoff_ms: int = 50,
+) -> tuple[grpc.Channel, tuple[tuple[str, str], ...]]:
+    """A channel to `address` (TLS when `tls_cert` names the server's certificate) and the
+    metadata that carries the token: what every rlctl client (policy, learner) opens."""
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        # Come back quickly after a server restart instead of gRPC's default (up to 120 s).
+        ("grpc.initial_reconnect_backoff_ms", reconnect_backoff_ms),
+        ("grpc.min_reconnect_backoff_ms", reconnect_backoff_ms),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.enable_retries", 0),
+    ]
+    if tls_cert is not None:
+        try:
+            root = Path(tls_cert).expanduser().read_bytes()
+        except OSError as err:
+            raise ConfigError(
+                f"cannot read the TLS certificate: {err}", where=str(tls_cert)
+            ) from None
+        credentials = grpc.ssl_channel_credentials(root_certificates=root)
+        channel = grpc.secure_channel(address, credentials, options=options)
+    else:
+        channel = grpc.insecure_channel(address, options=options)
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    return channel, metadata
 
 
 def _refusal(err: grpc.RpcError) -> str | None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from rlctl.adapters.remote import rl_service_pb2, rl_wire, wire
 from rlctl.adapters.remote.errors import BUSY, REFUSAL_KEY, ServerRefused
+from rlctl.adapters.remote.grpc_client import open_channel
 from rlctl.adapters.remote.grpc_server import DEFAULT_MAX_MESSAGE_BYTES, GrpcPolicyServer
 from rlctl.application.ports.reinforcement import (
     ActorHello,
@@ -147,26 +148,13 @@ class GrpcLearnerLink:
     ) -> None:
         self.address = address
         self._timeout = timeout_s
-        options = [
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 1000),
-            ("grpc.enable_retries", 0),
-        ]
-        if tls_cert is not None:
-            try:
-                root = Path(tls_cert).expanduser().read_bytes()
-            except OSError as err:
-                raise ConfigError(
-                    f"cannot read the TLS certificate: {err}", where=str(tls_cert)
-                ) from None
-            credentials = grpc.ssl_channel_credentials(root_certificates=root)
-            self._channel = grpc.secure_channel(address, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel, self._metadata = open_channel(
+            address,
+            token=token,
+            tls_cert=tls_cert,
+            max_message_bytes=max_message_bytes,
+            reconnect_backoff_ms=100,
+        )
         self._methods = {
             name: self._channel.unary_unary(f"/{SERVICE}/{name}")
             for name in ("Describe", "PushTransitions", "FetchParameters")
