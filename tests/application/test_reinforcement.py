@@ -123,6 +123,26 @@ def test_an_actor_gives_up_after_the_reconnect_timeout_with_the_arm_held() -> No
     assert world.holds >= 4
 
 
+def test_an_actor_done_with_its_budget_does_not_wait_on_a_finished_learner() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    world = LineInteraction(length=3)
+    original = wire.link.push
+
+    def push_then_finish(batch, report):  # type: ignore[no-untyped-def]
+        version = original(batch, report)
+        if len(wire.link.pushed) == 2:
+            wire.down = True  # the learner has both episodes and stops
+        return version
+
+    wire.link.push = push_then_finish  # type: ignore[method-assign]
+    # Were the last episode's push followed by a fetch, the actor would hold until its timeout.
+    result = actor(wire, world)(ActSettings(episodes=2, reconnect_timeout_s=5, retry_s=1))
+    assert (result.steps, result.episodes, result.reconnections) == (6, 2, 0)
+    assert world.holds == 0
+    assert sum(len(p.batch) for p in wire.link.pushed if p.batch is not None) == 6
+
+
 def test_an_actor_needs_a_budget() -> None:
     with pytest.raises(ConfigError, match="budget"):
         actor(InMemoryLearnerWire(), LineInteraction())(ActSettings())

@@ -167,7 +167,10 @@ class ActWithPolicy:
                     interventions=sum(tagged),
                     steps=len(rewards),
                 )
-                version = self._flush(policy, version, settings)
+                # After the last episode nothing would use new parameters: fetching them
+                # would only wait on a learner that may rightly have finished.
+                last = self._done(settings, step, len(returns))
+                version = self._flush(policy, version, settings, fetch=not last)
         finally:
             self._world.close()
         return ActResult(
@@ -186,7 +189,9 @@ class ActWithPolicy:
             return True
         return settings.episodes is not None and episodes >= settings.episodes
 
-    def _flush(self, policy: ActingPolicy, version: int, settings: ActSettings) -> int:
+    def _flush(
+        self, policy: ActingPolicy, version: int, settings: ActSettings, *, fetch: bool = True
+    ) -> int:
         """Push what is pending (the reports with the last batch), then fetch parameters."""
         while self._pending or self._reports:
             batch = stack(self._pending) if self._pending else None
@@ -201,7 +206,7 @@ class ActWithPolicy:
             self._pending = []
             if self._reports:
                 self._reports.pop(0)
-        return self._update(policy, version, settings)
+        return self._update(policy, version, settings) if fetch else version
 
     def _update(self, policy: ActingPolicy, version: int, settings: ActSettings) -> int:
         newest, weights = self._reliably(lambda: self._link.fetch(version), settings)
