@@ -7,13 +7,16 @@ resumes from its last checkpoint and replay. Bounded: every process has a timeou
 from __future__ import annotations
 
 import json
+import random
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 pytest.importorskip("gymnasium")
 
@@ -21,20 +24,34 @@ CLI = ["-c", "from rlctl.entrypoints.cli.main import main; main()"]
 TINY = [
     "--policy.latent_dim=8",
     "--policy.actor_network_kwargs.hidden_dims=[16]",
-    "--policy.online_step_before_learning=50",
     "--algorithm.critic_network_kwargs.hidden_dims=[16]",
     "--batch_size=16",
     "--save_freq=10",
     "--push_every_s=0.2",
-    "--max_seconds=240",
+    "--max_seconds=420",
 ]
 PENDULUM = ["--robot.type=sim", "--robot.env.type=gym", "--robot.env.id=Pendulum-v1"]
+# Generous for a loaded machine (two processes importing torch on shared cores); every wait is
+# bounded by one of these.
+START_S = 240.0
+RUN_S = 480.0
+HOLDING = "holding the arm and reconnecting"
+LISTENING = "learner listening on"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the ephemeral range (32768+ here), where no outgoing connection of
+    another process is given it while the test is not listening on it yet."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-32000")
 
 
 def start(log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -44,33 +61,71 @@ def start(log: Path, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=30)
+
+
+def wait_for(process: subprocess.Popen[bytes], log: Path, text: str, timeout: float) -> bool:
+    """Until `text` is in the log (True), or the process ends first (False); fails past
+    `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return True
+        if process.poll() is not None:
+            return text in log.read_text(errors="replace")
+        time.sleep(0.2)
+    stop(process)
+    raise AssertionError(f"no {text!r} within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
 def finish(process: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=30)
+        stop(process)
         raise AssertionError(f"timed out:\n{log.read_text()[-3000:]}") from None
     text = log.read_text()
     assert process.returncode == 0, text[-3000:]
     return text
 
 
+def actor_then_learner(
+    tmp_path: Path, actor_args: list[str], learner_args: list[str]
+) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], int]:
+    """An actor started before its learner (it holds and keeps trying), then the learner once the
+    actor is seen holding; a port another process took meanwhile is replaced (three tries)."""
+    actor_log, learner_log = tmp_path / "actor.log", tmp_path / "learner.log"
+    for _ in range(3):
+        port = free_port()
+        actor = start(actor_log, "act", f"--learner=127.0.0.1:{port}", *actor_args)
+        if not wait_for(actor, actor_log, HOLDING, START_S):
+            raise AssertionError(f"the actor ended before holding:\n{actor_log.read_text()}")
+        learner = start(learner_log, "learn", f"--port={port}", *learner_args)
+        if wait_for(learner, learner_log, LISTENING, START_S):
+            return actor, learner, port
+        stop(actor)
+        if "cannot listen" not in learner_log.read_text():
+            raise AssertionError(f"the learner did not start:\n{learner_log.read_text()}")
+    raise AssertionError("three ports in a row were taken")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_learner_and_actor_train_resume_and_reconnect(tmp_path: Path) -> None:
-    port = free_port()
     out = tmp_path / "run"
     actor_log, learner_log = tmp_path / "actor.log", tmp_path / "learner.log"
-    # The actor first: no learner yet, it holds and keeps trying.
-    actor = start(actor_log, "act", f"--learner=127.0.0.1:{port}", *PENDULUM, "--steps=400")
-    time.sleep(2)
-    learner = start(
-        learner_log, "learn", f"--output_dir={out}", f"--port={port}", "--steps=20", *TINY
+    # Learning waits for all 400 transitions, so the learner cannot finish before the second
+    # episode arrives however the two processes are scheduled.
+    actor, learner, port = actor_then_learner(
+        tmp_path,
+        [*PENDULUM, "--steps=400"],
+        [f"--output_dir={out}", "--steps=20", "--policy.online_step_before_learning=400", *TINY],
     )
-    acted = finish(actor, actor_log, 400)
-    learned = finish(learner, learner_log, 400)
-    assert "holding the arm and reconnecting" in acted
+    acted = finish(actor, actor_log, RUN_S)
+    learned = finish(learner, learner_log, RUN_S)
     assert "acted: 400 steps, 2 episodes" in acted
     assert "learned: 20 steps, 400 online transitions, 2 episodes" in learned
     last = out / "checkpoints" / "last"
@@ -84,8 +139,83 @@ def test_learner_and_actor_train_resume_and_reconnect(tmp_path: Path) -> None:
     # A restarted learner resumes from its checkpoint and replay, and trains on.
     learner = start(
         learner_log, "learn", f"--output_dir={out}", f"--port={port}", "--resume=true",
-        "--steps=30", *TINY,
+        "--steps=30", "--policy.online_step_before_learning=400", *TINY,
     )  # fmt: skip
-    resumed = finish(learner, learner_log, 400)
+    resumed = finish(learner, learner_log, RUN_S)
     assert "learned: 30 steps, 400 online transitions" in resumed
     assert last.resolve().name == "000000030"
+
+
+def write_demonstrations(root: Path, episodes: int = 3, length: int = 30) -> int:
+    """Pendulum demonstrations as a LeRobot v3.0 dataset with rewards: an energy-pumping swing
+    (the kind of data a person gives), each step's reward Pendulum's own."""
+    import gymnasium as gym
+
+    from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
+    from rlctl.domain.features import FeatureSpec
+
+    features = {
+        "observation.state": FeatureSpec("observation.state", "float32", (3,)),
+        "action": FeatureSpec("action", "float32", (1,)),
+        "next.reward": FeatureSpec("next.reward", "float32", (1,)),
+        "next.done": FeatureSpec("next.done", "bool", (1,)),
+    }
+    env = gym.make("Pendulum-v1")
+    options = WriterOptions(encode_in_subprocess=False, durable=False)
+    frames = 0
+    with LeRobotV3Writer(options=options).create(root, fps=20, features=features) as session:
+        for episode in range(episodes):
+            state, _ = env.reset(seed=episode)
+            for t in range(length):
+                cos, _, speed = state
+                action = np.clip([2.0 * np.sign(speed or 1.0) * (cos < 0.9)], -2, 2)
+                following, reward, _, _, _ = env.step(action.astype(np.float32))
+                session.add_frame(
+                    {
+                        "observation.state": np.asarray(state, dtype=np.float32),
+                        "action": action.astype(np.float32),
+                        "next.reward": np.float32(reward),
+                        "next.done": np.asarray([t == length - 1]),
+                        "task": "swing up",
+                    }
+                )
+                state = following
+                frames += 1
+            session.save_episode()
+    env.close()
+    return frames
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_learner_mixes_a_lerobot_dataset_of_demonstrations(tmp_path: Path) -> None:
+    demos = tmp_path / "demos"
+    frames = write_demonstrations(demos)
+    out = tmp_path / "run"
+    actor_log, learner_log = tmp_path / "actor.log", tmp_path / "learner.log"
+    actor, learner, _ = actor_then_learner(
+        tmp_path,
+        [*PENDULUM, "--steps=200"],
+        [
+            f"--output_dir={out}", f"--demonstrations={demos}", "--steps=10",
+            "--policy.online_step_before_learning=200", "--online_ratio=0.5", *TINY,
+        ],
+    )  # fmt: skip
+    finish(actor, actor_log, RUN_S)
+    learned = finish(learner, learner_log, RUN_S)
+    assert (
+        f"learned: 10 steps, 200 online transitions, 1 episodes, {frames} offline transitions"
+        in learned
+    )
+    # The policy was built from the dataset's features and statistics (its normaliser holds the
+    # demonstrations' state mean), and the offline replay went into the checkpoint.
+    last = out / "checkpoints" / "last"
+    model = last / "pretrained_model"
+    config = json.loads((model / "config.json").read_text())
+    assert config["input_features"]["observation.state"]["shape"] == [3]
+    (normalizer,) = model.glob("policy_preprocessor_step_*normalizer*.safetensors")
+    mean = load_file(str(normalizer))["observation.state.mean"]
+    stats = json.loads((demos / "meta" / "stats.json").read_text())
+    np.testing.assert_allclose(mean, stats["observation.state"]["mean"], rtol=1e-5)
+    saved = json.loads((last / "replay_offline" / "replay.json").read_text())
+    assert saved["size"] == frames
