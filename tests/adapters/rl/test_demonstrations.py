@@ -54,3 +54,27 @@ def test_a_dataset_without_rewards_is_refused(fixtures_dir: Path) -> None:
     with pytest.raises(InvalidInput, match=r"no next\.reward") as err:
         Demonstrations(fixtures_dir / "sim_images").transitions()
     assert "rewards" in (err.value.hint or "")
+
+
+def test_one_number_features_keep_their_dimension(tmp_path: Path) -> None:
+    """A 1-D action (Pendulum's torque) is read back as a scalar by the dataset: the transitions
+    keep it as (N, 1), as the actors send it."""
+    from rlctl.adapters.storage.lerobot_v3.writer import LeRobotV3Writer, WriterOptions
+    from rlctl.domain.features import FeatureSpec
+
+    features = {
+        "observation.state": FeatureSpec("observation.state", "float32", (1,)),
+        "action": FeatureSpec("action", "float32", (1,)),
+        "next.reward": FeatureSpec("next.reward", "float32", (1,)),
+    }
+    options = WriterOptions(encode_in_subprocess=False, durable=False)
+    with LeRobotV3Writer(options=options).create(tmp_path, fps=10, features=features) as session:
+        for i in range(4):
+            value = np.float32([i])
+            session.add_frame(
+                {"observation.state": value, "action": -value, "next.reward": value, "task": "t"}
+            )
+        session.save_episode()
+    batch = Demonstrations(tmp_path).transitions()
+    assert batch.action.shape == (4, 1) and batch.state["observation.state"].shape == (4, 1)
+    np.testing.assert_array_equal(batch.action[:, 0], [0, -1, -2, -3])

@@ -67,8 +67,9 @@ class Demonstrations:
         for index in range(len(self.dataset)):
             item = self.dataset[index]
             for key in columns:
-                columns[key].append(np.asarray(item[key], dtype=np.float32))
-            actions.append(np.asarray(item["action"], dtype=np.float32))
+                columns[key].append(_vector(item[key], features[key]))
+            # A one-number feature (a 1-D action, say) is read as a scalar: back to (1,).
+            actions.append(np.asarray(item["action"], dtype=np.float32).reshape(-1))
             rewards.append(float(np.asarray(item[REWARD]).reshape(-1)[0]))
             if DONE in item:
                 dones.append(bool(np.asarray(item[DONE]).reshape(-1)[0]))
@@ -81,3 +82,8 @@ class Demonstrations:
             np.asarray(dones) if DONE in features else None,
             {k[len(COMPLEMENTARY) :]: np.stack(columns[k]).reshape(-1) for k in extra},
         )
+
+
+def _vector(value: Any, feature: FeatureSpec) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float32)
+    return array if feature.is_visual else array.reshape(-1)

@@ -128,6 +128,7 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
     click.echo(
         f"learned: {result.optimization_step} steps, {result.online_transitions} online "
         f"transitions, {result.episodes} episodes"
+        + (f", {result.offline_transitions} offline transitions" if config.demonstrations else "")
         + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
     )
 
