@@ -88,13 +88,17 @@ def edited_differences(
     if changes is None or changes.empty:
         return dataset_differences(template, source)
     lines = [f"fps: {template.fps} vs {source.fps}"] if template.fps != source.fps else []
-    lacking = [k for k in (*changes.removed, *changes.encoded) if k not in source.features]
+    lacking = [
+        k
+        for k in (*changes.removed, *changes.encoded, *changes.cropped)
+        if k not in source.features
+    ]
     if lacking:
         lines.append(f"lacks feature(s) {', '.join(lacking)}")
     present = [k for k in changes.added if k in source.features]
     if present:
         lines.append(f"already has feature(s) {', '.join(present)}")
-    skipped = {*changes.removed, *changes.added, *changes.encoded}
+    skipped = {*changes.removed, *changes.added, *changes.encoded, *changes.cropped}
     expected = {k: v for k, v in template.features.items() if k not in skipped}
     have = {k: v for k, v in source.features.items() if k not in skipped}
     lines += feature_differences(expected, have)
@@ -104,4 +108,8 @@ def edited_differences(
             continue
         if not old.is_visual or old.shape != new.shape:
             lines.append(f"{key}: a {old.dtype} of shape {list(old.shape)} is no camera to encode")
+    for key in changes.cropped:
+        old = source.features.get(key)
+        if old is not None and not old.is_visual:
+            lines.append(f"{key}: a {old.dtype} is no camera to crop")
     return lines

@@ -34,6 +34,7 @@ __all__ = [
     "aggregate_stats",
     "compute_stats",
     "downsample_for_stats",
+    "image_stats",
     "quantile_key",
     "stats_from_json",
     "stats_sample_indices",
@@ -324,3 +325,11 @@ def downsample_for_stats(
         return frame
     stride = int(width / target_size) if width > height else int(height / target_size)
     return frame[:, ::stride, ::stride]
+
+
+def image_stats(frames: np.ndarray) -> FeatureStats:
+    """Per-channel statistics of uint8 (N, H, W, C) frames, shrunk and scaled as LeRobot does."""
+    shrunk = np.stack([downsample_for_stats(np.moveaxis(f, -1, 0)) for f in frames])
+    running = RunningStats.per_channel(channel_axis=1, divide_by=255.0)
+    running.update(shrunk)
+    return running.result()

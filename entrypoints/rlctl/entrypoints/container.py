@@ -591,6 +591,13 @@ class Container(containers.DeclarativeContainer):
         folders=dataset_folders,
         progress=progress,
     )
+    crop_dataset_roi = providers.Factory(
+        lazy("rlctl.application.use_cases.crop_roi:CropDatasetRoi"),
+        meta_reader=meta_reader,
+        rebuilder=dataset_rebuilder,
+        folders=dataset_folders,
+        progress=progress,
+    )
     recompute_stats = providers.Factory(
         lazy("rlctl.application.use_cases.recompute_stats:RecomputeStats"),
         meta_reader=meta_reader,

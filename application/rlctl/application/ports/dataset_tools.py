@@ -16,6 +16,7 @@ import attrs
 import numpy as np
 
 from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
+from rlctl.domain.rl.roi import RegionCrop
 from rlctl.domain.statistics import FeatureStats
 from rlctl.domain.video import VideoEncoding
 
@@ -76,6 +77,10 @@ class EpisodeRef:
     episode: int
 
 
+def _crops(value: Mapping[str, RegionCrop]) -> dict[str, RegionCrop]:
+    return dict(value)
+
+
 def _encodings(value: Mapping[str, VideoEncoding]) -> dict[str, VideoEncoding]:
     return dict(value)
 
@@ -90,10 +95,13 @@ class FeatureChanges:
     removed: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
     encoded: Mapping[str, VideoEncoding] = attrs.field(factory=dict, converter=_encodings)
+    # Cameras whose frames are cropped and resized (their new shape in the template); a video
+    # camera is encoded anew (with `encoded`'s settings for it, else its own).
+    cropped: Mapping[str, RegionCrop] = attrs.field(factory=dict, converter=_crops)
 
     @property
     def empty(self) -> bool:
-        return not (self.removed or self.added or self.encoded)
+        return not (self.removed or self.added or self.encoded or self.cropped)
 
 
 def _columns(value: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

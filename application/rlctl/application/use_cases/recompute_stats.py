@@ -26,10 +26,9 @@ from rlctl.domain.dataset_meta import DatasetMeta
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.statistics import (
     FeatureStats,
-    RunningStats,
     aggregate_stats,
     compute_stats,
-    downsample_for_stats,
+    image_stats,
     stats_from_json,
     stats_sample_indices,
 )
@@ -59,14 +58,6 @@ class RecomputeResult:
     features: tuple[str, ...]
     # Chunks the relative action statistics were computed over (None without them).
     relative_chunks: int | None = None
-
-
-def image_stats(frames: np.ndarray) -> FeatureStats:
-    """Per-channel statistics of uint8 (N, H, W, C) frames, shrunk and scaled as LeRobot does."""
-    shrunk = np.stack([downsample_for_stats(np.moveaxis(f, -1, 0)) for f in frames])
-    running = RunningStats.per_channel(channel_axis=1, divide_by=255.0)
-    running.update(shrunk)
-    return running.result()
 
 
 class RecomputeStats:

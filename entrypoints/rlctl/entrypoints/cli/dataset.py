@@ -24,6 +24,7 @@ DATASET_SUBCOMMANDS = {
     "modify-tasks": "rlctl.entrypoints.cli.dataset_edits:modify_tasks",
     "convert-images-to-video": "rlctl.entrypoints.cli.dataset_edits:convert_images_to_video",
     "reencode-videos": "rlctl.entrypoints.cli.dataset_edits:reencode_videos",
+    "crop-roi": "rlctl.entrypoints.cli.dataset_edits:crop_roi",
     "view": "rlctl.entrypoints.cli.dataset_view:view",
 }
 

@@ -1,6 +1,7 @@
 """`rlctl dataset remove-feature | add-feature | modify-tasks | convert-images-to-video |
 reencode-videos`: LeRobot's `lerobot-edit-dataset` operations that change features, tasks and
 videos. Each writes a new folder with `-o`, or edits ROOT in place, safely, without it.
+`rlctl dataset crop-roi` (LeRobot's `crop_dataset_roi`) always writes a new folder.
 
 Attached to the `dataset` group by import path; numpy and the adapters load in the bodies.
 """
@@ -388,3 +389,72 @@ def reencode_videos(
     _echo_edit(outcome.result, False, verb)
     if outcome.skipped_depth:
         click.echo(f"depth cameras kept as they are: {', '.join(outcome.skipped_depth)}")
+
+
+@settings_command("crop-roi")
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--crop-params",
+    metavar="JSON",
+    default=None,
+    help="Each camera's region [top, left, height, width], e.g. "
+    "'{\"observation.images.front\": [0, 80, 480, 480]}'.",
+)
+@click.option(
+    "--crop-params-path",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A JSON file of the regions (LeRobot's crop-params file).",
+)
+@click.option(
+    "--resize",
+    nargs=2,
+    type=int,
+    default=(128, 128),
+    show_default=True,
+    metavar="HEIGHT WIDTH",
+    help="The size each cropped frame is resized to.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The new dataset's folder (default: ROOT_cropped_resized); ROOT is never changed.",
+)
+@_json_option
+@config_options(AppSettings)
+def crop_roi(
+    root: str,
+    crop_params: str | None,
+    crop_params_path: str | None,
+    resize: tuple[int, int],
+    output: str | None,
+    as_json: bool,
+    config: AppSettings,
+) -> None:
+    """Crop the cameras of ROOT to regions of interest and resize them, into a new dataset
+    (LeRobot's crop_dataset_roi, for HIL-SERL)."""
+    from pathlib import Path
+
+    from rlctl.domain.errors import InvalidInput
+    from rlctl.domain.rl.roi import parse_crops
+
+    if (crop_params is None) == (crop_params_path is None):
+        raise InvalidInput(
+            "give the regions once: --crop-params or --crop-params-path",
+            where="--crop-params",
+            hint="e.g. --crop-params '{\"observation.images.front\": [0, 0, 240, 320]}'",
+        )
+    if crop_params_path is not None:
+        try:
+            crop_params = Path(crop_params_path).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InvalidInput(
+                f"cannot read the crop parameters: {err}", where=crop_params_path
+            ) from err
+    where = crop_params_path or "--crop-params"
+    raw = _json_mapping(crop_params, where)
+    crops = parse_crops(raw or {}, resize)
+    result = _container(config).crop_dataset_roi()(root, crops, output)
+    _echo_edit(result, as_json, "cropped " + ", ".join(crops) + " ->")

@@ -5,6 +5,10 @@ chosen order, into a fresh folder. Each episode's rows are re-indexed (`episode_
 `task_index`; `frame_index` and `timestamp` stay), its video spans are copied packet for packet
 into the new files, and its statistics are kept, those of the re-indexed columns recomputed. The
 metadata is written when the work is done, info.json last: until then the folder is no dataset.
+
+Cameras named in `FeatureChanges.cropped` have each frame cropped and resized on the way
+(`frame_crop`): a video camera is decoded and encoded anew, a camera stored as images gets new
+PNGs; their statistics are computed from the new frames (LeRobot's sampling).
 """
 
 from __future__ import annotations
@@ -29,8 +33,13 @@ from rlctl.adapters.storage.episode_source import (
 )
 from rlctl.adapters.storage.lerobot_v3 import language_columns
 from rlctl.adapters.storage.lerobot_v3.atomic_files import StagedReplace, fsync_file
-from rlctl.adapters.storage.lerobot_v3.data_writer import DataTableBuilder, check_writable
+from rlctl.adapters.storage.lerobot_v3.data_writer import (
+    IMAGE_STRUCT,
+    DataTableBuilder,
+    check_writable,
+)
 from rlctl.adapters.storage.lerobot_v3.frame_validation import dataset_features
+from rlctl.adapters.storage.lerobot_v3.image_sampling import sample_indices
 from rlctl.adapters.storage.lerobot_v3.images import ImageColumn, decode_image
 from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.meta_writer import (
@@ -43,9 +52,11 @@ from rlctl.adapters.storage.lerobot_v3.meta_writer import (
     write_info,
 )
 from rlctl.adapters.storage.lerobot_v3.paths import DEFAULT_DATA_PATH, DEFAULT_VIDEO_PATH
+from rlctl.adapters.storage.lerobot_v3.png import encode_png
 from rlctl.adapters.storage.lerobot_v3.recovery import STAGING_DIR
 from rlctl.adapters.storage.lerobot_v3.table import numeric_column
 from rlctl.adapters.storage.lerobot_v3.tools.episodes_file import EpisodesFile
+from rlctl.adapters.storage.lerobot_v3.tools.frame_crop import crop_resize
 from rlctl.adapters.storage.lerobot_v3.tools.packers import DataPacker, VideoPacker
 from rlctl.adapters.storage.lerobot_v3.tools.video_spans import (
     VideoFacts,
@@ -60,7 +71,7 @@ from rlctl.domain.dataset_meta import DatasetMeta, EpisodeRecord
 from rlctl.domain.depth import infer_depth_unit
 from rlctl.domain.errors import CorruptDataset, FeatureMismatch, InvalidInput, NotSupported
 from rlctl.domain.features import FeatureSpec
-from rlctl.domain.statistics import FeatureStats, RunningStats, aggregate_stats
+from rlctl.domain.statistics import FeatureStats, RunningStats, aggregate_stats, image_stats
 from rlctl.domain.video import VideoEncoding, video_feature_info
 
 log = structlog.get_logger(__name__)
@@ -148,6 +159,8 @@ class LeRobotRebuild:
         self._depth_units: dict[str, str] = {}
         added = {k: self._features[k] for k in self._changes.added}
         self._added = DataTableBuilder(added) if added else None
+        # The cropped cameras' sampled new frames of the episode being added, for its stats.
+        self._cropped_samples: dict[str, list[np.ndarray]] = {}
 
     # --- the DatasetRebuild port --------------------------------------------------------------
 
@@ -155,6 +168,7 @@ class LeRobotRebuild:
         source = self._source(ref.location)
         episode = source.episode(ref.episode)
         new_index = len(self._episode_stats)
+        self._cropped_samples = {}
         rows = source.rows(ref.episode)
         table = self._reindexed(source, episode, rows, new_index, edit)
         data_chunk, data_file = self._data.add(table)
@@ -312,6 +326,12 @@ class LeRobotRebuild:
                 arrays.append(pa.array(replaced[field.name], field.type))
                 continue
             spec = self._features.get(field.name)
+            if (
+                field.name in self._changes.cropped
+                and not source.meta.features[field.name].is_video
+            ):
+                arrays.append(self._cropped_images(source, episode, rows, field.name))
+                continue
             if spec is not None and spec.is_language:  # any layout LeRobot's tools leave
                 arrays.append(language_columns.canonical(rows.column(field.name), field.name))
                 continue
@@ -325,6 +345,31 @@ class LeRobotRebuild:
                     hint="the data and meta/info.json disagree on the feature's dtype or shape",
                 ) from err
         return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _cropped_images(
+        self, source: EpisodeSource, episode: SourceEpisode, rows: pa.Table, key: str
+    ) -> pa.Array:
+        """A camera stored as images, each frame cropped, resized and stored as a new PNG."""
+        column = ImageColumn(
+            key, rows.column(key).combine_chunks(), source.root, str(episode.data_file)
+        )
+        encoding = VideoEncoding()  # unused by the image decoder beyond its depth flag
+        frames = self._cropped(self._image_frames(column, rows.num_rows, key, encoding), key)
+        data = [encode_png(frame) for frame in frames]
+        paths = [f"frame-{i:06d}.png" for i in range(len(data))]
+        return pa.StructArray.from_arrays(
+            [pa.array(data, pa.binary()), pa.array(paths, pa.string())],
+            fields=list(IMAGE_STRUCT),
+        )
+
+    def _cropped(self, frames: Any, key: str) -> Any:
+        """`frames` cropped and resized; LeRobot's sample of them kept for the statistics."""
+        crop = self._changes.cropped[key]
+        kept = self._cropped_samples.setdefault(key, [])
+        for frame in frames:
+            new = crop_resize(np.asarray(frame), crop)
+            kept.append(new)
+            yield new
 
     def _added_columns(
         self, episode: SourceEpisode, count: int, edit: EpisodeEdit | None
@@ -362,11 +407,25 @@ class LeRobotRebuild:
         stats: dict[str, FeatureStats] = {}
         for key in self._stats_shapes:
             spec = self._features[key]
-            if key in episode.stats and key not in REINDEXED:
+            if key in self._changes.cropped:
+                stats[key] = self._cropped_stats(key, episode)
+            elif key in episode.stats and key not in REINDEXED:
                 stats[key] = episode.stats[key]
             elif not spec.is_visual:
                 stats[key] = _column_stats(table, spec, f"{episode.data_file}: {key}")
         return stats
+
+    def _cropped_stats(self, key: str, episode: SourceEpisode) -> FeatureStats:
+        frames = self._cropped_samples.get(key, [])
+        if len(frames) != episode.length:
+            raise CorruptDataset(
+                f"{len(frames)} frames of {key!r} cropped for episode {episode.index}, which "
+                f"has {episode.length} rows",
+                where=str(episode.data_file),
+                hint="the data and meta/episodes disagree; run `rlctl dataset check` on it",
+            )
+        chosen = np.stack([frames[i] for i in sample_indices(len(frames))])
+        return image_stats(chosen)
 
     # --- videos -------------------------------------------------------------------------------
 
@@ -380,9 +439,19 @@ class LeRobotRebuild:
         self, source: EpisodeSource, episode: SourceEpisode, rows: pa.Table, key: str
     ) -> VideoSpan:
         encoding = self._changes.encoded.get(key)
+        if key in self._changes.cropped:
+            encoding = encoding or self._own_encoding(key)
         if encoding is None:
             return self._copyable_span(episode, key)
         return self._encoded_span(source, episode, rows, key, encoding)
+
+    def _own_encoding(self, key: str) -> VideoEncoding:
+        """The settings a video camera was encoded with (LeRobot's defaults when unknown)."""
+        info = self._template.features[key].info or {}
+        try:
+            return VideoEncoding.from_info(info) if "video.codec" in info else VideoEncoding()
+        except InvalidInput:
+            return VideoEncoding()
 
     def _staging_file(self, name: str) -> Path:
         staging = self._root / STAGING_DIR
@@ -417,6 +486,8 @@ class LeRobotRebuild:
                 key, rows.column(key).combine_chunks(), source.root, str(episode.data_file)
             )
             frames = self._image_frames(column, rows.num_rows, key, encoding)
+        if key in self._changes.cropped:
+            frames = self._cropped(frames, key)
         output = self._staging_file("encoded")
         info = encode_frames(output, frames, self._fps, encoding)
         if info.frame_count != episode.length:
@@ -500,6 +571,8 @@ class LeRobotRebuild:
 
     def _feature_with_stream(self, key: str, spec: FeatureSpec) -> FeatureSpec:
         encoding = self._changes.encoded.get(key)
+        if encoding is None and key in self._changes.cropped and spec.is_video:
+            encoding = self._own_encoding(key)
         if encoding is not None:
             return self._encoded_feature(key, spec, encoding)
         if not spec.is_video or spec.info:
