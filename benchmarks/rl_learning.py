@@ -1,0 +1,218 @@
+"""HIL-SERL learning check in simulation: `rlctl rl learn` + `rlctl rl act` on gymnasium's
+Pendulum (swing up and balance), a scripted person intervening in a few early episodes, over a
+fixed budget of episodes; prints the return of every episode and whether it rose.
+
+    uv run python benchmarks/rl_learning.py [--episodes 30] [--fps 100] [--help-episodes 5]
+
+The learner is the `rlctl rl learn` command in its own process; the actor is `rlctl rl act` in
+its own process too (the same command, its intervention source swapped for the scripted person
+through the container, as the tests swap adapters), on the simulated robot (its guard on every
+action), the two talking over the gRPC transport on localhost. The person is an energy-pumping
+swing-up with a PD balance; in the episodes it helps, it takes over the first `--help-ticks`
+ticks (their transitions are tagged `is_intervention`, and go to the learner's offline buffer
+too, as LeRobot's learner does). The actor is paced at `--fps` so the learner's updates per
+transition do not depend on how fast the simulator steps.
+
+Why Pendulum and not a gym-hil Panda task: gym-hil's tasks learn from 128x128 camera frames
+(a ResNet-10 encoder per critic in LeRobot's HIL-SERL recipe) and take hours of GPU training;
+on this 2-core CPU they show nothing within a budget a check can afford. Pendulum goes through
+the same path (sim robot, guard, actor, gRPC, replay, SAC) and learns in minutes.
+LeRobot 0.6.1's actor/learner cannot be given this task: its `make_robot_env` builds gym-hil
+(`gym_hil/<task>`, with render_mode="human") or a real robot, nothing else.
+
+Prints the host line and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_size import host_line
+
+SMALL = [
+    "--policy.latent_dim=64",
+    "--policy.actor_network_kwargs.hidden_dims=[64,64]",
+    "--algorithm.critic_network_kwargs.hidden_dims=[64,64]",
+    "--batch_size=128",
+    "--push_every_s=1",
+    "--save_freq=1000000",
+]
+
+
+class ScriptedPerson:
+    """Swings the pendulum up by pumping energy and balances it with a PD law, for the first
+    `ticks` ticks of the episodes in `episodes` (counted from 1)."""
+
+    def __init__(self, episodes: range, ticks: int) -> None:
+        self.episodes = episodes
+        self.ticks = ticks
+        self.episode = 0
+        self.tick = 0
+        self.taken: list[int] = []
+
+    def reset(self) -> None:
+        self.episode += 1
+        self.tick = 0
+        self.taken.append(0)
+
+    def intervene(self, observation: Any, proposed: np.ndarray) -> np.ndarray | None:
+        tick, self.tick = self.tick, self.tick + 1
+        if self.episode not in self.episodes or tick >= self.ticks:
+            return None
+        self.taken[-1] += 1
+        return np.array([expert(np.asarray(observation["observation.state"]))], np.float32)
+
+
+def expert(state: np.ndarray) -> float:
+    cos, sin, speed = (float(v) for v in state)
+    if cos > 0.85:
+        return float(np.clip(-(12.0 * np.arctan2(sin, cos) + 2.5 * speed), -2, 2))
+    energy = 0.5 * speed * speed + 15.0 * (cos - 1.0)
+    return 2.0 * float(np.sign(speed or 1.0)) if energy < 0 else 0.0
+
+
+def act_with_person(args: list[str], help_from: int, help_count: int, ticks: int) -> None:
+    """The actor's process: `rlctl rl act ARGS` with the scripted person as its intervention."""
+    from dependency_injector import providers
+
+    from rlctl.entrypoints import container as wiring
+    from rlctl.entrypoints.cli.main import cli
+
+    person = ScriptedPerson(range(help_from, help_from + help_count), ticks)
+    build = wiring.build_container
+
+    def with_person(*a: Any, **k: Any) -> Any:
+        built = build(*a, **k)
+        built.rl_acting.add_kwargs(intervention=providers.Object(lambda: person))
+        return built
+
+    wiring.build_container = with_person  # type: ignore[assignment]
+    try:
+        cli(["--log-format=json", "rl", "act", *args], prog_name="rlctl", standalone_mode=False)
+    finally:
+        print(json.dumps({"event": "person", "taken": person.taken}), flush=True)
+
+
+def free_port() -> int:
+    for _ in range(200):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise SystemExit("no free port")
+
+
+def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            raise SystemExit(f"{process.args[3:5]} ended:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise SystemExit(f"no {text!r} within {timeout} s")
+
+
+def events(log: Path, name: str) -> list[dict[str, Any]]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("event") == name:
+                out.append(record)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--fps", type=float, default=100.0)
+    parser.add_argument("--help-from", type=int, default=3, help="first episode the person helps")
+    parser.add_argument("--help-episodes", type=int, default=5)
+    parser.add_argument("--help-ticks", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads in each process")
+    parser.add_argument("--actor", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.actor is not None:
+        act_with_person(args.actor, args.help_from, args.help_episodes, args.help_ticks)
+        return
+    print(host_line())
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}
+    port = free_port()
+    budget = args.episodes * 200
+    with tempfile.TemporaryDirectory(prefix="rl-learning-") as folder:
+        work = Path(folder)
+        learner_log, actor_log = work / "learner.log", work / "actor.log"
+        cli = [sys.executable, "-c", "from rlctl.entrypoints.cli.main import main; main()"]
+        started = time.perf_counter()
+        learner = subprocess.Popen(
+            [
+                *cli, "--log-format=json", "rl", "learn", f"--output_dir={work / 'run'}",
+                f"--port={port}", f"--seed={args.seed}", "--steps=100000000",
+                "--policy.online_step_before_learning=400", *SMALL,
+            ],
+            stdout=learner_log.open("wb"), stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+        wait_for(learner_log, "learner listening", learner, 300)
+        actor = subprocess.Popen(
+            [
+                sys.executable, __file__, f"--help-from={args.help_from}",
+                f"--help-episodes={args.help_episodes}", f"--help-ticks={args.help_ticks}",
+                "--actor", f"--learner=127.0.0.1:{port}", "--robot.type=sim",
+                "--robot.env.type=gym", "--robot.env.id=Pendulum-v1", f"--steps={budget}",
+                f"--fps={args.fps}",
+            ],
+            stdout=actor_log.open("wb"), stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+        try:
+            actor.wait(timeout=budget / args.fps * 4 + 600)
+        finally:
+            learner.terminate()
+            learner.wait(timeout=60)
+        elapsed = time.perf_counter() - started
+        load = os.getloadavg()
+        episodes = events(actor_log, "episode")
+        person = events(actor_log, "person")
+        steps = events(learner_log, "learner step")
+        if actor.returncode != 0 or not episodes:
+            raise SystemExit(f"the actor failed:\n{actor_log.read_text()[-3000:]}")
+    taken = person[0]["taken"] if person else [0] * len(episodes)
+    updates = steps[-1]["step"] if steps else 0
+    print(
+        f"budget: {len(episodes)} episodes x 200 steps at {args.fps:g} fps; {updates} SAC "
+        f"updates; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    print("episode  return   person's ticks")
+    for index, (record, ticks) in enumerate(zip(episodes, taken, strict=False), 1):
+        print(f"{index:7d}  {record['reward']:8.1f}  {ticks:5d}")
+    alone = [r["reward"] for r, t in zip(episodes, taken, strict=False) if t == 0]
+    first, last = np.mean(alone[:2]), np.mean(alone[-5:])
+    print(
+        f"policy alone: first 2 episodes {first:.1f}, last 5 {last:.1f} "
+        f"({'rose' if last > first + 100 else 'did not rise'}; the person alone scores about -150)"
+    )
+
+
+if __name__ == "__main__":
+    main()
