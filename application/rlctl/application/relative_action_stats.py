@@ -70,3 +70,52 @@ def relative_action_stats(
         relative = to_relative_actions(chunks, states[batch].astype(np.float32), mask)
         running.update(relative.reshape(-1, actions.shape[1]))
     return running.result(), len(starts)
+
+
+PER_STEP_STATS = ("min", "max", "mean", "std", "q01", "q99")
+
+
+def per_step_relative_action_stats(
+    actions: np.ndarray,
+    states: np.ndarray,
+    episode_index: np.ndarray,
+    *,
+    horizon: int,
+    names: Sequence[str] | None,
+    exclude_joints: Sequence[str],
+) -> dict[str, np.ndarray]:
+    """GR00T N1.7's relative action statistics (LeRobot's `_make_relative_action_training_stats`
+    with its action horizon preserved): every `horizon`-frame chunk inside one episode, minus
+    the state at its first frame on the joints `joint_mask` selects, and for each step of the
+    chunk the min, max, mean, std, 1st and 99th percentiles over all chunks (`(horizon, dim)`
+    each, float32) and their `count` (`(horizon,)`)."""
+    if actions.ndim != 2 or states.ndim != 2 or len(actions) != len(states):
+        raise InvalidInput(
+            f"relative actions need (rows, dim) actions and states, got {actions.shape} and "
+            f"{states.shape}",
+            where="action",
+        )
+    starts = valid_chunk_starts(episode_index, horizon)
+    if len(starts) < 2:
+        raise InvalidInput(
+            f"per-step relative action statistics need at least 2 chunks of {horizon} frames "
+            f"inside an episode; the dataset has {len(starts)}",
+            where="policy.use_relative_actions",
+            hint=f"train on episodes of more than {horizon} frames, or with absolute actions "
+            "(--policy.use_relative_actions=false)",
+        )
+    mask = joint_mask(actions.shape[1], names, exclude_joints)
+    reference = states[starts].astype(np.float32)
+    rows: dict[str, list[np.ndarray]] = {name: [] for name in PER_STEP_STATS}
+    for step in range(horizon):
+        values = to_relative_actions(actions[starts + step].astype(np.float32), reference, mask)
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        rows["min"].append(np.min(values, axis=0))
+        rows["max"].append(np.max(values, axis=0))
+        rows["mean"].append(np.mean(values, axis=0))
+        rows["std"].append(np.std(values, axis=0))
+        rows["q01"].append(np.quantile(values, 0.01, axis=0).astype(np.float32))
+        rows["q99"].append(np.quantile(values, 0.99, axis=0).astype(np.float32))
+    stats = {name: np.stack(values, axis=0) for name, values in rows.items()}
+    stats["count"] = np.full(horizon, len(starts), dtype=np.int64)
+    return stats

@@ -21,7 +21,11 @@ import attrs
 import numpy as np
 import structlog
 
-from rlctl.application.relative_action_stats import action_names, relative_action_stats
+from rlctl.application.relative_action_stats import (
+    action_names,
+    per_step_relative_action_stats,
+    relative_action_stats,
+)
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies import ACTION, OBS_STATE, RELATIVE_EXCLUDE_DEFAULT, PolicyConfig
@@ -125,8 +129,13 @@ def relative_action_statistics(
     states: np.ndarray,
     episode_index: np.ndarray,
 ) -> dict[str, Any]:
-    """The `action` entry of the normalisation statistics for relative actions: every chunk of
-    the policy's action window inside one episode, minus the state at its first frame."""
+    """The normalisation statistics of relative actions: every chunk of the policy's action
+    window inside one episode, minus the state at its first frame — for a policy normalising
+    per chunk step (`relative_stats_horizon`, GR00T N1.7), one row per step over chunks of that
+    horizon instead (its `relative_action` entry; otherwise the `action` one)."""
+    horizon = type(config).relative_stats_horizon
+    if horizon is not None:
+        return _per_step_statistics(config, horizon, actions, states, episode_index)
     chunk_size = len(config.action_delta_indices or [0])
     lengths = np.unique(episode_index, return_counts=True)[1]
     if len(lengths) == 0 or lengths.max() < chunk_size:
@@ -145,3 +154,42 @@ def relative_action_statistics(
         exclude_joints=config.relative_exclude_joints,
     )
     return stats.to_json()
+
+
+def _per_step_statistics(
+    config: PolicyConfig,
+    horizon: int,
+    actions: np.ndarray,
+    states: np.ndarray,
+    episode_index: np.ndarray,
+) -> dict[str, Any]:
+    if not config.action_feature_names:
+        raise ConfigError(
+            f"{config.type_name}'s relative actions group the action dimensions by their names "
+            f"(the relative joints, each excluded one), and the dataset's {ACTION!r} feature "
+            "has none",
+            where="policy.use_relative_actions",
+            hint="give the action feature names in meta/info.json, or train with absolute "
+            "actions (--policy.use_relative_actions=false)",
+        )
+    lengths = np.unique(episode_index, return_counts=True)[1]
+    chunks = int(np.maximum(lengths - horizon + 1, 0).sum())
+    if chunks < 2:
+        raise ConfigError(
+            f"{config.type_name}'s relative action statistics are taken per step of "
+            f"{horizon}-frame chunks (whatever the chunk size), so they need 2 such chunks "
+            f"inside episodes; the longest episode has {lengths.max() if len(lengths) else 0} "
+            "frames",
+            where="policy.use_relative_actions",
+            hint=f"train on episodes of more than {horizon} frames, or with absolute actions "
+            "(--policy.use_relative_actions=false)",
+        )
+    stats = per_step_relative_action_stats(
+        actions.reshape(len(actions), -1),
+        states.reshape(len(states), -1),
+        episode_index,
+        horizon=horizon,
+        names=config.action_feature_names,
+        exclude_joints=config.relative_exclude_joints,
+    )
+    return {name: value.tolist() for name, value in stats.items()}

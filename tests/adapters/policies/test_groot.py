@@ -129,7 +129,6 @@ def test_config_has_lerobots_fields_defaults_and_remaps(caplog: pytest.LogCaptur
     [
         ({"base_model_path": "nvidia/GR00T-N1.5-3B"}, "policy.base_model_path"),
         ({"tokenizer_assets_repo": "nvidia/eagle"}, "policy.tokenizer_assets_repo"),
-        ({"use_relative_actions": True}, "policy.use_relative_actions"),
         ({"action_decode_transform": "flip"}, "policy.action_decode_transform"),
         ({"n_action_steps": 41}, "policy.n_action_steps"),
         ({"num_inference_timesteps": 0}, "policy.num_inference_timesteps"),

@@ -32,7 +32,7 @@ from rlctl.adapters.training.data import (
 )
 from rlctl.adapters.training.distributed import World
 from rlctl.application.ports.training import TrainingPlan
-from rlctl.domain.policies import ACTION
+from rlctl.domain.policies import ACTION, RELATIVE_ACTION
 from rlctl.domain.run_layout import PRETRAINED_DIR
 from rlctl.domain.train_settings import TrainSettings
 
@@ -104,5 +104,6 @@ def training_stats(
         where=str(data.root / "meta" / "stats.json"),
     )
     if action_stats is not None:
-        stats[ACTION] = dict(action_stats)
+        per_step = type(settings.policy).relative_stats_horizon is not None
+        stats[RELATIVE_ACTION if per_step else ACTION] = dict(action_stats)
     return stats

@@ -141,8 +141,9 @@ class TrainingPlan:
     resume: CheckpointRef | None = None
     # Fine-tuning: the local folder of the pretrained policy whose weights the run starts from.
     pretrained: Path | None = None
-    # Relative actions: the `action` statistics (of `action - state` over every action window)
-    # that replace the dataset's for normalisation.
+    # Relative actions: the statistics of `action - state` over every action window: the
+    # `action` ones that replace the dataset's for normalisation, or, for a policy with a
+    # `relative_stats_horizon`, its per-step `relative_action` ones beside them.
     action_stats: Mapping[str, Any] | None = None
     # The optimiser and learning-rate schedule: the policy's preset under the overrides.
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)

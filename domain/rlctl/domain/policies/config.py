@@ -37,6 +37,9 @@ NORM_MODES = ("MEAN_STD", "MIN_MAX", "IDENTITY", "QUANTILES", "QUANTILE10")
 OBS_STATE = "observation.state"
 OBS_ENV_STATE = "observation.environment_state"
 ACTION = "action"
+# The statistics key of per-step relative action statistics (`relative_stats_horizon`), as
+# Isaac-GR00T's statistics.json names them.
+RELATIVE_ACTION = "relative_action"
 
 
 def norm_mapping(value: Mapping[str, Any]) -> dict[str, str]:
@@ -140,6 +143,11 @@ class PolicyConfig:
     # Fields of this base that the LeRobot config class lacks (LeRobot refuses unknown keys in
     # a config.json): derived here, left out of the file.
     lerobot_omits: ClassVar[tuple[str, ...]] = ()
+    # How relative actions are normalised (`use_relative_actions`): None, with statistics over
+    # every action of every chunk, in place of the `action` ones (LeRobot's pi0/pi05); a number
+    # H, with one row of statistics per chunk step over every H-step chunk inside an episode,
+    # kept under `relative_action` beside the absolute `action` ones (GR00T N1.7's).
+    relative_stats_horizon: ClassVar[int | None] = None
 
     # --- features, as LeRobot's config properties name them ---------------------------------
 

@@ -142,6 +142,12 @@ class GrootConfig(PolicyConfig):
     """GR00T N1.7 with LeRobot's defaults (NVIDIA's 3 B base model, a 40-step chunk)."""
 
     supports_rtc: ClassVar[bool] = True
+    # LeRobot's GrootConfig has no action_feature_names: the action names live in the
+    # processors' action groups instead.
+    lerobot_omits: ClassVar[tuple[str, ...]] = ("action_feature_names",)
+    # Relative actions are normalised per step of the native 40-step chunk, whatever chunk_size
+    # (LeRobot's horizon-preserving relative statistics).
+    relative_stats_horizon: ClassVar[int | None] = NATIVE_ACTION_HORIZON
 
     chunk_size: int = attrs.field(default=40, converter=_chunk_size)
     n_action_steps: int = attrs.field(default=40, converter=_n_action_steps)
@@ -172,6 +178,9 @@ class GrootConfig(PolicyConfig):
     # Real-time chunking's blend of the previous chunk's overlap; None keeps the base model's (6).
     rtc_ramp_rate: float | None = None
     use_flash_attention: bool = False
+    # Relative actions (`use_relative_actions`): each chunk relative to the state it starts from,
+    # normalised per step; action dimensions whose name contains one of these words stay
+    # absolute (none by default, as in LeRobot: ["gripper"] keeps a gripper absolute).
     relative_exclude_joints: tuple[str, ...] = attrs.field(default=(), converter=names_tuple)
     optimizer_lr: float = 1e-4
     optimizer_betas: tuple[float, float] = attrs.field(default=(0.9, 0.999), converter=_float_pair)
@@ -233,13 +242,6 @@ class GrootConfig(PolicyConfig):
             "num_inference_timesteps",
         )
         require(self.tune_top_llm_layers >= 0, "cannot be negative", "tune_top_llm_layers")
-        require(
-            not self.use_relative_actions,
-            "GR00T's relative actions (per-step relative statistics computed from the dataset, "
-            "LeRobot's native N1.7 path) are not implemented in rlctl",
-            "use_relative_actions",
-            "train with absolute actions (--policy.use_relative_actions=false)",
-        )
         require(
             not self.use_peft and self.lora_rank == 0,
             "LoRA / PEFT fine-tuning of GR00T is not wired (nor is it in LeRobot 0.6.1)",

@@ -64,6 +64,7 @@ from rlctl.adapters.policies.vla.groot_processors import (
     GrootVLMEncode,
     PackConfig,
     UnpackConfig,
+    relative_action_steps,
 )
 from rlctl.adapters.policies.vla.loading import built_dtypes, finish_meta_load, is_on_meta
 from rlctl.adapters.policies.vla.policy import GuidedChunking
@@ -678,6 +679,10 @@ class GrootPolicy(GuidedChunking):
         self, batch: Batch, guidance: PrefixGuidance | None, noise: Tensor | None = None
     ) -> Tensor:
         head = self._groot_model.action_head
+        if guidance is not None and self.config.use_relative_actions:
+            # LeRobot's: a leftover is relative to an older state (and step), so it is no prefix.
+            log.debug("GR00T's RTC prefix is not used with relative actions")
+            guidance = None
         with self._autocast():
             inputs = self._inputs(batch)
             shape = (inputs.features.shape[0], head.action_horizon, head.action_dim)
@@ -721,7 +726,7 @@ class GrootPolicy(GuidedChunking):
                 device=config.device,
             )
         )
-        unpack = GrootActionUnpack(
+        unpack: ProcessorStep = GrootActionUnpack(
             UnpackConfig(
                 env_action_dim=int(action.shape[0]) if action is not None else 0,
                 normalize_min_max=True,
@@ -731,6 +736,8 @@ class GrootPolicy(GuidedChunking):
             stats,
         )
         out_device = [step for step in post if isinstance(step, DeviceStep)]
+        if config.use_relative_actions:
+            pack, unpack = relative_action_steps(config, stats, pack)
         return [*front, pack, encode, *device], [unpack, *out_device]
 
     @property

@@ -2,7 +2,8 @@
 its own checkpoints (a LeRobot-trained GR00T, or one fine-tuned from the base model):
 
     pre:  rename -> to_batch -> groot_n1_7_pack_inputs_v1 -> groot_n1_7_vlm_encode_v1 -> device
-    post: groot_action_unpack_unnormalize_v2 -> device(cpu)
+    post: groot_action_unpack_unnormalize_v2 (relative actions: groot_n1_7_action_decode_v1)
+          -> device(cpu)
 
 - pack: the cameras (in sorted key order) become uint8 frames; the task becomes the prompt text
   (lower-cased, only letters, digits, spaces and `_` kept; "Perform the task." when empty); the
@@ -19,12 +20,16 @@ its own checkpoints (a LeRobot-trained GR00T, or one fine-tuned from the base mo
   with the action min/max; with `libero_gripper_action`, the last dimension (a [0, 1] gripper)
   becomes LIBERO's -1/+1.
 
-Left out, as LeRobot uses them only for NVIDIA's raw N1.7 checkpoints (their sidecar files):
-grouped per-embodiment statistics (`raw_stats`, `modality_config`, percentiles), per-step
-relative actions and their decoding (`groot_n1_7_action_decode_v1`), the cv2 image path
-(`use_albumentations`), letter-boxing, video horizons and checkpoint camera keys. A pipeline file
-that asks for them is refused with that said. rlctl also accepts cameras of different sizes in
-one batch (LeRobot stacks them and needs one size).
+With relative actions (`use_relative_actions`, LeRobot's native N1.7 path), the pack step holds
+the action groups (`groot_action_groups`: `raw_stats`, `modality_config`, percentiles, the
+checkpoint's camera order): the training chunk becomes relative to its state and is normalised
+group by group, per chunk step for the relative groups; the post-processor's
+`groot_n1_7_action_decode_v1` undoes it on a whole chunk, against the raw state given with it.
+
+Left out, as LeRobot uses them only for NVIDIA's raw N1.7 checkpoints (their sidecar files): the
+cv2 image path (`use_albumentations`), letter-boxing, video horizons and state dropout. A
+pipeline file that asks for them is refused with that said. rlctl also accepts cameras of
+different sizes in one batch (LeRobot stacks them and needs one size).
 """
 
 from __future__ import annotations
@@ -34,18 +39,39 @@ from typing import Any
 
 import attrs
 import numpy as np
+import structlog
 import torch
 from torch import Tensor
 
+from rlctl.adapters.policies.vla.groot_action_groups import (
+    action_keys_and_configs,
+    config_value,
+    decode_stats,
+    group_config,
+    has_relative_groups,
+    is_relative,
+    relative_assets,
+    relative_eef_to_absolute,
+    section,
+    stat_dim,
+    state_groups,
+)
 from rlctl.adapters.policies.vla.loading import require_transformers
-from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.errors import ConfigError, InvalidInput, NotSupported
 from rlctl.domain.frames import Transition
-from rlctl.domain.policies.groot import GROOT_N1_7_BACKBONE_MODEL, NATIVE_ACTION_HORIZON
+from rlctl.domain.policies import RELATIVE_ACTION
+from rlctl.domain.policies.groot import (
+    DECODE_LIBERO,
+    GROOT_N1_7_BACKBONE_MODEL,
+    NATIVE_ACTION_HORIZON,
+    GrootConfig,
+)
 from rlctl.domain.processors import Step, register_step
 
 PACK_STEP = "groot_n1_7_pack_inputs_v1"
 ENCODE_STEP = "groot_n1_7_vlm_encode_v1"
 UNPACK_STEP = "groot_action_unpack_unnormalize_v2"
+DECODE_STEP = "groot_n1_7_action_decode_v1"
 OBS_STATE = "observation.state"
 OBS_IMAGE = "observation.image"
 OBS_IMAGES = "observation.images"
@@ -69,6 +95,7 @@ EMBODIMENT_MAPPING = {
     "libero_sim": 2,
     "new_embodiment": 10,
 }
+log = structlog.get_logger(__name__)
 RAW_CHECKPOINT_HINT = (
     "this pipeline was made from one of NVIDIA's raw GR00T N1.7 checkpoints (grouped statistics, "
     "checkpoint-specific image or action handling), which rlctl does not read: fine-tune from "
@@ -210,16 +237,17 @@ class PackConfig:
     modality_config: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
-        raw = {
-            "raw_stats": self.raw_stats,
-            "modality_config": self.modality_config,
-            "video_modality_keys": self.video_modality_keys,
-            "video_horizon": self.video_horizon,
-        }
-        used = [name for name, value in raw.items() if value]
-        if used or self.use_percentiles or self.state_dropout_prob:
+        used = [
+            name
+            for name, value in (
+                ("video_horizon", self.video_horizon),
+                ("state_dropout_prob", self.state_dropout_prob),
+            )
+            if value
+        ]
+        if used:
             raise ConfigError(
-                f"the GR00T pack step sets {', '.join(used) or 'raw-checkpoint options'}",
+                f"the GR00T pack step sets {', '.join(used)}",
                 where=PACK_STEP,
                 hint=RAW_CHECKPOINT_HINT,
             )
@@ -250,13 +278,17 @@ class GrootPackInputs(StatsStep[PackConfig]):
 
     config_class = PackConfig
 
+    def __init__(
+        self, config: PackConfig | None = None, stats: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        super().__init__(config, stats)
+        self._warned = False
+
     def __call__(self, transition: Transition) -> Transition:
         config = self.config
         observation = dict(transition.observation)
         complementary = dict(transition.complementary_data)
-        keys = sorted(k for k in observation if k.startswith(OBS_IMAGES))
-        if not keys and OBS_IMAGE in observation:
-            keys = [OBS_IMAGE]
+        keys = self._camera_keys(observation)
         if keys:
             observation[VIDEO] = [_uint8_frames(observation[key], key) for key in keys]
             for key in keys:
@@ -266,12 +298,14 @@ class GrootPackInputs(StatsStep[PackConfig]):
         complementary["language"] = prompt_texts(
             complementary.get(config.language_key), rows, formalize=config.formalize_language
         )
+        raw_state = None
         if OBS_STATE in observation:
-            observation["state"] = self._state(_as_tensor(observation.pop(OBS_STATE), OBS_STATE))
+            raw_state = _as_tensor(observation.pop(OBS_STATE), OBS_STATE)
+            observation["state"] = self._state(raw_state)
         action = transition.action
         if action is not None:
             action, complementary["action_mask"] = self._action(
-                _as_tensor(action, ACTION), complementary
+                _as_tensor(action, ACTION), complementary, raw_state
             )
         device = _device(transition)
         if "action_mask" not in complementary:
@@ -285,6 +319,38 @@ class GrootPackInputs(StatsStep[PackConfig]):
         return transition.evolve(
             observation=observation, action=action, complementary_data=complementary
         )
+
+    def _camera_keys(self, observation: Mapping[str, Any]) -> list[str]:
+        """LeRobot's camera order: the checkpoint's cameras (`video_modality_keys`, a
+        `wrist_image` also found as `image2`) when one is there, else every camera sorted."""
+        available = sorted(k for k in observation if k.startswith(OBS_IMAGES))
+        if not available and OBS_IMAGE in observation:
+            return [OBS_IMAGE]
+        wanted = self.config.video_modality_keys
+        if not wanted:
+            return available
+        ordered, unmatched = [], []
+        for key in wanted:
+            candidates = [f"{OBS_IMAGES}.{key}"]
+            if key == "wrist_image":
+                candidates.append(f"{OBS_IMAGES}.image2")
+            match = next((c for c in candidates if c in available), None)
+            if match is None:
+                unmatched.append(key)
+            else:
+                ordered.append(match)
+        unused = sorted(set(available) - set(ordered))
+        if (unmatched or unused or not ordered) and not self._warned:
+            self._warned = True
+            log.warning(
+                "GR00T's cameras differ from those it was trained with",
+                trained_with=wanted,
+                given=available,
+                missing=unmatched,
+                dropped=unused if ordered else [],
+                hint="rename the cameras (--rename_map) to the ones it was trained with",
+            )
+        return ordered or available
 
     def _state(self, state: Tensor) -> Tensor:
         config = self.config
@@ -309,7 +375,9 @@ class GrootPackInputs(StatsStep[PackConfig]):
             state = torch.cat([state, pad], dim=2)
         return state
 
-    def _action(self, action: Tensor, complementary: Mapping[str, Any]) -> tuple[Tensor, Tensor]:
+    def _action(
+        self, action: Tensor, complementary: Mapping[str, Any], raw_state: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         config = self.config
         if action.ndim == 2:
             action = action.unsqueeze(1)
@@ -334,11 +402,25 @@ class GrootPackInputs(StatsStep[PackConfig]):
                 hint="raise --policy.max_action_dim (and the base model's)",
             )
         action = action.to(torch.float32)
+        if raw_state is not None:
+            action = self._relative_for_training(action, raw_state)
         if config.normalize_min_max:
-            flat = min_max_normalize(
-                action.reshape(rows * horizon, dims), self.stats, ACTION, config.clip_outliers
-            )
-            action = flat.view(rows, horizon, dims)
+            grouped = self._normalize_groups(action)
+            if grouped is not None:
+                action = grouped
+            elif has_relative_groups(config.modality_config):
+                raise InvalidInput(
+                    f"the relative action chunk {tuple(action.shape)} does not fit the per-step "
+                    "relative statistics of its action groups (their horizon or widths)",
+                    where=ACTION,
+                    hint="the chunk must be at most the statistics' horizon and as wide as "
+                    "the action the policy was trained on",
+                )
+            else:
+                flat = min_max_normalize(
+                    action.reshape(rows * horizon, dims), self.stats, ACTION, config.clip_outliers
+                )
+                action = flat.view(rows, horizon, dims)
         valid_horizon = min(horizon, config.valid_action_horizon, config.action_horizon)
         if dims < config.max_action_dim:
             action = torch.cat(
@@ -373,6 +455,99 @@ class GrootPackInputs(StatsStep[PackConfig]):
         mask = torch.zeros(rows, horizon, config.max_action_dim, device=action.device)
         mask[:, :, : min(dims, config.max_action_dim)] = valid.unsqueeze(-1).to(mask.dtype)
         return action, mask
+
+    def _relative_for_training(self, action: Tensor, state: Tensor) -> Tensor:
+        """LeRobot's `_convert_relative_action_groups_for_training`: each relative group minus
+        its state group (the state the chunk starts from)."""
+        config = self.config
+        if config.raw_stats is None or config.modality_config is None:
+            return action
+        keys, configs = action_keys_and_configs(config.modality_config)
+        states = state_groups(state.to(action.dtype), config.raw_stats, config.modality_config)
+        if not states:
+            return action
+        absolute = config.raw_stats.get(ACTION, {})
+        start, converted = 0, action
+        for index, key in enumerate(keys):
+            if not isinstance(key, str):
+                continue
+            dim = stat_dim(absolute.get(key, {}))
+            if dim <= 0:
+                continue
+            end = start + dim
+            if end > action.shape[-1]:
+                break
+            group = group_config(configs, index)
+            if is_relative(group):
+                where = f"{PACK_STEP}.modality_config.action.{key}"
+                if config_value(group.get("type")) != "non_eef":
+                    raise ConfigError(
+                        f"GR00T trains relative action groups of type non_eef only; {key!r} "
+                        f"is {group}",
+                        where=where,
+                    )
+                state_key = group.get("state_key") or key
+                reference = states.get(state_key)
+                if reference is None or reference.shape[-1] != dim:
+                    raise InvalidInput(
+                        f"relative action group {key!r} ({dim} dimensions) has no state group "
+                        f"{state_key!r} as wide",
+                        where=where,
+                        hint="the state must hold each joint the relative actions move",
+                    )
+                if converted is action:
+                    converted = action.clone()
+                converted[..., start:end] -= reference[:, None, :]
+            start = end
+        return converted
+
+    def _normalize_groups(self, action: Tensor) -> Tensor | None:
+        """LeRobot's `_normalize_action_groups_for_training`: each group into [-1, 1] with its
+        own statistics (relative groups per chunk step); None when the groups do not fit."""
+        config = self.config
+        if config.raw_stats is None or config.modality_config is None:
+            return None
+        keys, configs = action_keys_and_configs(config.modality_config)
+        parts, start = [], 0
+        for index, key in enumerate(keys):
+            if not isinstance(key, str):
+                continue
+            group = group_config(configs, index)
+            modality = RELATIVE_ACTION if is_relative(group) else ACTION
+            dim = stat_dim(config.raw_stats.get(modality, {}).get(key, {}))
+            if dim <= 0:
+                continue
+            end = start + dim
+            if end > action.shape[-1]:
+                return None
+            low_np, high_np = decode_stats(
+                config.raw_stats,
+                key,
+                group,
+                use_relative_action=True,
+                use_percentiles=config.use_percentiles,
+            )
+            values = action[..., start:end]
+            low = torch.as_tensor(low_np, dtype=values.dtype, device=values.device)
+            high = torch.as_tensor(high_np, dtype=values.dtype, device=values.device)
+            if low.ndim == 1:
+                low, high = low.view(1, 1, -1), high.view(1, 1, -1)
+            elif low.ndim == 2 and values.shape[1] <= low.shape[0]:
+                low, high = (
+                    low[: values.shape[1]].unsqueeze(0),
+                    high[: values.shape[1]].unsqueeze(0),
+                )
+            else:
+                return None
+            span = high - low
+            usable = span != 0
+            mapped = 2 * (values - low) / torch.where(usable, span, torch.ones_like(span)) - 1
+            normalized = torch.where(usable, mapped, torch.zeros_like(values))
+            parts.append(normalized.clamp(-1.0, 1.0) if config.clip_outliers else normalized)
+            start = end
+        if not parts or start != action.shape[-1]:
+            return None
+        return torch.cat(parts, dim=-1)
 
 
 def _uint8_frames(image: Any, key: str) -> Tensor:
@@ -575,3 +750,224 @@ class GrootActionUnpack(StatsStep[UnpackConfig]):
                 else -(2.0 * gripper - 1.0)
             )
         return transition.evolve(action=action)
+
+
+# -- decode (action groups) --------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class DecodeConfig:
+    """LeRobot's `GrootN17ActionDecodeStep` config, field for field."""
+
+    env_action_dim: int = 0
+    raw_stats: dict[str, Any] | None = None
+    modality_config: dict[str, Any] | None = None
+    use_percentiles: bool = False
+    use_relative_action: bool = False
+    action_decode_transform: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.action_decode_transform not in (None, DECODE_LIBERO):
+            raise ConfigError(
+                f"unsupported GR00T N1.7 action decode transform {self.action_decode_transform!r}",
+                where=f"{DECODE_STEP}.action_decode_transform",
+                hint="use none or libero",
+            )
+
+
+@register_step(DECODE_STEP)
+class GrootActionDecode(Step[DecodeConfig]):
+    """The model's actions back in the env's units, group by group: unnormalised with each
+    group's statistics (relative groups per chunk step), relative groups added to the state
+    they were predicted from (the raw `observation.state` given with the actions), cut to the
+    env's action size (and LIBERO's gripper convention).
+
+    A relative chunk is decoded whole, against the state it was predicted from: one action at a
+    time (`select_action`) is refused, as in LeRobot, since a queued action would be measured
+    from a later state with the first step's statistics."""
+
+    config_class = DecodeConfig
+
+    def __call__(self, transition: Transition) -> Transition:
+        action = transition.action
+        config = self.config
+        if not isinstance(action, Tensor) or config.raw_stats is None:
+            return transition
+        if config.modality_config is None:
+            return transition
+        keys, configs = action_keys_and_configs(config.modality_config)
+        if config.use_relative_action and action.ndim != 3:
+            raise NotSupported(
+                "GR00T's relative actions are decoded a whole chunk at a time, against the "
+                "state the chunk was predicted from; one action at a time is refused (as "
+                "LeRobot's select_action refuses it)",
+                where=DECODE_STEP,
+                hint="predict whole chunks (LoadedPolicy.predict_chunk, `rlctl policy serve`) "
+                "and execute their actions, or train with absolute actions",
+            )
+        values = action.detach().cpu().float().numpy()
+        single = values.ndim == 2
+        if single:
+            values = values[:, None, :]
+        delta = section(config.modality_config, ACTION).get("delta_indices", [])
+        if isinstance(delta, list) and delta and values.ndim == 3:
+            values = values[:, : max(1, min(values.shape[1], len(delta)))]
+        decoded: dict[str, np.ndarray] = {}
+        start = 0
+        absolute = config.raw_stats.get(ACTION, {})
+        for index, key in enumerate(keys):
+            if not isinstance(key, str) or not isinstance(absolute.get(key), dict):
+                continue
+            dim = stat_dim(absolute[key])
+            if dim <= 0:
+                continue
+            low, high = decode_stats(
+                config.raw_stats,
+                key,
+                group_config(configs, index),
+                use_relative_action=config.use_relative_action,
+                use_percentiles=config.use_percentiles,
+            )
+            normalized = values[..., start : start + dim]
+            if low.ndim == 2 and normalized.shape[1] <= low.shape[0]:
+                low, high = low[: normalized.shape[1]], high[: normalized.shape[1]]
+            decoded[key] = (np.clip(normalized, -1.0, 1.0) + 1.0) * 0.5 * (high - low) + low
+            start += dim
+        if config.use_relative_action:
+            self._to_absolute(decoded, keys, configs, transition)
+        if not decoded:
+            return transition
+        out = np.concatenate([decoded[k] for k in keys if isinstance(k, str) and k in decoded], -1)
+        if config.env_action_dim and out.shape[-1] > config.env_action_dim:
+            out = out[..., : config.env_action_dim]
+        if config.action_decode_transform == DECODE_LIBERO:
+            out = _libero_gripper(out, keys, decoded)
+        if single:
+            out = out[:, 0]
+        return transition.evolve(
+            action=torch.as_tensor(out, dtype=action.dtype, device=action.device)
+        )
+
+    def _to_absolute(
+        self,
+        decoded: dict[str, np.ndarray],
+        keys: list[Any],
+        configs: list[Any],
+        transition: Transition,
+    ) -> None:
+        state = transition.observation.get(OBS_STATE)
+        if state is None:
+            raise InvalidInput(
+                "GR00T's relative actions are decoded against the state they were predicted "
+                "from, and the post-processor was given none",
+                where=OBS_STATE,
+                hint="pass the raw observation with the actions to the post-processor",
+            )
+        raw = np.asarray(
+            state.detach().cpu().float().numpy() if isinstance(state, Tensor) else state,
+            dtype=np.float32,
+        )
+        if raw.ndim == 1:
+            raw = raw[None]
+        references = state_groups(raw, self.config.raw_stats, self.config.modality_config)
+        for index, key in enumerate(keys):
+            if not isinstance(key, str) or key not in decoded or index >= len(configs):
+                continue
+            group = configs[index]
+            if not isinstance(group, dict) or not is_relative(group):
+                continue
+            state_key = group.get("state_key") or key
+            reference = references.get(state_key)
+            where = f"{DECODE_STEP}.modality_config.action.{key}"
+            if reference is None:
+                raise InvalidInput(
+                    f"the state has no group {state_key!r} for relative action group {key!r}",
+                    where=where,
+                    hint="give the state the policy was trained with",
+                )
+            kind = config_value(group.get("type"))
+            form = config_value(group.get("format"))
+            if kind == "non_eef":
+                decoded[key] = decoded[key] + reference[:, None, :]
+            elif kind == "eef" and form == "xyz+rot6d":
+                decoded[key] = relative_eef_to_absolute(decoded[key], reference)
+            else:
+                raise ConfigError(
+                    f"unsupported relative GR00T N1.7 action group {key!r}: {group}",
+                    where=where,
+                    hint="relative groups are non_eef, or eef in xyz+rot6d",
+                )
+
+
+def _libero_gripper(
+    out: np.ndarray, keys: list[Any], decoded: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """LeRobot's `_apply_n1_7_action_decode_transform`: the `gripper` group's [0, 1] becomes
+    LIBERO's -1/+1."""
+    start = 0
+    for key in keys:
+        if not isinstance(key, str) or key not in decoded:
+            continue
+        end = start + decoded[key].shape[-1]
+        if key == "gripper":
+            if end > out.shape[-1] or end - start != 1:
+                raise ConfigError(
+                    "LIBERO's action decoding needs a one-dimensional gripper group inside the "
+                    "env's action",
+                    where=f"{DECODE_STEP}.action_decode_transform",
+                )
+            out = out.copy()
+            out[..., start:end] = -np.sign(2.0 * out[..., start:end] - 1.0)
+            return out
+        start = end
+    raise ConfigError(
+        "LIBERO's action decoding needs an action group named 'gripper'",
+        where=f"{DECODE_STEP}.action_decode_transform",
+        hint="keep the gripper absolute (--policy.relative_exclude_joints='[\"gripper\"]'), "
+        "or set --policy.action_decode_transform=none",
+    )
+
+
+def relative_action_steps(
+    config: GrootConfig, stats: Mapping[str, Mapping[str, Any]], pack: GrootPackInputs
+) -> tuple[GrootPackInputs, GrootActionDecode]:
+    """GR00T's relative-action pack and decode steps (LeRobot's native relative path): `pack`
+    with the action groups and their statistics, and the decode step in place of the unpack
+    one. `stats` holds the dataset's `observation.state` and `action` statistics and the
+    per-step `relative_action` ones."""
+    action = config.action_feature
+    action_dim = int(action.shape[0]) if action is not None and action.shape else 0
+    assets = relative_assets(
+        action_names=config.action_feature_names,
+        action_dim=action_dim,
+        exclude_joints=config.relative_exclude_joints,
+        stats=stats,
+        chunk_size=config.chunk_size,
+        camera_keys=list(config.image_features),
+    )
+    relative_pack = GrootPackInputs(
+        attrs.evolve(
+            pack.config,
+            action_horizon=assets.action_horizon,
+            valid_action_horizon=assets.valid_action_horizon,
+            use_percentiles=assets.use_percentiles,
+            video_modality_keys=assets.video_modality_keys,
+            raw_stats=assets.raw_stats,
+            modality_config=assets.modality_config,
+        ),
+        {
+            key: {n: np.asarray(v, np.float32) for n, v in per.items()}
+            for key, per in assets.stats.items()
+        },
+    )
+    decode = GrootActionDecode(
+        DecodeConfig(
+            env_action_dim=action_dim,
+            raw_stats=assets.raw_stats,
+            modality_config=assets.modality_config,
+            use_percentiles=assets.use_percentiles,
+            use_relative_action=True,
+            action_decode_transform=config.action_decode_transform,
+        )
+    )
+    return relative_pack, decode
