@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import rlctl.api
 from rlctl.adapters.storage.torch_dataset import MultiLeRobotTorchDataset
 from rlctl.adapters.training.data import TrainingData, sample_probabilities
 from rlctl.adapters.training.sampling import StepBatchSampler, usable_positions
@@ -81,3 +82,59 @@ def test_rlctl_train_on_two_datasets_with_weights(two, tmp_path):
          "--policy.type=mlp", f"--output_dir={tmp_path / 'no'}"],
     )  # fmt: skip
     assert refused.exit_code == 1 and "1 weights for 2 dataset(s)" in refused.output
+
+
+class CountingDecoder:
+    """The default video decoder, counting the frames it is asked for."""
+
+    def __init__(self, calls: list[str]) -> None:
+        from rlctl.adapters.video.pyav_decoder import PyAVVideoDecoder
+
+        self.inner = PyAVVideoDecoder()
+        self.calls = calls
+
+    def decode(self, path, timestamps, tolerance_s):  # type: ignore[no-untyped-def]
+        self.calls.append(str(path))
+        return self.inner.decode(path, timestamps, tolerance_s)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def state_only_like_sim(root: Path) -> Path:
+    """sim_video's state and action (6 each, 10 fps) without its camera."""
+    features = {
+        k: {"dtype": "float32", "shape": [6], "names": None}
+        for k in ("observation.state", "action")
+    }
+    session = rlctl.api.create_dataset(root, fps=10, features=features)
+    for step in range(6):
+        value = np.full(6, step / 10, dtype=np.float32)
+        session.add_frame({"observation.state": value, "action": value, "task": "hold"})
+    session.save_episode()
+    session.finalize()
+    return root
+
+
+def test_a_mixture_decodes_no_camera_the_policy_does_not_read_or_not_every_dataset_has(
+    fixtures_dir, tmp_path
+):
+    video, images = fixtures_dir / "sim_video", fixtures_dir / "sim_images"
+    camera = "observation.images.front"
+
+    def items(roots, **options):  # type: ignore[no-untyped-def]
+        calls: list[str] = []
+        dataset = MultiLeRobotTorchDataset(
+            roots, video_decoder_factory=lambda: CountingDecoder(calls), **options
+        )
+        got = dataset.__getitems__([0, 3, len(dataset) - 1])
+        return got, calls, dataset
+
+    read, calls, _ = items([video, images])  # the shared camera, read: decoded
+    assert calls and all(camera in item for item in read)
+    unread, calls, dataset = items([video, images], cameras=["observation.images.other"])
+    assert calls == [] and not any(camera in item for item in unread)
+    assert dataset.camera_keys == []
+    lacking, calls, dataset = items([video, state_only_like_sim(tmp_path / "plain")])
+    assert calls == [] and not any(camera in item for item in lacking)
+    assert camera in dataset.disabled_features

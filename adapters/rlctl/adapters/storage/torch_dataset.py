@@ -11,14 +11,16 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import structlog
 import torch
 from torch.utils.data import Dataset
 
+from rlctl.adapters.storage.lerobot_v3.meta_reader import LeRobotMetaReader
 from rlctl.adapters.storage.lerobot_v3.reader import (
     ImageTransform,
     LeRobotDatasetReader,
@@ -47,6 +49,7 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
         video_backend: str | None = None,
         image_transforms: ImageTransform | None = None,
         video_decoder_factory: Callable[[], VideoDecoder] | None = None,
+        meta: DatasetMeta | None = None,
     ) -> None:
         self.reader = LeRobotDatasetReader(
             root,
@@ -55,6 +58,7 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
             video_backend=video_backend,
             image_transforms=image_transforms,
             video_decoder_factory=video_decoder_factory,
+            meta=meta,
         )
 
     @classmethod
@@ -121,7 +125,8 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
 
     Features not common to all (or of different dtype/shape) are dropped from items and reported
     once in `differences` and a logged warning; items gain `dataset_index`, as in LeRobot's
-    `MultiLeRobotDataset`. Image transforms set here reach every child.
+    `MultiLeRobotDataset`. Image transforms set here reach every child. `cameras` (None: all)
+    are the cameras to read: the others, and those not every dataset has, are never decoded.
     """
 
     def __init__(
@@ -133,11 +138,15 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
         video_backend: str | None = None,
         image_transforms: ImageTransform | None = None,
         video_decoder_factory: Callable[[], VideoDecoder] | None = None,
+        cameras: Collection[str] | None = None,
     ) -> None:
         if not roots:
             raise InvalidInput("no dataset given", where="roots", hint="give one or more roots")
         check_transform(image_transforms)
         self.roots = [Path(r) for r in roots]
+        metas = [LeRobotMetaReader().read_meta(root) for root in self.roots]
+        named = [(str(root), meta) for root, meta in zip(self.roots, metas)]
+        self.disabled_features, self.differences = feature_differences(named)
         self.datasets = [
             LeRobotTorchDataset(
                 root,
@@ -146,11 +155,10 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
                 video_backend=video_backend,
                 image_transforms=image_transforms,
                 video_decoder_factory=video_decoder_factory,
+                meta=_read_cameras(meta, cameras, self.disabled_features),
             )
-            for root in self.roots
+            for root, meta in zip(self.roots, metas)
         ]
-        named = [(str(root), ds.meta) for root, ds in zip(self.roots, self.datasets)]
-        self.disabled_features, self.differences = feature_differences(named)
         self._dropped = self.disabled_features | {is_pad_key(k) for k in self.disabled_features}
         if self.differences:
             log.warning(
@@ -245,6 +253,21 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
             f"{type(self).__name__}(roots={[str(r) for r in self.roots]}, frames={len(self)}, "
             f"dropped={sorted(self.disabled_features)})"
         )
+
+
+def _read_cameras(
+    meta: DatasetMeta, cameras: Collection[str] | None, disabled: set[str]
+) -> DatasetMeta:
+    """`meta` without the cameras that are not read: dropped from the mixture's items, or not
+    among `cameras`."""
+    unread = {
+        key
+        for key in meta.visual_keys
+        if key in disabled or (cameras is not None and key not in cameras)
+    }
+    if not unread:
+        return meta
+    return attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
 
 
 def _deltas_for(

@@ -150,7 +150,10 @@ def open_training_data(
     if len(mixture) > 1:
         deltas = delta_timestamps(config, list(kept.features), meta.fps)
         mixed = MultiLeRobotTorchDataset(
-            mixture, delta_timestamps=deltas, video_backend=video_backend
+            mixture,
+            delta_timestamps=deltas,
+            video_backend=video_backend,
+            cameras=list(config.image_features),
         )
         return TrainingData(mixed, Path(mixture[0]), meta)
     if source.streaming:
