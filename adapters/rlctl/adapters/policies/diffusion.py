@@ -92,6 +92,20 @@ class DiffusionPolicy(PolicyModel):
         loss = self.diffusion.compute_loss(self._with_time_axis(batch))
         return loss, {"diffusion_loss": loss.item()}
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """Each camera encoder (ResNet trunk and keypoints) and each residual block of the
+        U-Net."""
+        model = self.diffusion
+        units: list[nn.Module | tuple[nn.Module, ...]] = []
+        if model.image_keys:
+            encoder = model.rgb_encoder
+            units += list(encoder) if isinstance(encoder, nn.ModuleList) else [encoder]
+        unet = model.unet
+        for first, second, _ in [*unet.down_modules, *unet.up_modules]:
+            units += [first, second]
+        units += list(unet.mid_modules)
+        return units
+
 
 class DiffusionModel(nn.Module):
     def __init__(self, config: DiffusionConfig, *, load_backbone_weights: bool = True) -> None:

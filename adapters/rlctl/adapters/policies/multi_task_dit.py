@@ -200,6 +200,19 @@ class MultiTaskDiTPolicy(AssignsOnMeta, PolicyModel):
         trajectory = self.objective.sample(predictor, sample, generator, guidance)
         return trajectory[:, start : start + self.config.n_action_steps]
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """CLIP's vision and text encoder layers; of each transformer block, its AdaLN
+        projection (run for every block before the first) and its attention with its MLP."""
+        from rlctl.adapters.policies.wrap_units import layer_stacks
+
+        units: list[nn.Module | tuple[nn.Module, ...]] = list(
+            layer_stacks(self.observation_encoder)
+        )
+        for block in self.noise_predictor.transformer_blocks:
+            attention = block.attn if block.use_rope else block.multihead_attn
+            units += [block.adaLN_modulation, (attention, block.mlp)]
+        return units
+
 
 # -- the observation encoder ---------------------------------------------------------------------
 

@@ -747,3 +747,10 @@ class GrootPolicy(GuidedChunking):
             for key, feature in self.config.input_features.items()
             if feature.kind in (FeatureKind.STATE, FeatureKind.VISUAL)
         ]
+
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """Qwen3-VL's vision blocks and language layers, the VL refiner's and the DiT's
+        transformer blocks."""
+        from rlctl.adapters.policies.wrap_units import layer_stacks
+
+        return list(layer_stacks(self._groot_model))

@@ -411,3 +411,14 @@ class PI0FastPolicy(VLAModel):
                 torch.from_numpy(self.action_tokenizer.decode(fast.tolist(), horizon, dim))
             )
         return torch.stack(chunks).to(device=generated.device, dtype=torch.float32)
+
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """SigLIP's encoder layers, and each PaliGemma layer as its parts (the layers run part
+        by part: queries, keys and values, then the output and the MLP)."""
+        from rlctl.adapters.policies.wrap_units import decoder_layer_parts, layer_stacks
+
+        backbone = self.model.paligemma_with_expert
+        vision = backbone.paligemma.model.vision_tower.vision_model
+        units: list[nn.Module | tuple[nn.Module, ...]] = list(layer_stacks(vision))
+        units += [decoder_layer_parts(layer) for layer in backbone.vlm_layers]
+        return units

@@ -267,3 +267,18 @@ class SmolVLAPolicy(VLAPolicy):
             valid = ((~is_pad).sum() * losses.shape[-1]).clamp_min(1)
             loss = losses.sum() / valid
         return loss, {"loss": loss.item()}
+
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """The vision encoder's layers, and at each depth the VLM's text layer with the expert
+        layer beside it: joint and cross attention run the two as one step, part by part."""
+        from rlctl.adapters.policies.wrap_units import decoder_layer_parts, layer_stacks
+
+        backbone = self.model.vlm_with_expert
+        units: list[nn.Module | tuple[nn.Module, ...]] = list(
+            layer_stacks(backbone.vlm.model.vision_model)
+        )
+        for index, layer in enumerate(backbone.text_model.layers):
+            expert = backbone._expert_at[index]
+            pair = [layer] if expert is None else [layer, backbone.lm_expert.layers[expert]]
+            units.append(decoder_layer_parts(*pair))
+        return units

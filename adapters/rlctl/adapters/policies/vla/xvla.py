@@ -683,6 +683,15 @@ class XVLAPolicy(PolicyModel):
             finish_meta_load(self, dtypes, "xvla")
         return result
 
+    def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
+        """Florence-2's vision stages (each patch embedding and its blocks) and encoder
+        layers, and the soft-prompted transformer's blocks."""
+        from rlctl.adapters.policies.wrap_units import layer_stacks
+
+        vision = self.model.vlm.vision_tower
+        units: list[nn.Module | tuple[nn.Module, ...]] = list(getattr(vision, "convs", ()))
+        return units + layer_stacks(self.model)
+
 
 def is_vendored_florence(state: Mapping[str, Any]) -> bool:
     """A checkpoint saved with the original remote-code Florence-2 module layout."""
