@@ -220,10 +220,10 @@ def checkpoint_times(model: Any, optimizer: Any, world: Any, spec: dict[str, Any
         set_optimizer_state_dict(model, optimizer, state["optimizer"], options=loading)
 
     for _ in range(spec["repeat"]):
-        timed("dcp_save", lambda: save_sharded(folder / f"dcp{world.rank}", model, optimizer))
+        timed("dcp_save", lambda: save_sharded(folder / "dcp", model, optimizer))
         timed("gathered_save", gathered_save)
         dist.barrier()
-        timed("dcp_load", lambda: load_sharded(folder / "dcp0", model, optimizer))
+        timed("dcp_load", lambda: load_sharded(folder / "dcp", model, optimizer))
         timed("gathered_load", gathered_load)
     return best
 
