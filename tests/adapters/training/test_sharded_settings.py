@@ -105,6 +105,40 @@ def test_dcp_state_round_trips_in_one_process(tmp_path):
     )
 
 
+class WithAnIdleLayer(nn.Module):
+    """As π0's last PaliGemma layer: parameters whose output nothing reads never get a gradient,
+    so AdamW keeps no state for them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = nn.Linear(3, 3)
+        self.idle = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(x)
+
+
+def test_parameters_that_never_had_a_gradient_resume_without_state(tmp_path):
+    torch.manual_seed(0)
+    model = WithAnIdleLayer()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        optimiser.zero_grad()
+        model(torch.randn(4, 3)).sum().backward()
+        optimiser.step()
+    save_sharded(tmp_path / "distributed", model, optimiser)
+
+    fresh = WithAnIdleLayer()
+    fresh_optimiser = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
+    load_sharded(tmp_path / "distributed", fresh, fresh_optimiser)
+    saved, resumed = optimiser.state_dict()["state"], fresh_optimiser.state_dict()["state"]
+    assert sorted(resumed) == sorted(saved) == [0, 1]  # the idle layer's two: none, as saved
+    for index, entries in saved.items():
+        for key, value in entries.items():
+            torch.testing.assert_close(resumed[index][key], value)
+    torch.testing.assert_close(fresh.idle.weight, model.idle.weight)
+
+
 def test_a_sharded_checkpoint_of_another_model_is_refused_by_name(tmp_path):
     model, optimiser = trained(8)
     save_sharded(tmp_path / "distributed", model, optimiser)

@@ -76,10 +76,11 @@ def save_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
 def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """The model and optimiser state of `folder`, resharded to this run (any topology)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
     _check_shapes(folder, model)
     state = _state(model, optimizer)
+    _drop_states_never_saved(folder, state["optimizer"])
     try:
         with _one_process_is_fine():
             dcp.load(state, checkpoint_id=str(folder))
@@ -96,7 +97,26 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
         optimizer,
         model_state_dict=state["model"],
         optim_state_dict=state["optimizer"],
+        # Not strict for the parameters left stateless above; the model's keys were checked.
+        options=StateDictOptions(strict=False),
     )
+
+
+def _drop_states_never_saved(folder: Path, optimizer_state: dict[str, Any]) -> None:
+    """A parameter that never had a gradient (π0's last PaliGemma layer feeds nothing) has no
+    optimiser state in the checkpoint, while a fresh optimiser's state dict gives every
+    parameter one: those are left out of the load, so the parameter resumes stateless, as it
+    was saved, instead of the load failing on keys that were never written."""
+    import torch.distributed.checkpoint as dcp
+
+    saved = set(dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata)
+    states = optimizer_state.get("state", {})
+    for name in [
+        name
+        for name, entries in states.items()
+        if not any(f"optimizer.state.{name}.{entry}" in saved for entry in entries)
+    ]:
+        del states[name]
 
 
 @contextmanager
