@@ -187,6 +187,91 @@ def test_reloads_bit_exactly_and_every_decoding_path_writes_the_same_tokens(
     assert chunk.shape == (2, CHUNK, ACTION) and torch.isfinite(chunk).all()
 
 
+def recorded_logits(policy, batch, *, speed: bool) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
+    """The generated tokens and the logits each decoding step picked them from."""
+    model = policy.model.model
+    model.speed_paths = speed
+    parts = model.paligemma_with_expert
+    seen: list[torch.Tensor] = []
+    logits = type(parts).logits
+
+    def record(hidden: torch.Tensor) -> torch.Tensor:
+        out = logits(parts, hidden)
+        seen.append(out[:, -1])
+        return out
+
+    parts.logits = record
+    try:
+        tokens = policy.model.generate(batch)
+    finally:
+        del parts.logits
+        model.speed_paths = True
+    return tokens, torch.stack(seen, dim=1)
+
+
+@pytest.mark.parametrize(("rows", "dtype"), [(1, "float32"), (2, "float32"), (2, "bfloat16")])
+def test_the_decoding_speed_path_picks_from_the_same_logits(
+    rows: int, dtype: str, tiny_fast_text_tokenizer: Path, tiny_fast_tokenizer_dir: Path
+) -> None:
+    """Buffers written in place, rotary tables made once, fused attention and (one row, no
+    padding) no mask: the same logits at every step as the reference decoding over the whole
+    padded prompt, hence the same tokens."""
+    torch.manual_seed(0)
+    made = create_policy(tiny_config(tiny_fast_tokenizer_dir, dtype=dtype), stats())
+    with torch.no_grad():
+        for param in made.model.parameters():
+            param.copy_(torch.randn_like(param) * 0.2)
+    raw = raw_batch(3)
+    one = {k: v[:rows] for k, v in raw.items()}  # type: ignore[index]
+    batch = made._preprocess(one)
+    with torch.no_grad():
+        fast_tokens, fast = recorded_logits(made, batch, speed=True)
+        plain_tokens, plain = recorded_logits(made, batch, speed=False)
+    assert fast.shape == plain.shape and fast.shape[:2] == (rows, 12)
+    # bfloat16 rounds differently on the two paths: a near tie may then go the other way, after
+    # which the inputs differ; up to there, the same logits and tokens.
+    tolerance = (1e-4 if dtype == "float32" else 0.05) * float(plain.abs().max())
+    for row in range(rows):
+        for step in range(12):
+            ours, theirs = fast[row, step].float(), plain[row, step].float()
+            assert (ours - theirs).abs().max() <= tolerance
+            picked = int(fast_tokens[row, step])
+            if picked != int(plain_tokens[row, step]):
+                assert dtype == "bfloat16" and theirs[picked] >= theirs.max() - 2 * tolerance
+                break
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 8])
+@pytest.mark.parametrize("queries", [1, 6])
+def test_grouped_and_fused_attention_equal_attention_over_repeated_keys(
+    kv_heads: int, queries: int
+) -> None:
+    from rlctl.adapters.policies.vla.backbones.paligemma import (
+        ATTENTION_MASK_VALUE,
+        attend,
+        attend_sdpa,
+    )
+
+    generator = torch.Generator().manual_seed(0)
+    heads, keys, dim = 8, 9, 16
+    query = torch.randn(2, heads, queries, dim, generator=generator)
+    key = torch.randn(2, kv_heads, keys, dim, generator=generator)
+    value = torch.randn(2, kv_heads, keys, dim, generator=generator)
+    seen = torch.rand(2, 1, queries, keys, generator=generator) > 0.3
+    seen[..., 0] = True
+    mask = torch.where(seen, 0.0, ATTENTION_MASK_VALUE)
+    repeated_k = key.repeat_interleave(heads // kv_heads, dim=1)
+    repeated_v = value.repeat_interleave(heads // kv_heads, dim=1)
+    scores = query @ repeated_k.transpose(2, 3) / dim**0.5 + mask
+    expected = (scores.softmax(-1) @ repeated_v).transpose(1, 2).reshape(2, queries, -1)
+    torch.testing.assert_close(attend(query, key, value, mask), expected)
+    torch.testing.assert_close(attend_sdpa(query, key, value, mask), expected)
+    all_seen = (query @ repeated_k.transpose(2, 3) / dim**0.5).softmax(-1) @ repeated_v
+    torch.testing.assert_close(
+        attend_sdpa(query, key, value, None), all_seen.transpose(1, 2).reshape(2, queries, -1)
+    )
+
+
 def test_text_without_action_prefix_is_refused_when_validated(policy) -> None:  # type: ignore[no-untyped-def]
     text = policy.model.text_ids
     with pytest.raises(InvalidInput, match="does not start with 'Action:'") as caught:

@@ -48,6 +48,15 @@ KEEP_FLOAT32 = (
 KVCache = list[tuple[Tensor, Tensor]]
 
 
+class KVBuffers:
+    """The speed path's cache: each layer's keys and values (B, kv_heads, capacity, dim) in
+    buffers made once for the whole sequence, the first `length` tokens filled; a new token is
+    written in place instead of the cache being concatenated anew."""
+
+    def __init__(self, keys: list[Tensor], values: list[Tensor]) -> None:
+        self.keys, self.values, self.length = keys, values, 0
+
+
 # --- Gemma layers ------------------------------------------------------------------------------
 
 
@@ -185,18 +194,25 @@ class GemmaExpert(nn.Module):
 def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
     """Eager grouped-query attention as Gemma's: (B, H, Lq, D) queries, (B, Hkv, Lk, D) keys
     and values, an additive (B, 1, Lq, Lk) mask -> (B, Lq, H*D)."""
-    heads, kv_heads = query.shape[1], key.shape[1]
-    if kv_heads == 1 and heads > 1:
-        # Every Gemma here shares one key/value head: a view of it for each query head (the
-        # same products as repeating it, without copying the keys and values 8 times).
-        key = key.expand(-1, heads, -1, -1)
-        value = value.expand(-1, heads, -1, -1)
-    elif heads > kv_heads:
-        key = key.repeat_interleave(heads // kv_heads, dim=1)
-        value = value.repeat_interleave(heads // kv_heads, dim=1)
-    scores = torch.matmul(query, key.transpose(2, 3)) * query.shape[-1] ** -0.5 + mask
+    batch, heads, length, dim = query.shape
+    kv_heads = key.shape[1]
+    # The query heads that share a key/value head are stacked into one (groups * Lq, D) matrix:
+    # one product per key/value head, the same products as repeating the keys and values for
+    # each query head, without copying them or running a product per query head.
+    grouped = query.reshape(batch, kv_heads, heads // kv_heads * length, dim)
+    scores = torch.matmul(grouped, key.transpose(2, 3)).view(batch, heads, length, -1)
+    scores = scores * dim**-0.5 + mask
     probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    out = torch.matmul(probs, value).transpose(1, 2)
+    out = torch.matmul(probs.view(batch, kv_heads, heads // kv_heads * length, -1), value)
+    return out.view(batch, heads, length, dim).transpose(1, 2).reshape(batch, length, -1)
+
+
+def attend_sdpa(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
+    """`attend` as one fused kernel (torch's scaled_dot_product_attention, which LeRobot's Gemma
+    runs too): the same function up to float rounding; `mask` None when every key is seen."""
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, enable_gqa=key.shape[1] != query.shape[1]
+    ).transpose(1, 2)
     return out.reshape(*out.shape[:2], -1)
 
 
@@ -323,6 +339,38 @@ class PaliGemmaParts(nn.Module):
                 hidden, key, value = _vlm_layer(layer, hidden, mask, rotary, cached)
             cache.append((key, value))
         return hidden, cache
+
+    # -- the speed path of decoding ------------------------------------------------------------
+
+    def key_value_buffers(self, rows: int, capacity: int, like: Tensor) -> KVBuffers:
+        """Empty buffers for every layer's keys and values, `capacity` tokens long."""
+        attn = self.vlm_layers[0].self_attn
+        kv_heads = attn.k_proj.out_features // attn.head_dim
+        shape = (rows, kv_heads, capacity, attn.head_dim)
+        return KVBuffers(
+            [torch.empty(shape, dtype=like.dtype, device=like.device) for _ in self.vlm_layers],
+            [torch.empty(shape, dtype=like.dtype, device=like.device) for _ in self.vlm_layers],
+        )
+
+    def run_vlm_into(
+        self, hidden: Tensor, mask: Tensor | None, rotary: Rotary, buffers: KVBuffers
+    ) -> Tensor:
+        """`run_vlm`'s speed path: `hidden` (B, L, width) through the layers, each writing its
+        keys and values into `buffers` after the `buffers.length` there already and attending
+        over all of them (`attend_sdpa`; `mask` (B, 1, L, length + L) additive, or None when
+        every key is seen), at `rotary`'s positions. Returns the last layer's output."""
+        hidden = self.vlm_dtype(hidden)
+        start, end = buffers.length, buffers.length + hidden.shape[1]
+        for layer, keys, values in zip(self.vlm_layers, buffers.keys, buffers.values, strict=True):
+            query, key, value, gate = layer.qkv(hidden, None)
+            keys[:, :, start:end] = gemma_rotate(key, rotary)
+            values[:, :, start:end] = value
+            attended = attend_sdpa(
+                gemma_rotate(query, rotary), keys[:, :, :end], values[:, :, :end], mask
+            )
+            hidden = layer.finish(hidden, attended, gate, None)
+        buffers.length = end
+        return hidden
 
 
 class PaliGemmaWithExpertModel(VLMWithExpert, PaliGemmaParts):
