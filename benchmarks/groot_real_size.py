@@ -34,6 +34,7 @@ import argparse
 import functools
 import json
 import runpy
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -131,6 +132,7 @@ def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, 
     start = time.perf_counter()
     import torch
 
+    sys.path.insert(0, str(TESTS))  # the harness imports its shared part, lerobot_common
     harness = runpy.run_path(str(TESTS / "lerobot_groot.py"))
     harness["patch_lerobot"](str(tiny))  # Cosmos-Reason2's processor name -> the local folder
     policy, pre, post = harness["load"](str(folder))

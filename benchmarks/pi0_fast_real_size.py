@@ -38,6 +38,7 @@ import functools
 import json
 import runpy
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -157,6 +158,7 @@ def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> 
     start = time.perf_counter()
     import torch
 
+    sys.path.insert(0, str(TESTS))  # the harness imports its shared part, lerobot_common
     harness = runpy.run_path(str(TESTS / "lerobot_pi0_fast.py"))
     harness["patch_lerobot"](str(tokenizer))  # custom sizes (tiny, medium)
     policy, pre, post = harness["load"](str(folder))
