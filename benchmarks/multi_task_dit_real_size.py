@@ -39,6 +39,7 @@ import argparse
 import functools
 import json
 import runpy
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -164,9 +165,10 @@ def run_lerobot(folder: Path, chunks: int, size: str) -> dict[str, float]:
     start = time.perf_counter()
     import torch
 
+    sys.path.insert(0, str(TESTS))  # the harness imports its shared part, lerobot_common
     harness = runpy.run_path(str(TESTS / "lerobot_multi_task_dit.py"))
     imported = time.perf_counter()
-    policy, pre, post = harness["load"](str(folder))
+    policy, pre, post = harness["common"].load(harness["MultiTaskDiTPolicy"], str(folder))
     loaded = time.perf_counter()
     obs = observation(size)
     batch = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ import argparse
 import functools
 import json
 import runpy
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -149,6 +150,7 @@ def run_lerobot(folder: Path, tokenizer: Path, chunks: int, resolution: int) -> 
     start = time.perf_counter()
     import torch
 
+    sys.path.insert(0, str(TESTS))  # the harness imports its shared part, lerobot_common
     harness = runpy.run_path(str(TESTS / "lerobot_pi0.py"))
     harness["patch_lerobot"](str(tokenizer))  # custom sizes (tiny) and the local tokenizer
     imported = time.perf_counter()
