@@ -3,7 +3,8 @@ sizes (a tiny Florence-2 config given on the command line, a tiny BART-style tok
 then fine-tuning from the checkpoint with the vision encoder frozen (--policy.path
 --policy.freeze_vision_encoder); then `rlctl eval --env.type=libero` of a tiny ee6d X-VLA, which
 reads LIBERO through X-VLA's own env processors (a 20-value state, 7-value actions), locally and
-served by `rlctl policy serve`."""
+served by `rlctl policy serve`; and `rlctl eval --env.type=metaworld` of a tiny `auto` X-VLA
+(Meta-World's corner camera, 4-value state and actions: the env's own processors)."""
 
 from __future__ import annotations
 
@@ -215,3 +216,58 @@ def test_xvla_evaluates_on_libero_locally_and_served(
         server.stop()
     assert code == 0, output
     assert info["per_episode"][0]["length"] == 3
+
+
+@pytest.mark.slow
+def test_xvla_evaluates_on_metaworld(tokenizer: Path, tmp_path: Path) -> None:
+    pytest.importorskip("metaworld", reason="needs the metaworld extra")
+    torch.manual_seed(0)
+    config = XVLAConfig(
+        input_features={
+            "observation.image": typed_feature("VISUAL", (3, 32, 32)),
+            "observation.state": typed_feature("STATE", (4,)),
+        },
+        output_features={"action": typed_feature("ACTION", (4,))},
+        florence_config=TINY["tiny_florence"](),
+        tokenizer_name=str(tokenizer),
+        tokenizer_max_length=8,
+        hidden_size=16,
+        depth=1,
+        num_heads=2,
+        num_domains=2,
+        len_soft_prompts=2,
+        max_len_seq=96,
+        chunk_size=4,
+        n_action_steps=4,
+        num_denoising_steps=2,
+        action_mode="auto",
+        max_action_dim=8,
+        device="cpu",
+    )
+    stats = {
+        "observation.state": {"mean": np.zeros(4), "std": np.ones(4)},
+        "action": {"mean": np.zeros(4), "std": np.ones(4)},
+    }
+    checkpoint = create_policy(config, stats).save(tmp_path / "xvla")
+    out = tmp_path / "eval"
+    code, output = run(
+        "eval",
+        "--env.type=metaworld",
+        "--env.task=reach-v3",
+        "--env.observation_height=32",
+        "--env.observation_width=32",
+        "--env.episode_length=6",
+        f"--policy.path={checkpoint}",
+        "--eval.n_episodes=1",
+        "--eval.batch_size=1",
+        "--eval.use_async_envs=false",
+        "--eval.max_episodes_rendered=0",
+        f"--output_dir={out}",
+        "--progress=silent",
+    )
+    assert code == 0, output
+    info = json.loads((out / "eval_info.json").read_text())
+    [episode] = info["per_episode"]
+    # Six steps: one chunk of four, then a second chunk for the last two.
+    assert episode["length"] == 6
+    assert np.isfinite(episode["sum_reward"])
