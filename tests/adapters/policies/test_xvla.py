@@ -15,12 +15,17 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 pytest.importorskip("transformers", reason="X-VLA needs transformers")
 
 from rlctl.adapters.policies.loaded_policy import create_policy, load_policy_folder
 from rlctl.adapters.policies.vla.action_spaces import action_space
-from rlctl.adapters.policies.vla.xvla import is_vendored_florence, remap_vendored_florence
+from rlctl.adapters.policies.vla.xvla import (
+    Linears,
+    is_vendored_florence,
+    remap_vendored_florence,
+)
 from rlctl.adapters.policies.vla.xvla_processors import (
     ImageNetNormalize,
     Rotation6DToAxisAngle,
@@ -177,6 +182,49 @@ def test_saves_the_tied_embedding_once_and_reloads_the_same_chunks(
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     again = load_policy_folder(folder)
     torch.testing.assert_close(again.predict_chunk(observation(), noise=noise).actions, expected)
+
+
+def test_the_speed_paths_give_the_reference_chunks(
+    tokenizer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packed weights over the denoising steps and a last block over the action tokens only:
+    the chunks of the reference's arithmetic (`speed_paths = False`), up to float rounding."""
+    torch.manual_seed(0)
+    policy = create_policy(tiny_config(tokenizer, depth=3))
+    model = policy.model.model
+    noise = torch.randn(2, 4, 20)
+    built: list[Linears] = []
+    original = Linears.__init__
+
+    def recorded(self: Linears, *args: Any) -> None:
+        original(self, *args)
+        built.append(self)
+
+    monkeypatch.setattr(Linears, "__init__", recorded)
+    fast = policy.predict_chunk(observation(), noise=noise).actions
+    [linears] = built
+    # 2 rows of [4 actions, the VLM's and the second camera's tokens, 4 soft prompts].
+    assert linears.tokens % 2 == 0 and linears.tokens > 2 * 8
+    if Linears.available(model.transformer.blocks):  # a CPU build of torch with MKL
+        assert len(linears.packed) == 3 * 4  # qkv, proj, fc1, fc2 of each block
+    model.speed_paths = False
+    plain = policy.predict_chunk(observation(), noise=noise).actions
+    assert len(built) == 1  # the reference path packs nothing
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(fast, torch.zeros_like(fast))
+
+
+def test_packed_linears_match_nn_linear_and_leave_other_shapes_to_it() -> None:
+    torch.manual_seed(0)
+    blocks = nn.ModuleList([nn.Sequential(nn.Linear(16, 24), nn.Linear(24, 16))])
+    linears = Linears(blocks, tokens=10)
+    first = blocks[0][0]
+    x = torch.randn(2, 5, 16)  # 10 rows: the packed product where MKL is
+    torch.testing.assert_close(linears(first, x), first(x))
+    other = torch.randn(3, 16)  # another row count: nn.Linear itself
+    torch.testing.assert_close(linears(first, other), first(other))
+    assert bool(linears.packed) == Linears.available(blocks)
+    assert not Linears(blocks.to(torch.float64), tokens=10).packed  # float32 only
 
 
 @pytest.mark.slow

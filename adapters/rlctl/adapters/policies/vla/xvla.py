@@ -16,6 +16,10 @@ space's terms (`action_space`: MSE on positions and rotations, BCE on gripper lo
 sampling starts from noise x1 and, for t = 1, (n-1)/n, …, 1/n, re-mixes x1 with the last
 prediction and predicts again.
 
+On the speed paths (`XVLAModel.speed_paths`, on by default; the same chunks up to float rounding)
+the denoising steps multiply by weights packed once per chunk for MKL's GEMM, and the last block
+computes the action tokens only (nothing reads the others).
+
 Parameter names are LeRobot 0.6.1's (`model.vlm...` is transformers' `Florence2Model` without its
 text decoder, `model.transformer...`); the Florence-2 tied token embedding is stored once, under
 `model.vlm.language_model.encoder.embed_tokens.weight`, as LeRobot's files have it, and X-VLA's
@@ -171,6 +175,47 @@ class DomainAwareLinear(nn.Module):
         return y.squeeze(1) if flat else y
 
 
+def plain_linear(layer: nn.Linear, x: Tensor) -> Tensor:
+    out: Tensor = layer(x)
+    return out
+
+
+class Linears:
+    """The speed paths' Linear layers of the transformer blocks over the denoising steps of one
+    chunk: the steps multiply inputs of one shape by the same weights, so on a CPU with MKL each
+    weight is packed for MKL's GEMM once per chunk (`torch.ops.mkl`, as torch.compile's frozen
+    CPU graphs do) rather than by each product; the products are those of `nn.Linear`. Inputs
+    of another row count, and every other device or dtype, take `nn.Linear` itself."""
+
+    def __init__(self, blocks: nn.ModuleList, tokens: int) -> None:
+        self.tokens = tokens
+        self.packed: dict[nn.Linear, Tensor] = {}
+        if not self.available(blocks):
+            return
+        for layer in blocks.modules():
+            if isinstance(layer, nn.Linear):
+                self.packed[layer] = torch.ops.mkl._mkl_reorder_linear_weight(layer.weight, tokens)
+
+    @staticmethod
+    def available(blocks: nn.ModuleList) -> bool:
+        weight = next(blocks.parameters(), None)
+        return (
+            weight is not None
+            and weight.device.type == "cpu"
+            and weight.dtype == torch.float32
+            and torch.backends.mkl.is_available()
+            and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
+        )
+
+    def __call__(self, layer: nn.Linear, x: Tensor) -> Tensor:
+        packed = self.packed.get(layer)
+        flat = x.reshape(-1, x.shape[-1])
+        if packed is None or flat.shape[0] != self.tokens:
+            return plain_linear(layer, x)
+        out: Tensor = torch.ops.mkl._mkl_linear(flat, packed, layer.weight, layer.bias, self.tokens)
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+
 class Attention(nn.Module):
     def __init__(self, dim: int, num_heads: int, dropout: float) -> None:
         super().__init__()
@@ -179,14 +224,19 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, linear: Linears | None = None, keep: int | None = None) -> Tensor:
+        """Self-attention over x (B, T, C); with `keep`, the outputs of the first `keep` tokens
+        only (each still attends to all T); `linear` applies the layers (the speed paths')."""
+        apply = linear or plain_linear
         rows, length, channels = x.shape
-        qkv = self.qkv(x).reshape(rows, length, 3, self.num_heads, self.head_dim)
+        qkv = apply(self.qkv, x).reshape(rows, length, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        if keep is not None:
+            q, length = q[:, :, :keep], keep
         out = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0
         )
-        return self.proj(out.transpose(1, 2).reshape(rows, length, channels))
+        return apply(self.proj, out.transpose(1, 2).reshape(rows, length, channels))
 
 
 class Mlp(nn.Module):
@@ -196,8 +246,10 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.fc2(self.drop(F.gelu(self.fc1(x), approximate="tanh"))))
+    def forward(self, x: Tensor, linear: Linears | None = None) -> Tensor:
+        apply = linear or plain_linear
+        hidden = self.drop(F.gelu(apply(self.fc1, x), approximate="tanh"))
+        return self.drop(apply(self.fc2, hidden))
 
 
 class TransformerBlock(nn.Module):
@@ -210,9 +262,12 @@ class TransformerBlock(nn.Module):
         self.attn = Attention(hidden, num_heads, dropout=0.1)
         self.mlp = Mlp(hidden, int(hidden * mlp_ratio), dropout=0.1)
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+    def forward(self, x: Tensor, linear: Linears | None = None, keep: int | None = None) -> Tensor:
+        """With `keep`, only the first `keep` tokens' outputs (B, keep, C): a last block whose
+        other outputs nothing reads."""
+        residual = x if keep is None else x[:, :keep]
+        x = residual + self.attn(self.norm1(x), linear, keep)
+        return x + self.mlp(self.norm2(x), linear)
 
 
 def timestep_embedding(t: Tensor, dim: int, max_period: int = 100) -> Tensor:
@@ -308,8 +363,16 @@ class SoftPromptedTransformer(nn.Module):
         return Context(tokens, prompts)
 
     def forward(
-        self, domain_id: Tensor, context: Context, actions: Tensor, proprio: Tensor, t: Tensor
+        self,
+        domain_id: Tensor,
+        context: Context,
+        actions: Tensor,
+        proprio: Tensor,
+        t: Tensor,
+        linear: Linears | None = None,
     ) -> Tensor:
+        """The predicted chunk; `linear` (the speed paths, at inference): how the blocks apply
+        their Linear layers, and the last block computes only the action tokens."""
         rows, num_actions = actions.shape[:2]
         time = timestep_embedding(t, self.dim_time).unsqueeze(1).expand(rows, num_actions, -1)
         state = proprio.unsqueeze(1).expand(rows, num_actions, proprio.shape[-1])
@@ -317,8 +380,14 @@ class SoftPromptedTransformer(nn.Module):
         x = x + self.pos_emb[:, :num_actions]
         parts = [x, context.tokens] + ([context.prompts] if context.prompts is not None else [])
         x = torch.cat(parts, dim=1)
-        for block in self.blocks:
-            x = block(x)
+        if linear is None or not self.blocks:  # the reference's arithmetic
+            for block in self.blocks:
+                x = block(x)
+        else:  # the speed paths: the last block computes the action tokens' outputs only
+            *first, last = self.blocks
+            for block in first:
+                x = block(x, linear)
+            x = last(x, linear, keep=num_actions)
         out: Tensor = self.action_decoder(self.norm(x[:, :num_actions]), domain_id)
         return out
 
@@ -328,6 +397,12 @@ class SoftPromptedTransformer(nn.Module):
 
 class XVLAModel(nn.Module):
     """LeRobot's `XVLAModel`: Florence-2's encoder side and the soft-prompted transformer."""
+
+    # The family's one switch of the inference speed paths (`flow_matching.speed_paths`): the
+    # blocks' weights packed once per chunk for MKL's GEMM (`Linears`), and the last block
+    # computing the action tokens only; the same chunks up to float rounding. Set it False on a
+    # loaded model (`policy.model.model.speed_paths = False`) for LeRobot's arithmetic.
+    speed_paths = True
 
     def __init__(self, config: XVLAConfig, proprio_dim: int) -> None:
         super().__init__()
@@ -426,13 +501,18 @@ class XVLAModel(nn.Module):
         inputs = inputs.cast(dtype)
         x1 = noise.to(dtype)
         context = self.context(inputs)
+        linear = None
+        if self.speed_paths:
+            tokens = x1.shape[1] + context.tokens.shape[1]
+            tokens += context.prompts.shape[1] if context.prompts is not None else 0
+            linear = Linears(self.transformer.blocks, x1.shape[0] * tokens)
         action = torch.zeros_like(x1)
         steps = max(1, int(steps))
         for i in range(steps, 0, -1):
             t = torch.full((x1.shape[0],), i / steps, device=x1.device, dtype=dtype)
             x_t = x1 * t.view(-1, 1, 1) + action * (1 - t).view(-1, 1, 1)
             proprio, x_t = self.action_space.preprocess(inputs.proprio, x_t)
-            action = self.transformer(inputs.domain_id, context, x_t, proprio, t)
+            action = self.transformer(inputs.domain_id, context, x_t, proprio, t, linear)
         return self.action_space.postprocess(action)
 
 
