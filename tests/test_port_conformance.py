@@ -164,6 +164,7 @@ from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
 from rlctl.adapters.teleop.lekiwi_keyboard import LeKiwiKeyboardTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
+from rlctl.adapters.teleop.phone import PhoneTeleop
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.adapters.video.auto import AutoVideoDecoder
@@ -307,13 +308,14 @@ def teleoperator(
     arms: BimanualLeader,
     openarm_leader: OpenArmLeader,
     pad: GamepadTeleop,
+    phone: PhoneTeleop,
     keys: KeyboardEndEffectorTeleop,
     kiwi_keys: LeKiwiKeyboardTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
-    return [arm, arms, openarm_leader, pad, keys, kiwi_keys, replay, expert, fake]
+    return [arm, arms, openarm_leader, pad, phone, keys, kiwi_keys, replay, expert, fake]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

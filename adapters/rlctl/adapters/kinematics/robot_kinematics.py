@@ -12,6 +12,7 @@ Joint values past `joint_names` (a gripper) are passed through unchanged, as LeR
 from __future__ import annotations
 
 import importlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ INSTALL_HINT = (
 
 def _placo() -> Any:
     try:
-        return importlib.import_module("placo")
+        with warnings.catch_warnings():  # pinocchio's own import of hppfcl, renamed coal
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return importlib.import_module("placo")
     except ImportError as error:
         raise NotSupported(
             f"kinematics need placo, which is not installed or fails to import ({error})",

@@ -116,6 +116,77 @@ class GamepadTeleopConfig(TeleoperatorConfig):
     hidapi_fallback: bool = False
 
 
+SO_ARM_MOTORS = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+)
+
+
+@TeleoperatorConfig.register("phone")
+@attrs.frozen(kw_only=True)
+class PhoneConfig(TeleoperatorConfig):
+    """A phone's pose as LeRobot's `phone` teleoperator reads it, turned into the arm's joint
+    goals by LeRobot's phone-to-SO-100 steps and inverse kinematics on the arm's URDF.
+
+    Android: the `teleop` package's WebXR page, served over HTTPS on the local network; open
+    `https://<this computer's IP>:<port>` in the phone's Chrome, start the AR session, and hold
+    the move button to drive the arm (A opens, B closes the gripper). iOS (HEBI's closed Mobile
+    I/O app) is not supported."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.phone:phone"
+
+    # `android` (the `teleop` package's WebXR page) or `ios` (LeRobot's default, refused: it
+    # needs HEBI's closed Mobile I/O library).
+    phone_os: Literal["android", "ios"] = "ios"
+    # LeRobot's offset of the phone's camera from its centre, metres (phone frame).
+    camera_offset: tuple[float, float, float] = (0.0, -0.02, 0.04)
+    # The web server the phone connects to (the `teleop` package's defaults; port 0: any free).
+    host: str = "0.0.0.0"
+    port: int = 4443
+    # The arm's URDF (for the SO-101: SO101/so101_new_calib.urdf of TheRobotStudio/SO-ARM100)
+    # and its end-effector frame.
+    urdf_path: str | None = None
+    target_frame_name: str = "gripper_frame_link"
+    # The robot's motors, in its action's order, the gripper last (the SO arms' by default).
+    motor_names: tuple[str, ...] = SO_ARM_MOTORS
+    # LeRobot's phone_to_so100 example: metres of end-effector motion per metre of phone motion,
+    # the workspace the target is clipped to (metres, the robot's base frame), the largest step
+    # of the target per tick, and the gripper's speed (percent per tick at full button).
+    end_effector_step_sizes: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    end_effector_bounds_min: tuple[float, float, float] = (-1.0, -1.0, -1.0)
+    end_effector_bounds_max: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    max_ee_step_m: float = 0.10
+    gripper_speed_factor: float = 20.0
+    # Seconds `connect` waits for the first touch of the move button (the calibration pose).
+    calibration_timeout_s: float = 120.0
+    # A phone silent this long is taken as released: the arm holds its last goal.
+    message_timeout_s: float = 0.5
+
+    def __attrs_post_init__(self) -> None:
+        if self.phone_os not in ("android", "ios"):
+            raise ConfigError(
+                f"unknown phone_os {self.phone_os!r}",
+                where="teleop.phone_os",
+                hint="android or ios",
+            )
+        lows, highs = self.end_effector_bounds_min, self.end_effector_bounds_max
+        if any(low > high for low, high in zip(lows, highs, strict=True)):
+            raise ConfigError(
+                f"end_effector_bounds_min {lows} is above end_effector_bounds_max {highs}",
+                where="teleop.end_effector_bounds_min",
+            )
+        if not self.motor_names or self.motor_names[-1] != "gripper":
+            raise ConfigError(
+                f"motor_names {self.motor_names} must end with the gripper",
+                where="teleop.motor_names",
+                hint="the robot's motors in its action's order, `gripper` last",
+            )
+
+
 @TeleoperatorConfig.register("keyboard_ee")
 @attrs.frozen(kw_only=True)
 class KeyboardEndEffectorTeleopConfig(TeleoperatorConfig):
