@@ -1,8 +1,9 @@
-"""RobotKinematics on placo and LeRobot's end-effector steps, on a synthetic 5-joint arm URDF."""
+"""RobotKinematics (numpy) and LeRobot's end-effector steps, on a synthetic 5-joint arm URDF."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def _joints(q: np.ndarray) -> dict[str, float]:
 
 def test_lerobots_steps_turn_a_relative_target_into_joint_goals(arm_urdf: Path) -> None:
     kin = _kin(arm_urdf)
-    steps = [
+    steps: list[Any] = [
         EEReferenceAndDelta(kin, {"x": 0.5, "y": 0.5, "z": 0.5}, MOTORS),
         EEBoundsAndSafety({"min": [-1.0, -1.0, -1.0], "max": [1.0, 1.0, 1.0]}, max_ee_step_m=0.10),
         GripperVelocityToJoint(MOTORS, speed_factor=20.0),
@@ -141,3 +142,43 @@ def test_a_missing_joint_is_named(arm_urdf: Path) -> None:
     step = GripperVelocityToJoint(MOTORS)
     with pytest.raises(InvalidInput, match=r"gripper\.pos"):
         step.action({"ee.gripper_vel": 1.0}, {f"{m}.pos": 0.0 for m in MOTORS[:5]})
+
+
+def test_urdf_origins_turned_by_roll_pitch_yaw_and_prismatic_joints(tmp_path: Path) -> None:
+    from scipy.spatial.transform import Rotation
+
+    urdf = tmp_path / "turned.urdf"
+    urdf.write_text(
+        '<robot name="t"><link name="base"/><link name="a"/><link name="b"/><link name="tip"/>'
+        '<joint name="j1" type="revolute"><parent link="base"/><child link="a"/>'
+        '<origin xyz="0.1 0.2 0.3" rpy="0.3 -0.2 0.5"/><axis xyz="0 1 1"/>'
+        '<limit lower="-2" upper="2"/></joint>'
+        '<joint name="slide" type="prismatic"><parent link="a"/><child link="b"/>'
+        '<origin xyz="0 0 0.1" rpy="0 0 0"/><axis xyz="1 0 0"/>'
+        '<limit lower="0" upper="0.2"/></joint>'
+        '<joint name="fixed" type="fixed"><parent link="b"/><child link="tip"/>'
+        '<origin xyz="0.05 0 0" rpy="1.0 0 0"/></joint></robot>'
+    )
+    kin = RobotKinematics(urdf, target_frame_name="tip")
+    assert kin.joint_names == ["j1", "slide"]
+
+    def transform(xyz: list[float], rot: Rotation) -> np.ndarray:
+        t = np.eye(4)
+        t[:3, :3] = rot.as_matrix()
+        t[:3, 3] = xyz
+        return t
+
+    axis = np.array([0, 1, 1]) / np.sqrt(2)
+    expected = (
+        transform([0.1, 0.2, 0.3], Rotation.from_euler("xyz", [0.3, -0.2, 0.5]))
+        @ transform([0, 0, 0], Rotation.from_rotvec(axis * np.deg2rad(40)))
+        @ transform([0, 0, 0.1], Rotation.identity())
+        @ transform([0.07, 0, 0], Rotation.identity())  # the slide at 0.07 m
+        @ transform([0.05, 0, 0], Rotation.from_euler("xyz", [1.0, 0, 0]))
+    )
+    np.testing.assert_allclose(kin.forward_kinematics(np.array([40.0, 0.07])), expected, atol=1e-12)
+    # Inverse kinematics stays within the joints' limits (the slide's 0..0.2 m).
+    far = expected.copy()
+    far[:3, 3] += expected[:3, 0] * 0.5  # half a metre further along the slide
+    solved = kin.inverse_kinematics(np.array([40.0, 0.07]), far, iterations=20)
+    assert 0.0 <= solved[1] <= 0.2

@@ -1,2 +1,2 @@
-"""Forward and inverse kinematics from a URDF (placo), and LeRobot 0.6.1's end-effector processor
-steps that turn an end-effector target into joint goals."""
+"""Forward and inverse kinematics from a URDF (numpy, LeRobot's `RobotKinematics` calls), and
+LeRobot 0.6.1's end-effector processor steps that turn an end-effector target into joint goals."""
