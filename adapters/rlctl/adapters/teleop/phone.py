@@ -162,6 +162,10 @@ class AndroidPhone:
         teleop, uvicorn = _teleop_package()
         package_dir = Path(teleop.__file__).parent
         session = teleop.Teleop(host=self._host, port=self._port)
+        # Each Teleop() adds a handler to the package's logger: keep one, or every start
+        # repeats its lines once more.
+        package_logger = logging.getLogger("teleop")
+        del package_logger.handlers[1:]
         session.subscribe(self._on_pose)
         app = getattr(session, "_Teleop__app", None)
         if app is None:
