@@ -115,7 +115,7 @@ class TreeMemory:
 
 def rlctl_command() -> list[str]:
     found = shutil.which("rlctl", path=str(Path(sys.executable).parent))
-    return [found] if found else [sys.executable, "-m", "rlctl.entrypoints.cli.main"]
+    return [found] if found else [sys.executable, "-m", "rlctl"]
 
 
 def common_settings(

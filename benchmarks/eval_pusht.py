@@ -29,7 +29,7 @@ from pathlib import Path
 
 def rlctl_command() -> list[str]:
     found = shutil.which("rlctl", path=str(Path(sys.executable).parent))
-    return [found] if found else [sys.executable, "-m", "rlctl.entrypoints.cli.main"]
+    return [found] if found else [sys.executable, "-m", "rlctl"]
 
 
 def measure_rlctl(args: argparse.Namespace) -> dict[str, object]:

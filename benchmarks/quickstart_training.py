@@ -46,7 +46,7 @@ def record(root: Path) -> None:
     from rlctl.entrypoints.cli.quickstart import DEFAULT_TASK, record_args
 
     command = ["rlctl", "record", *record_args(DEFAULT_TASK, root, 10)]
-    subprocess.run([sys.executable, "-m", "rlctl.entrypoints.cli.main", *command[1:]], check=True)
+    subprocess.run([sys.executable, "-m", "rlctl", *command[1:]], check=True)
 
 
 def train(mode: str, root: Path, out: Path, steps: int) -> dict[str, float]:

@@ -1,6 +1,8 @@
 """The CLI as a user types it (click's runner), on the dataset LeRobot wrote."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -22,6 +24,19 @@ def test_help_lists_commands(runner):
     result = runner.invoke(cli, ["--help"])
     assert result.exit_code == 0
     assert "dataset" in result.output and "--log-format" in result.output
+
+
+def test_python_dash_m_rlctl_is_the_command_as_torchrun_launches_it():
+    """`torchrun --nproc-per-node=N -m rlctl train ...` runs `python -m rlctl train ...`."""
+    result = subprocess.run(
+        [sys.executable, "-m", "rlctl", "train", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: rlctl train")
 
 
 def test_version(runner):
