@@ -99,6 +99,12 @@ def test_an_index_out_of_range_is_refused_as_for_items(numbers):
     reader = LeRobotDatasetReader(numbers)
     with pytest.raises(IndexError, match="out of range"):
         reader.gather([0, sum(LENGTHS)])
+    with pytest.raises(IndexError, match="out of range"):
+        reader.gather(np.array([-sum(LENGTHS) - 1, 0]))
+    with pytest.raises(TypeError, match="must be integers"):
+        reader.gather([0.5])
+    # Negative indices count from the end, in a list or an array, as for items.
+    same(reader.gather([-1, 0]), reader.gather(np.array([sum(LENGTHS) - 1, 0])))
 
 
 def test_a_dataset_with_cameras_or_transforms_builds_items(numbers, tmp_path):

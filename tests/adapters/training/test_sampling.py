@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlctl.adapters.training.sampling import StepBatchSampler, usable_positions
+from rlctl.adapters.training.sampling import StepBatchSampler, _seed_of, usable_positions
 from rlctl.domain.errors import InvalidInput
 
 
@@ -75,3 +75,30 @@ def test_sample_seeds_differ_between_positions_and_runs():
     assert len({s for _, s in a}) == 10
     assert {s for _, s in a}.isdisjoint({s for _, s in b})
     assert Counter(frames(a)) == Counter(range(10))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    batch=st.integers(1, 70),
+    seed=st.integers(0, 2**31 - 1),
+    step=st.integers(0, 30),
+    weighted=st.booleans(),
+)
+def test_a_batch_is_the_stream_position_by_position(n, batch, seed, step, weighted):
+    """The batch, computed for all its positions at once (several epochs when the batch is
+    larger than the dataset), is position p -> frame perm(seed, p // n)[p % n] and its seed;
+    without sample seeds the same frames with seed 0."""
+    positions = np.arange(50, 50 + n)
+    probabilities = np.linspace(1, 2, n) / np.linspace(1, 2, n).sum() if weighted else None
+    sampler = StepBatchSampler(positions, batch_size=batch, seed=seed, probabilities=probabilities)
+    first = step * batch
+    expected = []
+    for p in range(first, first + batch):
+        epoch, offset = divmod(p, n)
+        expected.append((int(positions[sampler.order(epoch)[offset]]), _seed_of(seed, p, 1)))
+    assert sampler.batch(step) == expected
+    unseeded = StepBatchSampler(
+        positions, batch_size=batch, seed=seed, probabilities=probabilities, sample_seeds=False
+    )
+    assert unseeded.batch(step) == [(frame, 0) for frame, _ in expected]

@@ -263,6 +263,7 @@ def _batches(
         start_step=start_step * settings.grad_accum_steps,
         rank=world.rank,
         world_size=world.size,
+        sample_seeds=augment.enabled and bool(run.data.camera_keys),
     )
     loader = make_loader(
         run.data,

@@ -335,7 +335,7 @@ class LeRobotDatasetReader:
                 hint="read its items with get_items",
             )
         table = self._table
-        positions = np.fromiter((self._position(i) for i in indices), np.int64, len(indices))
+        positions = self._positions(indices)
         rows: dict[str, np.ndarray] = {}
         batch: dict[str, Any] = {}
         if self._deltas:
@@ -347,12 +347,26 @@ class LeRobotDatasetReader:
                 batch[is_pad_key(key)] = torch.from_numpy(window.is_pad)
         for key, column in table.numeric.items():
             batch[key] = torch.from_numpy(np.ascontiguousarray(column[rows.get(key, positions)]))
-        batch["task"] = [self.meta.tasks[int(t)] for t in table.task_index[positions]]
+        tasks = self.meta.tasks
+        batch["task"] = [tasks[t] for t in table.task_index[positions].tolist()]
         if self._identity is not None:
             self._identity.check()
         # The keys in an item's order, as default_collate leaves them.
         order = [*table.numeric, *(is_pad_key(k) for k in self._deltas), "task"]
         return {key: batch[key] for key in order}
+
+    def _positions(self, indices: Sequence[int]) -> np.ndarray:
+        """`_position` of every index, checked for the whole batch at once."""
+        values = np.asarray(indices)
+        size = len(self._table)
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            return np.fromiter((self._position(i) for i in indices), np.int64, len(indices))
+        positions = values.astype(np.int64)
+        positions = np.where(positions < 0, positions + size, positions)
+        if len(positions) and (positions.min() < 0 or positions.max() >= size):
+            for idx in indices:  # the first out of range, named as one index is
+                self._position(idx)
+        return positions
 
     def _position(self, idx: int) -> int:
         try:
