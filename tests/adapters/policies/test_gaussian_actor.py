@@ -115,3 +115,40 @@ def test_offline_training_points_at_rl_learn() -> None:
 def test_unstructure_keeps_nested_settings() -> None:
     data = unstructure(config(policy_kwargs={"std_max": 2.0}))
     assert data["policy_kwargs"]["std_max"] == 2.0
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (256, 1), (7, 6)])
+def test_tanh_gaussian_sample_is_torch_distributions_bit_for_bit(shape: tuple[int, int]) -> None:
+    from torch.distributions import MultivariateNormal, TanhTransform, TransformedDistribution
+
+    from rlctl.adapters.policies.gaussian_actor import tanh_gaussian_sample
+
+    generator = torch.Generator().manual_seed(3)
+    means = (torch.randn(shape, generator=generator) * 2).requires_grad_()
+    std = (torch.rand(shape, generator=generator) * 4 + 1e-5).requires_grad_()
+    torch.manual_seed(11)
+    dist = TransformedDistribution(
+        MultivariateNormal(means, torch.diag_embed(std)), [TanhTransform(cache_size=1)]
+    )
+    expected = dist.rsample()
+    expected_log = dist.log_prob(expected)
+    expected_grads = torch.autograd.grad(expected.sum() + expected_log.sum(), [means, std])
+    torch.manual_seed(11)
+    actions, log_probs = tanh_gaussian_sample(means, std)
+    grads = torch.autograd.grad(actions.sum() + log_probs.sum(), [means, std])
+    assert torch.equal(actions, expected) and torch.equal(log_probs, expected_log)
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads, strict=True))
+
+
+def test_acting_draws_what_the_learners_sample_draws_and_stays_in_eval() -> None:
+    policy = create_policy(config(), stats())
+    model = policy.model
+    observation = {"observation.state": torch.randn(5, 3)}
+    batch = policy.preprocessor.process_batch(observation)
+    torch.manual_seed(4)
+    acted = model.predict_chunk(batch)[:, 0]
+    assert not model.training
+    torch.manual_seed(4)
+    with torch.no_grad():
+        sampled, _, _ = model.actor(batch)
+    assert torch.equal(acted, sampled)

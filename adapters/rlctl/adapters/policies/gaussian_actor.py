@@ -14,9 +14,12 @@ critics and the temperature live in the learner (`rlctl.adapters.rl.sac`).
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
-from torch.distributions import MultivariateNormal, TanhTransform, TransformedDistribution
+from torch.distributions.multivariate_normal import _batch_mahalanobis, _batch_mv
 
 from rlctl.adapters.policies.base import Batch, PolicyModel
 from rlctl.domain.acting import ActionBuffer, ActionQueue
@@ -88,12 +91,13 @@ class GaussianActorPolicy(PolicyModel):
     @torch.no_grad()
     def predict_chunk(self, batch: Batch, noise: Tensor | None = None) -> Tensor:
         """One sampled action per row, `(batch, 1, action_dim)` (LeRobot's `select_action`)."""
-        self.eval()
+        if self.training:  # once: walking every module each step cost more than the MLP
+            self.eval()
         observations = dict(batch)
         cached = None
         if self.shared_encoder and self.actor.encoder.has_images:
             cached = self.actor.encoder.image_features(observations)
-        actions, _, _ = self.actor(observations, cached)
+        actions = self.actor.act(observations, cached)
         if self.config.num_discrete_actions is not None:
             if self.discrete_critic is not None:
                 values = self.discrete_critic(observations, cached)
@@ -311,17 +315,51 @@ class GaussianHead(nn.Module):
     def forward(
         self, observations: Observations, cache: ImageFeatures | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
+        means, std = self._gaussian(observations, cache)
+        # LeRobot squashes with tanh whatever `use_tanh_squash` says; so does rlctl.
+        actions, log_probs = tanh_gaussian_sample(means, std)
+        return actions, log_probs, means
+
+    def act(self, observations: Observations, cache: ImageFeatures | None = None) -> Tensor:
+        """`forward`'s actions alone (the same draw), without their log-probability."""
+        means, std = self._gaussian(observations, cache)
+        return _tanh_gaussian_draw(means, std)[0]
+
+    def _gaussian(
+        self, observations: Observations, cache: ImageFeatures | None
+    ) -> tuple[Tensor, Tensor]:
         # A shared encoder learns through the critics only: detached on the actor's side.
         encoded = self.encoder(observations, cache=cache, detach=self.encoder_is_shared)
         outputs = self.network(encoded)
         means = self.mean_layer(outputs)
         std = torch.clamp(torch.exp(self.std_layer(outputs)), self.std_min, self.std_max)
-        # LeRobot squashes with tanh whatever `use_tanh_squash` says; so does rlctl.
-        dist = TransformedDistribution(
-            MultivariateNormal(means, torch.diag_embed(std)), [TanhTransform(cache_size=1)]
-        )
-        actions = dist.rsample()
-        return actions, dist.log_prob(actions), means
+        return means, std
+
+
+_LOG_TWO_PI = math.log(2 * math.pi)
+_LOG_TWO = math.log(2.0)
+
+
+def tanh_gaussian_sample(means: Tensor, std: Tensor) -> tuple[Tensor, Tensor]:
+    """A sample of `TransformedDistribution(MultivariateNormal(means, diag_embed(std)),
+    [TanhTransform()])` (LeRobot's: `std` is the covariance's diagonal) and its log-probability,
+    bit for bit what those objects give (the same draw from the generator, the same Cholesky
+    factor, solve and tanh log-Jacobian `2 (log 2 - x - softplus(-2x))`), without building and
+    argument-checking three distribution objects per call (most of an acting step's time)."""
+    actions, pre_tanh, scale_tril = _tanh_gaussian_draw(means, std)
+    log_jacobian = 2.0 * (_LOG_TWO - pre_tanh - F.softplus(-2.0 * pre_tanh))
+    mahalanobis = _batch_mahalanobis(scale_tril, pre_tanh - means)
+    half_log_det = scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    gaussian = -0.5 * (means.shape[-1] * _LOG_TWO_PI + mahalanobis) - half_log_det
+    return actions, (0.0 - log_jacobian.sum(-1)) + gaussian
+
+
+def _tanh_gaussian_draw(means: Tensor, std: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(actions, their values before tanh, the Cholesky factor): `rsample`'s arithmetic."""
+    scale_tril = torch.linalg.cholesky(torch.diag_embed(std))
+    noise = torch.empty(means.shape, dtype=means.dtype, device=means.device).normal_()
+    pre_tanh = means + _batch_mv(scale_tril, noise)
+    return pre_tanh.tanh(), pre_tanh, scale_tril
 
 
 class DefaultImageEncoder(nn.Module):
