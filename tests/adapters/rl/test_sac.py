@@ -115,3 +115,53 @@ def test_a_saved_learner_resumes_exactly(tmp_path: Path) -> None:
     again = restored.update(batches(3))
     for key, value in expected.items():
         assert again[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+def test_target_update_is_lerobots_formula_parameter_by_parameter() -> None:
+    torch.manual_seed(0)
+    sac = SoftActorCritic(policy(num_discrete_actions=3), SMALL)
+    with torch.no_grad():
+        for module in (sac.critic_ensemble, sac.policy.discrete_critic):
+            assert module is not None
+            for p in module.parameters():
+                p.add_(torch.randn_like(p))
+    tau = SMALL.critic_target_update_weight
+    pairs = [
+        (sac.critic_target, sac.critic_ensemble),
+        (sac.discrete_critic_target, sac.policy.discrete_critic),
+    ]
+    expected = [
+        [(p * tau + t * (1.0 - tau)) for t, p in zip(tgt.parameters(), src.parameters())]
+        for tgt, src in pairs
+    ]
+    sac._update_targets()
+    for (target, _), values in zip(pairs, expected, strict=True):
+        moved = list(target.parameters())
+        assert len(moved) == len(values)
+        assert all(torch.equal(a, b) for a, b in zip(moved, values, strict=True))
+
+
+def test_foreach_adam_updates_as_torchs_default_adam() -> None:
+    def trained(default_adam: bool) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        sac = SoftActorCritic(policy(num_discrete_actions=3), SMALL)
+        if default_adam:
+            sac.optimizers = {
+                name: torch.optim.Adam(o.param_groups[0]["params"], lr=o.param_groups[0]["lr"])
+                for name, o in sac.optimizers.items()
+            }
+        source = batches(2)
+
+        def with_gripper() -> Iterator[dict[str, Any]]:
+            for batch in source:
+                gripper = torch.remainder(torch.arange(len(batch["reward"])), 3).float()[:, None]
+                yield {**batch, "action": torch.cat([batch["action"], gripper], dim=-1)}
+
+        stream = with_gripper()
+        for _ in range(3):
+            sac.update(stream)
+        return {**sac.state_dict(), **sac.policy.state_dict()}
+
+    ours, default = trained(False), trained(True)
+    assert ours.keys() == default.keys()
+    assert all(torch.equal(ours[k], default[k]) for k in ours)
