@@ -129,6 +129,22 @@ class SoftActorCritic:
                 policy.discrete_critic.parameters(), settings.critic_lr
             )
         self.optimization_step = 0
+        # Parameter lists walked once (the modules never change shape; loading copies in place).
+        self._clipped: dict[str, list[nn.Parameter]] = {
+            "critic": list(self.critic_ensemble.parameters()),
+            "actor": list(policy.actor.parameters()),
+        }
+        if policy.discrete_critic is not None:
+            self._clipped["discrete_critic"] = list(policy.discrete_critic.parameters())
+        pairs = [(self.critic_target, self.critic_ensemble)]
+        if self.discrete_critic_target is not None and policy.discrete_critic is not None:
+            pairs.append((self.discrete_critic_target, policy.discrete_critic))
+        self._target_pairs: list[tuple[list[nn.Parameter], list[nn.Parameter]]] = []
+        for target, source in pairs:
+            targets, sources = list(target.parameters()), list(source.parameters())
+            if len(targets) != len(sources):
+                raise RuntimeError("a target network does not match its source")
+            self._target_pairs.append((targets, sources))
 
     @property
     def temperature(self) -> float:
@@ -144,13 +160,13 @@ class SoftActorCritic:
         s = self.settings
         for _ in range(s.utd_ratio - 1):
             batch = next(batches)
-            self._step("critic", self._critic_loss(batch), self.critic_ensemble.parameters())
+            self._step("critic", self._critic_loss(batch), self._clipped["critic"])
             if self.discrete:
                 self._step_discrete(batch)
             self._update_targets()
         batch = next(batches)
         loss_critic, critic_norm = self._step(
-            "critic", self._critic_loss(batch), self.critic_ensemble.parameters()
+            "critic", self._critic_loss(batch), self._clipped["critic"]
         )
         stats = {"loss_critic": loss_critic, "critic_grad_norm": critic_norm}
         if self.discrete:
@@ -160,7 +176,7 @@ class SoftActorCritic:
         if self.optimization_step % s.policy_update_freq == 0:
             for _ in range(s.policy_update_freq):
                 loss_actor, actor_norm = self._step(
-                    "actor", self._actor_loss(batch), self.policy.actor.parameters()
+                    "actor", self._actor_loss(batch), self._clipped["actor"]
                 )
                 loss_temp, temp_norm = self._step(
                     "temperature", self._temperature_loss(batch), [self.log_alpha]
@@ -180,7 +196,7 @@ class SoftActorCritic:
         optimizer = self.optimizers[name]
         optimizer.zero_grad()
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(params), max_norm=self.settings.grad_clip_norm)
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.settings.grad_clip_norm)
         optimizer.step()
         return float(loss.item()), float(norm.item())
 
@@ -189,7 +205,7 @@ class SoftActorCritic:
         return self._step(
             "discrete_critic",
             self._discrete_critic_loss(batch),
-            self.policy.discrete_critic.parameters(),
+            self._clipped["discrete_critic"],
         )
 
     def _critic_loss(self, batch: Mapping[str, Any]) -> Tensor:
@@ -236,18 +252,13 @@ class SoftActorCritic:
 
     def _update_targets(self) -> None:
         tau = self.settings.critic_target_update_weight
-        pairs = [(self.critic_target, self.critic_ensemble)]
-        if self.discrete_critic_target is not None and self.policy.discrete_critic is not None:
-            pairs.append((self.discrete_critic_target, self.policy.discrete_critic))
         with torch.no_grad():
-            for target, source in pairs:
+            for target_params, source_params in self._target_pairs:
+                targets = [t.data for t in target_params]
+                sources = [p.data for p in source_params]
                 # LeRobot's `p * tau + t * (1 - tau)`, the same float operations, as three
                 # foreach kernels instead of three per parameter (the shared encoder is in both
                 # lists: `moved` is computed before `t` is scaled, as LeRobot's right-hand side).
-                targets = [t.data for t in target.parameters()]
-                sources = [p.data for p in source.parameters()]
-                if len(targets) != len(sources):
-                    raise RuntimeError("a target network does not match its source")
                 moved = torch._foreach_mul(sources, tau)
                 torch._foreach_mul_(targets, 1.0 - tau)
                 torch._foreach_add_(targets, moved)
