@@ -72,7 +72,11 @@ def test_a_zmq_camera_lost_mid_recording_keeps_the_finished_episodes_and_names_i
         process.wait(timeout=10)
     assert result.exit_code == 1, result.output
     said = result.output
-    assert f"error: zmq head@127.0.0.1:{port}: " in said, said
+    # One error line naming the camera (by its name in the robot's config when the robot reads
+    # it, by its address alone when the capture itself failed first) and where it listens.
+    error = next(line for line in said.splitlines() if line.startswith("error: "))
+    assert f"zmq head@127.0.0.1:{port}: " in error, said
+    assert error.startswith(("error: camera 'head', zmq", "error: zmq")), said
     assert "no frame from the publisher" in said or "the camera stopped delivering" in said
     reader = LeRobotDatasetReader(root)
     assert reader.meta.total_episodes >= 1 and len(reader) == 20 * reader.meta.total_episodes
