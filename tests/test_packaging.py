@@ -14,7 +14,8 @@ EXPECTED = {
     "rlctl_domain": {"rlctl/domain"},
     "rlctl_application": {"rlctl/application"},
     "rlctl_adapters": {"rlctl/adapters"},
-    "rlctl": {"rlctl/entrypoints", "rlctl/api"},
+    # `rlctl/__main__.py`: `python -m rlctl`, as torchrun launches the command.
+    "rlctl": {"rlctl/entrypoints", "rlctl/api", "rlctl/__main__.py"},
 }
 
 

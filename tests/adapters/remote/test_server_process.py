@@ -3,6 +3,7 @@ another client is served, a paused server holds the arm, a killed one is reconne
 
 from __future__ import annotations
 
+import ast
 import os
 import pickle
 import signal
@@ -251,7 +252,11 @@ def test_a_flood_of_unauthenticated_messages_is_refused_unread(
                 attacker.kill()
                 attacker.wait(10)
         refused, codes = out.split(" ", 1)
-        assert int(refused) > 6 and codes.strip() == "['UNAUTHENTICATED']", out
+        # Refused by the token gate; a call whose 48 MiB were still being sent when the server
+        # answered and reset the stream may end as UNAVAILABLE on a loaded machine instead.
+        seen = set(ast.literal_eval(codes.strip()))
+        assert int(refused) > 6 and "UNAUTHENTICATED" in seen, out
+        assert seen <= {"UNAUTHENTICATED", "UNAVAILABLE"}, out
         # Six 48 MiB messages at a time, read, would have cost the server 288 MiB at least.
         assert peak_rss_mb(server.process.pid) - before < 100
     finally:
