@@ -15,8 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.robots.bi_so_follower import BiSOFollower, BiSOFollowerConfig
 from lerobot.robots.so_follower import SOFollowerConfig
 from lerobot.robots.so_follower import so_follower as so_follower_module
@@ -24,6 +22,7 @@ from lerobot.teleoperators.bi_so_leader import BiSOLeader, BiSOLeaderConfig
 from lerobot.teleoperators.so_leader import SOLeaderConfig
 from lerobot.teleoperators.so_leader import so_leader as so_leader_module
 from lerobot.utils.feature_utils import hw_to_dataset_features
+from lerobot_dataset_items import read_dataset
 
 
 class MotorTable:
@@ -68,15 +67,6 @@ def main(job: dict) -> dict:
         **hw_to_dataset_features(robot.action_features, "action"),
         **hw_to_dataset_features(robot.observation_features, "observation"),
     }
-    dataset = LeRobotDataset("rlctl/bimanual", root=job["dataset_root"], video_backend="pyav")
-    arrays, tasks = {}, []
-    for i in range(len(dataset)):
-        item = dataset[i]
-        tasks.append(item["task"])
-        for key, value in item.items():
-            if not isinstance(value, str):
-                arrays[f"{i}/{key}"] = value.numpy()
-    np.savez(job["out"], **arrays)
     return {
         "robot": {
             "name": robot.name,
@@ -90,13 +80,7 @@ def main(job: dict) -> dict:
             "action": list(leader.action_features),
             "arms": arms(leader),
         },
-        "dataset": {
-            "len": len(dataset),
-            "episodes": dataset.meta.total_episodes,
-            "robot_type": dataset.meta.robot_type,
-            "names": {k: v.get("names") for k, v in dataset.meta.features.items()},
-            "tasks": tasks,
-        },
+        "dataset": read_dataset("rlctl/bimanual", job["dataset_root"], job["out"]),
     }
 
 

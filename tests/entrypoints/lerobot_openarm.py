@@ -14,11 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.robots.openarm_follower import OpenArmFollower, OpenArmFollowerConfig
 from lerobot.robots.openarm_follower import openarm_follower as openarm_module
 from lerobot.utils.feature_utils import hw_to_dataset_features
+from lerobot_dataset_items import read_dataset
 
 
 class MotorTable:
@@ -45,15 +44,6 @@ def main(job: dict) -> dict:
         **hw_to_dataset_features(robot.action_features, "action"),
         **hw_to_dataset_features(robot.observation_features, "observation"),
     }
-    dataset = LeRobotDataset("rlctl/openarm", root=job["dataset_root"], video_backend="pyav")
-    arrays, tasks = {}, []
-    for i in range(len(dataset)):
-        item = dataset[i]
-        tasks.append(item["task"])
-        for key, value in item.items():
-            if not isinstance(value, str):
-                arrays[f"{i}/{key}"] = value.numpy()
-    np.savez(job["out"], **arrays)
     return {
         "robot": {
             "name": robot.name,
@@ -64,13 +54,7 @@ def main(job: dict) -> dict:
             "is_calibrated": robot.is_calibrated,
             "joint_limits": {k: list(v) for k, v in robot.config.joint_limits.items()},
         },
-        "dataset": {
-            "len": len(dataset),
-            "episodes": dataset.meta.total_episodes,
-            "robot_type": dataset.meta.robot_type,
-            "names": {k: v.get("names") for k, v in dataset.meta.features.items()},
-            "tasks": tasks,
-        },
+        "dataset": read_dataset("rlctl/openarm", job["dataset_root"], job["out"]),
     }
 
 
