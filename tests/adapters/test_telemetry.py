@@ -33,6 +33,24 @@ def test_stdlib_logging_goes_through_the_same_renderer():
     assert json.loads(out.getvalue().strip())["event"] == "careful now"
 
 
+def test_logging_follows_stderr_and_outlives_a_closed_one(monkeypatch):
+    """A command run under a test runner or inside a service configures logging while stderr is
+    a stream that is closed afterwards: later records go to the stderr of their moment."""
+    import logging
+
+    first = io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    configure_logging("info", "console")
+    structlog.get_logger().info("during the command")
+    first.close()
+    later = io.StringIO()
+    monkeypatch.setattr("sys.stderr", later)
+    structlog.get_logger().info("after it", step=2)
+    logging.getLogger("somelib").warning("and the stdlib too")
+    assert "after it" in later.getvalue() and "step=2" in later.getvalue()
+    assert "and the stdlib too" in later.getvalue()
+
+
 def test_progress_is_silent_off_a_terminal():
     assert isinstance(terminal_progress(io.StringIO()), SilentProgress)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import cv2
 import numpy as np
 import pytest
 
+from rlctl.adapters.cameras.capture_thread import CaptureThreadCamera
 from rlctl.adapters.cameras.config import (
     CameraConfig,
     OpenCVCameraConfig,
@@ -142,3 +144,43 @@ def test_camera_configs_read_lerobots_syntax_and_build_cameras(video):
     with pytest.raises(ConfigError, match="width and height"):
         OpenCVCameraConfig(index_or_path=0).frame_size("front")
     assert OpenCVCameraConfig(width=640, height=480, rotation=90).frame_size("f") == (640, 480)
+
+
+class _Gated(CaptureThreadCamera):
+    """A capture that delivers one frame per opening of its gate (a thread kept off the CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__(first_frame_timeout_s=2.0)
+        self.gate = threading.Semaphore(1)
+
+    @property
+    def name(self) -> str:
+        return "gated"
+
+    def _open(self) -> None:
+        pass
+
+    def _grab(self) -> np.ndarray | None:
+        while not self.gate.acquire(timeout=0.05):
+            if self._stop.is_set():
+                return None
+        return np.zeros((2, 2, 3), np.uint8)
+
+    def _close(self) -> None:
+        pass
+
+
+def test_a_capture_late_for_a_moment_is_waited_for_and_a_dead_one_named():
+    cam = _Gated()
+    cam.connect()
+    try:
+        time.sleep(0.15)  # the newest frame is now older than the bound below
+        threading.Timer(0.05, cam.gate.release).start()  # and the capture catches up
+        cam.read_latest(max_age_s=0.1)
+        time.sleep(0.15)
+        started = time.monotonic()
+        with pytest.raises(HardwareError, match="stopped delivering"):
+            cam.read_latest(max_age_s=0.1)
+        assert 0.09 <= time.monotonic() - started < 1.0
+    finally:
+        cam.disconnect()

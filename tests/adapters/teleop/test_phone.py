@@ -92,6 +92,38 @@ def test_the_page_is_served_over_https(android: AndroidPhone) -> None:
     assert "WebSocket" in page and "immersive-ar" in page
 
 
+def test_starting_the_server_leaves_the_programs_logging_alone() -> None:
+    """uvicorn's default configuration (logging.config.dictConfig) closes every handler of the
+    process, and absl's closes the stream it holds: the phone must not reconfigure logging."""
+    import logging
+
+    closed: list[str] = []
+
+    class Watched(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append("closed")
+            super().close()
+
+    watched = Watched()
+    root = logging.getLogger()
+    root.addHandler(watched)
+    package = logging.getLogger("teleop")
+    before = list(package.handlers)
+    phone = AndroidPhone(host="127.0.0.1", port=0)
+    try:
+        phone.start()
+        phone.stop()
+        phone.start()
+    finally:
+        phone.stop()
+        root.removeHandler(watched)
+    assert closed == []
+    assert package.handlers == before
+
+
 def test_the_phone_action_is_lerobots(android: AndroidPhone) -> None:
     fake = FakePhone(android)
     try:

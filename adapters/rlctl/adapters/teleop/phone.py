@@ -161,11 +161,12 @@ class AndroidPhone:
             return
         teleop, uvicorn = _teleop_package()
         package_dir = Path(teleop.__file__).parent
-        session = teleop.Teleop(host=self._host, port=self._port)
-        # Each Teleop() adds a handler to the package's logger: keep one, or every start
-        # repeats its lines once more.
         package_logger = logging.getLogger("teleop")
-        del package_logger.handlers[1:]
+        handlers = list(package_logger.handlers)
+        session = teleop.Teleop(host=self._host, port=self._port)
+        # Teleop() adds a handler on the stderr of the moment (a closed one, later, under a
+        # test runner) and one more at every start: its lines go through rlctl's logging instead.
+        package_logger.handlers[:] = handlers
         session.subscribe(self._on_pose)
         app = getattr(session, "_Teleop__app", None)
         if app is None:
@@ -181,6 +182,9 @@ class AndroidPhone:
             ssl_keyfile=str(package_dir / "key.pem"),
             ssl_certfile=str(package_dir / "cert.pem"),
             log_level="warning",
+            # uvicorn's own configuration runs logging.config.dictConfig, which closes every
+            # handler in the process (rlctl's, and absl's with the stream it holds).
+            log_config=None,
         )
         server = uvicorn.Server(config)
         failure: list[BaseException] = []

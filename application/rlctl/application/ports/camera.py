@@ -49,10 +49,11 @@ class Camera(Protocol):
         ...
 
     def read_latest(self, max_age_s: float = 0.5) -> np.ndarray:
-        """The newest frame, returned again if nothing newer came; never waits.
+        """The newest frame, returned again if nothing newer came; never waits for a fresh one.
 
-        What a control loop calls: a frame is at most one camera period old. Raises
-        `HardwareError` when the newest frame is older than `max_age_s`.
+        What a control loop calls: a frame is at most one camera period old. When the newest
+        frame is older than `max_age_s`, waits up to `max_age_s` more for a newer one (a
+        capture starved for a moment), then raises `HardwareError` (the camera stopped).
         """
         ...
 
