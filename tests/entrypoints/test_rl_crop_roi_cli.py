@@ -137,6 +137,11 @@ def test_crop_roi_refuses_bad_regions_in_one_line(tmp_path: Path) -> None:
         result = crop(str(source), f"--crop-params={params}")
         assert result.exit_code == 1 and message in result.output, (params, result.output)
         assert "hint:" in result.output or "JSON" in result.output
+    # Not JSON at all (a shell ate the quotes): the hint shows a region, not some other
+    # option's example.
+    result = crop(str(source), "--crop-params={observation.images.wrist: [0, 0, 8, 8]}")
+    assert result.exit_code == 1 and "not JSON" in result.output
+    assert '"observation.images.front": [0, 0, 240, 320]' in result.output
     result = crop(str(source))
     assert result.exit_code == 1 and "--crop-params or --crop-params-path" in result.output
     # An output that holds something is never written over.

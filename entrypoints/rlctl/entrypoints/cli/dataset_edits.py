@@ -36,7 +36,9 @@ def _json_option[F: Callable[..., Any]](function: F) -> F:
     )
 
 
-def _json_mapping(text: str | None, option: str) -> dict[str, Any] | None:
+def _json_mapping(text: str | None, option: str, example: str) -> dict[str, Any] | None:
+    """The JSON object given to `option`; a mistake is answered with `example`, the shape
+    that option takes."""
     if text is None:
         return None
     from rlctl.domain.errors import InvalidInput
@@ -45,12 +47,21 @@ def _json_mapping(text: str | None, option: str) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise InvalidInput(
-            f"not JSON: {err.msg}", where=option, hint='give a JSON object, e.g. \'{"0": "..."}\''
+            f"not JSON: {err.msg} (line {err.lineno}, column {err.colno})",
+            where=option,
+            hint=f"give a JSON object, e.g. {example}",
         ) from err
     if not isinstance(value, dict):
-        raise InvalidInput("a JSON object is needed", where=option, hint='e.g. \'{"0": "..."}\'')
+        raise InvalidInput(
+            f"a JSON object is needed, not {type(value).__name__}",
+            where=option,
+            hint=f"e.g. {example}",
+        )
     return value
 
+
+# A region per camera: top, left, height, width (LeRobot's crop_params_dict).
+_CROP_EXAMPLE = "'{\"observation.images.front\": [0, 0, 240, 320]}'"
 
 # What `--g none` / `--crf none` become: no value, the codec's own default (LeRobot's `None`).
 _NONE = "none"
@@ -140,7 +151,7 @@ def _encoding(
     for name, value in (("g", g), ("crf", crf)):
         if value is not None:
             kwargs[name] = None if value == _NONE else value
-    extra = _json_mapping(extra_options, "--extra_options")
+    extra = _json_mapping(extra_options, "--extra_options", '\'{"tune": "film"}\'')
     if extra is not None:
         kwargs["extra_options"] = extra
     return VideoEncoding(**kwargs)
@@ -265,8 +276,10 @@ def modify_tasks(
     """Change the task strings of ROOT's episodes (in place unless -o is given)."""
     from rlctl.domain.errors import InvalidInput
 
-    per_episode = _json_mapping(episode_tasks, "--episode-tasks")
-    replacements = _json_mapping(task_replacements, "--task-replacements")
+    per_episode = _json_mapping(episode_tasks, "--episode-tasks", '\'{"0": "pick the cube"}\'')
+    replacements = _json_mapping(
+        task_replacements, "--task-replacements", '\'{"old task": "new task"}\''
+    )
     by_index: dict[int, str] | None = None
     if per_episode is not None:
         try:
@@ -444,7 +457,7 @@ def crop_roi(
         raise InvalidInput(
             "give the regions once: --crop-params or --crop-params-path",
             where="--crop-params",
-            hint="e.g. --crop-params '{\"observation.images.front\": [0, 0, 240, 320]}'",
+            hint=f"e.g. --crop-params {_CROP_EXAMPLE}",
         )
     if crop_params_path is not None:
         try:
@@ -454,7 +467,7 @@ def crop_roi(
                 f"cannot read the crop parameters: {err}", where=crop_params_path
             ) from err
     where = crop_params_path or "--crop-params"
-    raw = _json_mapping(crop_params, where)
+    raw = _json_mapping(crop_params, where, _CROP_EXAMPLE)
     crops = parse_crops(raw or {}, resize)
     result = _container(config).crop_dataset_roi()(root, crops, output)
     _echo_edit(result, as_json, "cropped " + ", ".join(crops) + " ->")
