@@ -198,25 +198,12 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
     first, latencies = real_size.chunk_times(
         cpu_timed(lambda: policy.predict_chunk(obs), cpu), chunks
     )
-    if not rows:
-        return real_size.figures(
-            start,
-            loaded,
-            first,
-            latencies,
-            imported=imported,
-            chunk_cpu_s=cpu_figure(cpu),
-            train_step_s=float("nan"),
-        )
-    model = policy.model.train()
-    optimizer = build_optimizer(model.config.optimizer_preset(), model.parameter_groups())
-    batch = policy._preprocess(training_batch(image, rows, model.config.chunk_size))
-    tick = time.perf_counter()
-    loss, _ = model(batch)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    step = time.perf_counter() - tick
+    step = float("nan")
+    if rows:
+        model = policy.model.train()
+        optimizer = build_optimizer(model.config.optimizer_preset(), model.parameter_groups())
+        batch = policy._preprocess(training_batch(image, rows, model.config.chunk_size))
+        step = train_step_time(lambda: model(batch)[0], optimizer)
     return real_size.figures(
         start,
         loaded,
@@ -226,6 +213,16 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
         chunk_cpu_s=cpu_figure(cpu),
         train_step_s=step,
     )
+
+
+def train_step_time(loss_of_batch: Any, optimizer: Any) -> float:
+    """Seconds of one training step: forward, backward, optimizer step (either tool's)."""
+    tick = time.perf_counter()
+    loss = loss_of_batch()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return time.perf_counter() - tick
 
 
 def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, float]:
@@ -244,25 +241,12 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
     first, latencies = real_size.chunk_times(
         cpu_timed(lambda: post(policy.predict_action_chunk(pre(dict(batch)))), cpu), chunks
     )
-    if not rows:
-        return real_size.figures(
-            start,
-            loaded,
-            first,
-            latencies,
-            imported=imported,
-            chunk_cpu_s=cpu_figure(cpu),
-            train_step_s=float("nan"),
-        )
-    policy.train()
-    optimizer = policy.config.get_optimizer_preset().build(dict(policy.named_parameters()))
-    train = pre(training_batch(image, rows, policy.config.chunk_size))
-    tick = time.perf_counter()
-    loss, _ = policy.forward(train)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    step = time.perf_counter() - tick
+    step = float("nan")
+    if rows:
+        policy.train()
+        optimizer = policy.config.get_optimizer_preset().build(dict(policy.named_parameters()))
+        train = pre(training_batch(image, rows, policy.config.chunk_size))
+        step = train_step_time(lambda: policy.forward(train)[0], optimizer)
     return real_size.figures(
         start,
         loaded,
