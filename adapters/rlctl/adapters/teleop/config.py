@@ -9,6 +9,7 @@ hardware: `metaworld_expert` acts as Meta-World's expert policy for the sim robo
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
@@ -101,21 +102,6 @@ class KochLeaderConfig(TeleoperatorConfig):
     gripper_open_pos: float = 50.0
 
 
-@TeleoperatorConfig.register("gamepad")
-@attrs.frozen(kw_only=True)
-class GamepadTeleopConfig(TeleoperatorConfig):
-    """A gamepad through hidapi: end-effector deltas `delta_x, delta_y, delta_z` and a gripper
-    command, LeRobot's mapping (docs/guides/teleoperators.md)."""
-
-    adapter: ClassVar[str] = "rlctl.adapters.teleop.gamepad:gamepad"
-
-    # Add the gripper command (0 close, 1 stay, 2 open) after the three deltas.
-    use_gripper: bool = True
-    # LeRobot reads the gamepad through pygame unless this is set; rlctl always reads it
-    # through hidapi, so the setting is accepted and changes nothing.
-    hidapi_fallback: bool = False
-
-
 SO_ARM_MOTORS = (
     "shoulder_pan",
     "shoulder_lift",
@@ -124,6 +110,78 @@ SO_ARM_MOTORS = (
     "wrist_roll",
     "gripper",
 )
+
+
+def check_end_effector_settings(config: Any) -> None:
+    """The workspace box, the steps and the motors of an end-effector teleoperator's settings."""
+    lows, highs = config.end_effector_bounds_min, config.end_effector_bounds_max
+    numbers = [*lows, *highs, *config.end_effector_step_sizes, config.max_ee_step_m]
+    if not all(math.isfinite(float(v)) for v in numbers):
+        raise ConfigError(
+            "the end-effector settings must be finite numbers",
+            where="teleop.end_effector_bounds_min",
+        )
+    if any(low > high for low, high in zip(lows, highs, strict=True)):
+        raise ConfigError(
+            f"end_effector_bounds_min {lows} is above end_effector_bounds_max {highs}",
+            where="teleop.end_effector_bounds_min",
+        )
+    if any(size < 0 for size in config.end_effector_step_sizes) or config.max_ee_step_m <= 0:
+        raise ConfigError(
+            f"end_effector_step_sizes {config.end_effector_step_sizes} and max_ee_step_m "
+            f"{config.max_ee_step_m} must be positive",
+            where="teleop.end_effector_step_sizes",
+        )
+    if not config.motor_names or config.motor_names[-1] != "gripper":
+        raise ConfigError(
+            f"motor_names {config.motor_names} must end with the gripper",
+            where="teleop.motor_names",
+            hint="the robot's motors in its action's order, `gripper` last",
+        )
+
+
+# Not slotted: the teleoperator configs below inherit it beside TeleoperatorConfig.
+@attrs.frozen(kw_only=True, slots=False)
+class EndEffectorToJointsConfig:
+    """LeRobot's `processor.inverse_kinematics` settings (and `max_gripper_pos`), for an
+    end-effector teleoperator on a joint-space arm. Without `urdf_path` the teleoperator gives
+    its deltas as they are (for a robot that takes them)."""
+
+    # The arm's URDF (for the SO-101: SO101/so101_new_calib.urdf of TheRobotStudio/SO-ARM100)
+    # and its end-effector frame; set, the deltas become the arm's joint goals.
+    urdf_path: str | None = None
+    target_frame_name: str = "gripper_frame_link"
+    # The robot's motors, in its action's order, the gripper last (the SO arms' by default).
+    motor_names: tuple[str, ...] = SO_ARM_MOTORS
+    # Metres the end-effector target moves per tick at a full delta, per axis (rlctl's default:
+    # LeRobot leaves it to the config, its HIL-SERL examples use 0.025).
+    end_effector_step_sizes: tuple[float, float, float] = (0.01, 0.01, 0.01)
+    # The box the target is clipped to (metres, the robot's base frame), and the largest step
+    # of the target per tick (LeRobot's `EEBoundsAndSafety` default).
+    end_effector_bounds_min: tuple[float, float, float] = (-1.0, -1.0, -1.0)
+    end_effector_bounds_max: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    max_ee_step_m: float = 0.05
+    # The gripper's goal when closing (LeRobot's `max_gripper_pos`); opening goes to 0.
+    max_gripper_pos: float = 100.0
+
+    def __attrs_post_init__(self) -> None:
+        check_end_effector_settings(self)
+
+
+@TeleoperatorConfig.register("gamepad")
+@attrs.frozen(kw_only=True)
+class GamepadTeleopConfig(TeleoperatorConfig, EndEffectorToJointsConfig):
+    """A gamepad through hidapi: end-effector deltas `delta_x, delta_y, delta_z` and a gripper
+    command, LeRobot's mapping; with `urdf_path`, the arm's joint goals by inverse kinematics
+    (docs/guides/teleoperators.md)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.gamepad:gamepad"
+
+    # Add the gripper command (0 close, 1 stay, 2 open) after the three deltas.
+    use_gripper: bool = True
+    # LeRobot reads the gamepad through pygame unless this is set; rlctl always reads it
+    # through hidapi, so the setting is accepted and changes nothing.
+    hidapi_fallback: bool = False
 
 
 @TeleoperatorConfig.register("phone")
@@ -173,25 +231,15 @@ class PhoneConfig(TeleoperatorConfig):
                 where="teleop.phone_os",
                 hint="android or ios",
             )
-        lows, highs = self.end_effector_bounds_min, self.end_effector_bounds_max
-        if any(low > high for low, high in zip(lows, highs, strict=True)):
-            raise ConfigError(
-                f"end_effector_bounds_min {lows} is above end_effector_bounds_max {highs}",
-                where="teleop.end_effector_bounds_min",
-            )
-        if not self.motor_names or self.motor_names[-1] != "gripper":
-            raise ConfigError(
-                f"motor_names {self.motor_names} must end with the gripper",
-                where="teleop.motor_names",
-                hint="the robot's motors in its action's order, `gripper` last",
-            )
+        check_end_effector_settings(self)
 
 
 @TeleoperatorConfig.register("keyboard_ee")
 @attrs.frozen(kw_only=True)
-class KeyboardEndEffectorTeleopConfig(TeleoperatorConfig):
+class KeyboardEndEffectorTeleopConfig(TeleoperatorConfig, EndEffectorToJointsConfig):
     """The keyboard as LeRobot's `keyboard_ee`: arrows, Shift and Ctrl give end-effector deltas
-    and a gripper command (docs/guides/teleoperators.md). Needs a desktop session pynput can
+    and a gripper command; with `urdf_path`, the arm's joint goals by inverse kinematics
+    (docs/guides/teleoperators.md). Needs a desktop session pynput can
     listen to (X11, Windows, macOS with input monitoring allowed)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.teleop.keyboard:keyboard_ee"

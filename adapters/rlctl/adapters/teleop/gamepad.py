@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from rlctl.adapters.teleop.config import GamepadTeleopConfig
+from rlctl.adapters.teleop.ee_arm import EndEffectorArm
 from rlctl.adapters.teleop.end_effector import (
     GripperAction,
     end_effector_action,
@@ -220,5 +221,7 @@ class GamepadTeleop:
 
 def gamepad(
     config: GamepadTeleopConfig, *, calibration_store: CalibrationStore | None = None
-) -> GamepadTeleop:
-    return GamepadTeleop(config)
+) -> GamepadTeleop | EndEffectorArm:
+    """The teleoperator; with `urdf_path`, driving the arm's joints by inverse kinematics."""
+    teleop = GamepadTeleop(config)
+    return teleop if config.urdf_path is None else EndEffectorArm(teleop, config)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlctl.adapters.teleop.config import KeyboardEndEffectorTeleopConfig
+from rlctl.adapters.teleop.ee_arm import EndEffectorArm
 from rlctl.adapters.teleop.end_effector import (
     GripperAction,
     end_effector_action,
@@ -249,5 +250,7 @@ class KeyboardEndEffectorTeleop:
 
 def keyboard_ee(
     config: KeyboardEndEffectorTeleopConfig, *, calibration_store: CalibrationStore | None = None
-) -> KeyboardEndEffectorTeleop:
-    return KeyboardEndEffectorTeleop(config)
+) -> KeyboardEndEffectorTeleop | EndEffectorArm:
+    """The teleoperator; with `urdf_path`, driving the arm's joints by inverse kinematics."""
+    teleop = KeyboardEndEffectorTeleop(config)
+    return teleop if config.urdf_path is None else EndEffectorArm(teleop, config)

@@ -37,12 +37,14 @@ from scipy.spatial.transform import Rotation
 from rlctl.adapters.kinematics.ee_steps import (
     EEBoundsAndSafety,
     EEReferenceAndDelta,
+    EEToJointsPipeline,
     GripperVelocityToJoint,
     InverseKinematicsEEToJoints,
 )
 from rlctl.adapters.kinematics.robot_kinematics import RobotKinematics
+from rlctl.adapters.teleop.ee_arm import joints_from_state
 from rlctl.application.ports.robot import ACTION_KEY
-from rlctl.application.robot_features import STATE_KEY, action_feature
+from rlctl.application.robot_features import action_feature
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput, NotSupported
 
 if TYPE_CHECKING:
@@ -333,26 +335,28 @@ class PhoneTeleop:
             message_timeout_s=config.message_timeout_s,
         )
         sx, sy, sz = config.end_effector_step_sizes
-        self._steps: list[Any] = [
-            MapPhoneActionToRobotAction(platform=config.phone_os),
-            EEReferenceAndDelta(
-                self._kinematics,
-                {"x": sx, "y": sy, "z": sz},
-                self._motors,
-                use_latched_reference=True,
-            ),
-            EEBoundsAndSafety(
-                {
-                    "min": list(config.end_effector_bounds_min),
-                    "max": list(config.end_effector_bounds_max),
-                },
-                max_ee_step_m=config.max_ee_step_m,
-            ),
-            GripperVelocityToJoint(self._motors, speed_factor=config.gripper_speed_factor),
-            InverseKinematicsEEToJoints(
-                self._kinematics, self._motors, initial_guess_current_joints=True
-            ),
-        ]
+        self._steps = EEToJointsPipeline(
+            [
+                MapPhoneActionToRobotAction(platform=config.phone_os),
+                EEReferenceAndDelta(
+                    self._kinematics,
+                    {"x": sx, "y": sy, "z": sz},
+                    self._motors,
+                    use_latched_reference=True,
+                ),
+                EEBoundsAndSafety(
+                    {
+                        "min": list(config.end_effector_bounds_min),
+                        "max": list(config.end_effector_bounds_max),
+                    },
+                    max_ee_step_m=config.max_ee_step_m,
+                ),
+                GripperVelocityToJoint(self._motors, speed_factor=config.gripper_speed_factor),
+                InverseKinematicsEEToJoints(
+                    self._kinematics, self._motors, initial_guess_current_joints=True
+                ),
+            ]
+        )
 
     @property
     def teleop_type(self) -> str:
@@ -384,28 +388,14 @@ class PhoneTeleop:
         return []
 
     def reset(self) -> None:
-        for step in self._steps:
-            step.reset()
-
-    def _joints(self, observation: Mapping[str, Any]) -> dict[str, float]:
-        state = observation.get(STATE_KEY)
-        values = None if state is None else np.asarray(state, dtype=float).reshape(-1)
-        if values is None or values.size != len(self._motors):
-            raise InvalidInput(
-                f"the phone needs the robot's {len(self._motors)} joints in {STATE_KEY}, got "
-                + ("none" if values is None else f"{values.size} values"),
-                where=WHERE,
-                hint="use it with an arm whose motors are --teleop.motor_names "
-                f"({', '.join(self._motors)})",
-            )
-        return {f"{name}.pos": float(v) for name, v in zip(self._motors, values, strict=True)}
+        self._steps.reset()
 
     def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
         if not self.is_connected:
             raise HardwareError(
                 "the phone is not connected", where=WHERE, hint="connect the teleoperator first"
             )
-        joints = self._joints(observation)
+        joints = joints_from_state(observation, self._motors, "the phone", WHERE)
         action: dict[str, Any] = self._phone.read()
         if not action:  # no pose yet: as released (the arm holds)
             action = {
@@ -414,8 +404,7 @@ class PhoneTeleop:
                 "phone.raw_inputs": {},
                 "phone.enabled": False,
             }
-        for step in self._steps:
-            action = step.action(action, joints)
+        action = self._steps(action, joints)
         return np.asarray([action[f"{name}.pos"] for name in self._motors], dtype=np.float32)
 
     def disconnect(self) -> None:
