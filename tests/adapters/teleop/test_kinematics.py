@@ -7,14 +7,22 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from rlctl.adapters.kinematics.ee_steps import (
+    EE_FEATURE_KEYS,
     EEBoundsAndSafety,
     EEReferenceAndDelta,
+    ForwardKinematicsJointsToEE,
+    ForwardKinematicsJointsToEEAction,
+    ForwardKinematicsJointsToEEObservation,
     GripperVelocityToJoint,
     InverseKinematicsEEToJoints,
+    MapDeltaActionToRobotActionStep,
 )
 from rlctl.adapters.kinematics.robot_kinematics import RobotKinematics
+from rlctl.adapters.teleop.config import GamepadTeleopConfig
+from rlctl.adapters.teleop.ee_arm import ee_to_joints_steps
 from rlctl.domain.errors import ConfigError, InvalidInput
 
 from .conftest import MOTORS
@@ -182,3 +190,73 @@ def test_urdf_origins_turned_by_roll_pitch_yaw_and_prismatic_joints(tmp_path: Pa
     far[:3, 3] += expected[:3, 0] * 0.5  # half a metre further along the slide
     solved = kin.inverse_kinematics(np.array([40.0, 0.07]), far, iterations=20)
     assert 0.0 <= solved[1] <= 0.2
+
+
+def test_forward_kinematics_steps_give_lerobots_ee_features(arm_urdf: Path) -> None:
+    kin = _kin(arm_urdf)
+    motors = list(MOTORS)
+    q = np.array([30.0, -40.0, 50.0, 10.0, 20.0, 60.0])
+    joints = {f"{m}.pos": float(v) for m, v in zip(motors, q, strict=True)}
+    pose = kin.forward_kinematics(q)
+    rotvec = Rotation.from_matrix(pose[:3, :3]).as_rotvec()
+    expected = [*pose[:3, 3], *rotvec, 60.0]
+
+    observation = ForwardKinematicsJointsToEEObservation(kin, motors).observation(
+        {**joints, "shoulder_pan.vel": 1.5}
+    )
+    assert list(observation) == ["shoulder_pan.vel", *EE_FEATURE_KEYS]
+    np.testing.assert_allclose([observation[k] for k in EE_FEATURE_KEYS], expected, atol=1e-12)
+    action = ForwardKinematicsJointsToEEAction(kin, motors).action(dict(joints), {})
+    assert list(action) == list(EE_FEATURE_KEYS)
+    on_action, on_observation = ForwardKinematicsJointsToEE(kin, motors)(joints, None)
+    assert on_observation is None and on_action == action
+    assert joints["gripper.pos"] == 60.0  # the input is left as it was
+    names = ForwardKinematicsJointsToEE(kin, motors).feature_names([*joints, "shoulder_pan.vel"])
+    assert names == ["shoulder_pan.vel", *EE_FEATURE_KEYS]
+
+    # The pose reached by inverse kinematics is the pose asked for.
+    target = kin.forward_kinematics(q + np.array([5.0, -5.0, 5.0, 0.0, 0.0, 0.0]))
+    solved = kin.inverse_kinematics(q, target, orientation_weight=1.0, iterations=50)
+    back = ForwardKinematicsJointsToEEAction(kin, motors).action(
+        {f"{m}.pos": float(v) for m, v in zip(motors, solved, strict=True)}, {}
+    )
+    np.testing.assert_allclose([back["ee.x"], back["ee.y"], back["ee.z"]], target[:3, 3], atol=1e-6)
+
+    step = ForwardKinematicsJointsToEEObservation(kin, motors)
+    with pytest.raises(InvalidInput, match=r"elbow_flex\.pos"):
+        step.observation({k: v for k, v in joints.items() if k != "elbow_flex.pos"})
+    with pytest.raises(InvalidInput, match="not finite"):
+        step.observation({**joints, "wrist_flex.pos": float("nan")})
+    with pytest.raises(InvalidInput, match=r"gripper\.pos"):
+        ForwardKinematicsJointsToEEObservation(kin, motors[:5]).observation(
+            {k: v for k, v in joints.items() if k != "gripper.pos"}
+        )
+
+
+def test_the_delta_chain_moves_the_target_from_the_last_solution(arm_urdf: Path) -> None:
+    """Held deltas move the target a step a tick from the last inverse kinematics solution,
+    even while the arm has not moved (LeRobot's `use_ik_solution`); released, it holds."""
+    kin = _kin(arm_urdf)
+    config = GamepadTeleopConfig(end_effector_step_sizes=(0.01, 0.01, 0.01))
+    pipeline = ee_to_joints_steps(config, kin)
+    q = np.array([0.0, -30.0, 60.0, -30.0, 0.0, 50.0])
+    joints = {f"{m}.pos": float(v) for m, v in zip(MOTORS, q, strict=True)}
+    z0 = kin.forward_kinematics(q)[2, 3]
+    heights = []
+    for _ in range(4):
+        out = pipeline({"delta_x": 0.0, "delta_y": 0.0, "delta_z": 1.0, "gripper": 0.0}, joints)
+        goal = np.array([out[f"{m}.pos"] for m in MOTORS])
+        heights.append(kin.forward_kinematics(goal)[2, 3])
+        assert goal[5] == 100.0  # close (0): LeRobot's max_gripper_pos
+    assert heights[-1] > z0 + 0.03  # four ticks of 1 cm from the arm that did not move
+    assert np.all(np.diff(heights) > 0.005)
+    still = pipeline({"delta_x": 0.0, "delta_y": 0.0, "delta_z": 0.0, "gripper": 1.0}, joints)
+    held = np.array([still[f"{m}.pos"] for m in MOTORS])
+    assert kin.forward_kinematics(held)[2, 3] == pytest.approx(heights[-1], abs=5e-3)
+    assert held[5] == 50.0  # stay
+    step = MapDeltaActionToRobotActionStep()
+    assert not step.action({"delta_x": 0.0005, "delta_y": 0, "delta_z": 0, "gripper": 1}, {})[
+        "enabled"
+    ]
+    with pytest.raises(InvalidInput, match="delta_z"):
+        step.action({"delta_x": 0.0, "delta_y": 0.0, "gripper": 1.0}, {})
