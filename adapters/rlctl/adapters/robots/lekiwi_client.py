@@ -6,6 +6,11 @@ Features are LeRobot's: the state and the action are the arm's six positions the
 observation is the newest the host sent; unlike LeRobot's client, a host silent for
 `observation_timeout_s` is a lost robot (one `HardwareError` naming it), not a frozen picture.
 
+A client camera with `use_depth` (a RealSense's settings, as on the host) also gives
+`observation.images.<camera>_depth`, uint16 millimetres (H, W, 1), from the host's header
+(`_depth`, 16-bit PNG: lossless; see `lekiwi_host`). LeRobot 0.6.1's host sends no depth (its
+LeKiwi refuses depth cameras), so with one the client says the host sends no depth.
+
 Actions pass the client's guard before they leave: finite, base velocities inside the configured
 limits (the arm's calibrated ranges are the host's, and its guard checks them). A refused action
 sends the last safe arm goals with the base stopped.
@@ -13,6 +18,8 @@ sends the last safe arm goals with the base stopped.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import time
@@ -24,12 +31,15 @@ import structlog
 
 from rlctl.adapters.robots.config import LeKiwiClientConfig
 from rlctl.adapters.robots.lekiwi import BASE_NAMES, STATE_NAMES, base_limits
+from rlctl.adapters.robots.lekiwi_host import DEPTH_KEY
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
 from rlctl.application.robot_features import (
+    DEPTH_SUFFIX,
     IMAGES_PREFIX,
     STATE_KEY,
     action_feature,
     camera_feature,
+    depth_feature,
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, ActionLimits
@@ -55,6 +65,11 @@ class LeKiwiClient:
     def __init__(self, config: LeKiwiClientConfig) -> None:
         self.config = config
         self._sizes = {name: camera.frame_size(name) for name, camera in config.cameras.items()}
+        # The cameras whose depth the host sends too (asked as LeRobot's robots ask it).
+        self._depth = [
+            name for name, camera in config.cameras.items() if getattr(camera, "use_depth", False)
+        ]
+        self._depth_frames: dict[str, np.ndarray] = {}
         arm = ActionLimits.unbounded(STATE_NAMES[:6])
         base = base_limits(config)
         self._guard = ActionGuard(
@@ -80,8 +95,11 @@ class LeKiwiClient:
     def observation_features(self) -> dict[str, FeatureSpec]:
         features = {STATE_KEY: state_feature(STATE_NAMES)}
         for name, (height, width) in self._sizes.items():
-            spec = camera_feature(name, height, width)
-            features[spec.key] = spec
+            specs = [camera_feature(name, height, width)]
+            if name in self._depth:
+                specs.append(depth_feature(name, height, width))
+            for spec in specs:
+                features[spec.key] = spec
         return features
 
     @property
@@ -172,6 +190,16 @@ class LeKiwiClient:
                     hint="the client's cameras must be the host's (same names and sizes)",
                 )
             observation[f"{IMAGES_PREFIX}{name}"] = frame
+            if name in self._depth:
+                depth = self._depth_frames.get(name)
+                if depth is None:
+                    raise HardwareError(
+                        f"the host sends no depth of camera {name!r}",
+                        where=self.where,
+                        hint="the host's camera must have use_depth: true (an rlctl host: "
+                        "LeRobot's LeKiwi host sends no depth), or set use_depth: false here",
+                    )
+                observation[f"{IMAGES_PREFIX}{name}{DEPTH_SUFFIX}"] = depth.copy()
         return observation
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
@@ -246,6 +274,7 @@ class LeKiwiClient:
             header = json.loads(parts[0])
             cameras = list(header.pop("_cams"))
             state = np.asarray([float(header.get(n, 0.0)) for n in STATE_NAMES], np.float32)
+            depths = self._decode_depths(header.get(DEPTH_KEY))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             log.warning("malformed observation dropped", error=str(error))
             return
@@ -264,8 +293,49 @@ class LeKiwiClient:
                     hint="give the client's cameras the host's sizes",
                 )
             self._frames[name] = frame
+        self._depth_frames.update(depths)
         self._state = state
         self._received_at = time.monotonic()
+
+    def _decode_depths(self, sent: Any) -> dict[str, np.ndarray]:
+        """The depth images of the header's `_depth` that this client wants; ValueError for one
+        that does not decode (the whole observation is dropped, never colour without its
+        depth), HardwareError for one of the wrong kind or size."""
+        import cv2
+
+        if not self._depth or sent is None:
+            return {}
+        if not isinstance(sent, dict):
+            raise ValueError(f"{DEPTH_KEY} is not a mapping")
+        depths = {}
+        for name in self._depth:
+            text = sent.get(f"{name}{DEPTH_SUFFIX}")
+            if text is None:
+                continue
+            try:
+                png = base64.b64decode(text, validate=True)
+            except (binascii.Error, TypeError) as error:
+                raise ValueError(f"the depth of {name!r} is not base64: {error}") from error
+            image = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_UNCHANGED)
+            if image is None:
+                raise ValueError(f"the depth of {name!r} is not a PNG image")
+            if image.dtype != np.uint16 or image.ndim != 2:
+                raise HardwareError(
+                    f"the host sends the depth of camera {name!r} as {image.dtype} "
+                    f"{image.shape}, not 16-bit single-channel",
+                    where=self.where,
+                    hint="run the host and the client from the same rlctl version",
+                )
+            if image.shape != self._sizes[name]:
+                height, width = self._sizes[name]
+                raise HardwareError(
+                    f"the host's camera {name!r} sends {image.shape[1]}x{image.shape[0]} "
+                    f"depth, the client declares {width}x{height}",
+                    where=self.where,
+                    hint="give the client's cameras the host's sizes",
+                )
+            depths[name] = image[..., None]
+        return depths
 
 
 def lekiwi_client(

@@ -4,8 +4,14 @@ Two ZeroMQ sockets, bound on every interface: a PULL socket (`port_zmq_cmd`, new
 takes the client's actions as JSON `{"arm_shoulder_pan.pos": …, "x.vel": …, …}`; a PUSH socket
 (`port_zmq_observations`, two messages deep) sends each observation as one multipart message, a
 JSON header (`{"_cams": [names], "arm_shoulder_pan.pos": …, "x.vel": …}`) then one JPEG per
-camera. Each loop takes the newest command, sends it through the robot (and so its safety guard),
-and publishes an observation, at most `max_loop_freq_hz` times a second.
+camera. A camera with depth (a RealSense with `use_depth`) adds its depth to the header, under
+`"_depth": {"<camera>_depth": base64 of a 16-bit PNG}`: lossless uint16 millimetres, where a
+JPEG would lose them. LeRobot 0.6.1's client reads the header's `_cams` and state names only, so
+it ignores the key (its LeKiwi refuses depth cameras itself); no frame is added after the JPEGs,
+which its client zips strictly with `_cams`.
+
+Each loop takes the newest command, sends it through the robot (and so its safety guard), and
+publishes an observation, at most `max_loop_freq_hz` times a second.
 
 The watchdog is LeRobot's: no command for `watchdog_timeout_ms` stops the base (the arm holds
 where it was sent). A command that is not JSON or lacks a value is dropped and said once; it does
@@ -14,6 +20,7 @@ not feed the watchdog.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import threading
@@ -25,12 +32,16 @@ import numpy as np
 import structlog
 
 from rlctl.adapters.robots.lekiwi import STATE_NAMES, LeKiwi
-from rlctl.application.robot_features import IMAGES_PREFIX, STATE_KEY
+from rlctl.application.robot_features import DEPTH_SUFFIX, IMAGES_PREFIX, STATE_KEY
 from rlctl.domain.errors import CalibrationError, HardwareError, NotSupported
 
 log = structlog.get_logger(__name__)
 
 JPEG_QUALITY = 90
+# The header's key for the depth images (rlctl's; LeRobot's client ignores it).
+DEPTH_KEY = "_depth"
+# zlib level 1: depth images change every frame, and the host has a frame period to spend.
+PNG_COMPRESSION = 1
 
 
 def _zmq() -> Any:
@@ -51,17 +62,47 @@ class HostReport:
     watchdog_stops: int = 0
 
 
-def encode_observation(observation: dict[str, Any], cameras: list[str]) -> list[bytes]:
-    """LeRobot's multipart observation: the JSON header, then one JPEG per camera."""
+def encode_depth(depth: np.ndarray) -> str:
+    """A depth image (uint16, (H, W) or (H, W, 1)) as base64 of a 16-bit PNG (lossless)."""
+    import cv2
+
+    image = np.asarray(depth)
+    if image.dtype != np.uint16 or image.ndim not in (2, 3) or image.size == 0:
+        raise HardwareError(
+            f"a depth image must be uint16 (H, W, 1), got {image.dtype} {image.shape}",
+            where="lekiwi host",
+        )
+    ok, png = cv2.imencode(
+        ".png", image.reshape(image.shape[:2]), [int(cv2.IMWRITE_PNG_COMPRESSION), PNG_COMPRESSION]
+    )
+    if not ok:
+        raise HardwareError("OpenCV could not encode a depth image as PNG", where="lekiwi host")
+    return base64.b64encode(png.tobytes()).decode("ascii")
+
+
+def encode_observation(
+    observation: dict[str, Any], cameras: list[str], depth_cameras: list[str] | None = None
+) -> list[bytes]:
+    """LeRobot's multipart observation: the JSON header (with the depth of `depth_cameras`),
+    then one JPEG per camera."""
     import cv2
 
     state = observation[STATE_KEY]
     header: dict[str, Any] = {"_cams": cameras}
     header.update({name: float(v) for name, v in zip(STATE_NAMES, state, strict=True)})
+    if depth_cameras:
+        header[DEPTH_KEY] = {
+            f"{name}{DEPTH_SUFFIX}": encode_depth(
+                observation[f"{IMAGES_PREFIX}{name}{DEPTH_SUFFIX}"]
+            )
+            for name in depth_cameras
+        }
     frames = [json.dumps(header).encode()]
     for name in cameras:
         ok, jpeg = cv2.imencode(
-            ".jpg", observation[f"{IMAGES_PREFIX}{name}"], [int(cv2.IMWRITE_JPEG_QUALITY), 90]
+            ".jpg",
+            observation[f"{IMAGES_PREFIX}{name}"],
+            [int(cv2.IMWRITE_JPEG_QUALITY), JPEG_QUALITY],
         )
         frames.append(jpeg.tobytes() if ok else b"")
     return frames
@@ -147,11 +188,13 @@ class LeKiwiHost:
         return self.report
 
     def _loop(self, zmq: Any, commands: Any, observations: Any) -> None:
-        cameras = [
-            key.removeprefix(IMAGES_PREFIX)
-            for key in self.robot.observation_features
+        visual = [
+            (key.removeprefix(IMAGES_PREFIX), spec.is_depth_map)
+            for key, spec in self.robot.observation_features.items()
             if key.startswith(IMAGES_PREFIX)
         ]
+        cameras = [name for name, depth in visual if not depth]
+        depth_cameras = [name.removesuffix(DEPTH_SUFFIX) for name, depth in visual if depth]
         start = last_command = time.monotonic()
         watchdog_active = False
         said_dropped = False
@@ -180,7 +223,7 @@ class LeKiwiHost:
                 self.robot.stop_base()
                 self.report.watchdog_stops += 1
                 watchdog_active = True
-            frames = encode_observation(self.robot.get_observation(), cameras)
+            frames = encode_observation(self.robot.get_observation(), cameras, depth_cameras)
             # No client, or one that is behind: the observation is dropped.
             with contextlib.suppress(zmq.Again):
                 observations.send_multipart(frames, flags=zmq.NOBLOCK)
