@@ -34,11 +34,11 @@ def load():
 recording = load()
 
 
-def camera(path: Path, *, loop: bool) -> str:
+def camera(path: Path, *, loop: bool, use_rgb: bool = True) -> str:
     return (
         f"--robot.cameras={{front: {{type: intelrealsense, serial_number_or_name: '{path}', "
         f"width: {WIDTH}, height: {HEIGHT}, fps: {FPS}, use_depth: true, warmup_s: 0, "
-        f"loop: {str(loop).lower()}}}}}"
+        f"use_rgb: {str(use_rgb).lower()}, loop: {str(loop).lower()}}}}}"
     )
 
 
@@ -139,6 +139,46 @@ def test_a_realsense_that_stops_mid_recording_is_named_and_the_finished_episodes
     assert check.exit_code == 0, check.output
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_record_a_depth_only_realsense(one_second, tmp_path):
+    """LeRobot's `use_rgb: false`: the dataset has the depth video and no colour one."""
+    root = tmp_path / "depth"
+    record_depth_only(one_second, root)
+    reader = LeRobotDatasetReader(root)
+    visual = [key for key, spec in reader.meta.features.items() if spec.is_visual]
+    assert visual == [DEPTH] and reader.meta.features[DEPTH].is_depth_map
+    recorded = recorded_depths()
+    valid = recorded[0] > 0
+    for i in (0, 9):
+        depth = reader[i][DEPTH].numpy()
+        assert depth.shape == (1, HEIGHT, WIDTH)
+        assert np.abs(recorded - depth[0])[:, valid].max(axis=1).min() < 4.0
+    check = CliRunner().invoke(cli, ["dataset", "check", str(root)])
+    assert check.exit_code == 0, check.output
+
+
+def record_depth_only(path: Path, root: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--robot.type=scripted",
+            "--teleop.type=scripted",
+            camera(path, loop=True, use_rgb=False),
+            f"--dataset.root={root}",
+            "--dataset.single_task=look",
+            "--dataset.num_episodes=1",
+            "--dataset.fps=10",
+            "--dataset.episode_time_s=1",
+            "--dataset.reset_time_s=0",
+            *QUIET,
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+
+
 LEROBOT_READS = """
 import json, sys
 import numpy as np
@@ -172,3 +212,30 @@ def test_lerobot_reads_a_realsense_recording_as_rlctl_does(so101, one_second, tm
             item = reader[i]
             for key in ("observation.images.front", DEPTH, "observation.state"):
                 np.testing.assert_array_equal(arrays[f"{i}/{key}"], item[key].numpy(), key)
+
+
+LEROBOT_READS_DEPTH = """
+import json, sys
+import numpy as np
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+root, out = sys.argv[1:3]
+dataset = LeRobotDataset("local/depth", root=root)
+np.savez(out, **{str(i): dataset[i]["observation.images.front_depth"].numpy()
+                 for i in range(len(dataset))})
+print(json.dumps({"len": len(dataset), "depth_keys": list(dataset.meta.depth_keys),
+                  "camera_keys": list(dataset.meta.camera_keys)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.lerobot
+def test_lerobot_reads_a_depth_only_recording_as_rlctl_does(one_second, tmp_path, lerobot):
+    root = tmp_path / "depth"
+    record_depth_only(one_second, root)
+    out = tmp_path / "depth.npz"
+    theirs = lerobot("-c", LEROBOT_READS_DEPTH, root, out)
+    assert theirs == {"len": 10, "depth_keys": [DEPTH], "camera_keys": [DEPTH]}
+    reader = LeRobotDatasetReader(root)
+    with np.load(out) as arrays:
+        for i in range(len(reader)):
+            np.testing.assert_array_equal(arrays[str(i)], reader[i][DEPTH].numpy())

@@ -189,7 +189,7 @@ def test_two_cameras_of_one_name_ask_for_the_serial(tmp_path):
 def test_bad_settings_are_refused_with_what_to_write(tmp_path):
     with pytest.raises(ConfigError, match="together or not at all"):
         RealSenseCameraConfig(serial_number_or_name="123", fps=30)
-    with pytest.raises(ConfigError, match="depth-only"):
+    with pytest.raises(ConfigError, match="would give nothing"):
         RealSenseCameraConfig(serial_number_or_name="123", use_rgb=False)
     with pytest.raises(ConfigError, match="must name the camera"):
         RealSenseCameraConfig(serial_number_or_name=" ")
@@ -213,3 +213,41 @@ def test_depth_from_a_camera_opened_without_it_is_refused(bag):
             cam.read_latest_depth()
     finally:
         cam.disconnect()
+
+
+def test_a_depth_only_camera_gives_depth_alone_as_recorded(bag):
+    """LeRobot's `use_rgb: false`: the depth stream alone, a robot records `<camera>_depth`
+    only, and colour reads say there is none."""
+    cam = camera(bag, use_rgb=False, use_depth=True, width=WIDTH, height=HEIGHT, fps=FPS)
+    features = camera_features({"wrist": cam}, {"wrist": (HEIGHT, WIDTH)})
+    assert list(features) == ["observation.images.wrist_depth"]
+    cam.connect()
+    try:
+        assert (cam.height, cam.width, cam.fps) == (HEIGHT, WIDTH, FPS)
+        seen = set()
+        for _ in range(5):
+            depth = cam.read_latest_depth()
+            assert depth.dtype == np.uint16 and depth.shape == (HEIGHT, WIDTH, 1)
+            i = (int(depth[0, 2, 0]) - 420) // 17  # its value at (0, 2) is 420 + 17 i
+            np.testing.assert_array_equal(depth[..., 0], recording.depth_frame(i, HEIGHT, WIDTH))
+            seen.add(i)
+            frames = read_cameras({"wrist": cam})
+            assert list(frames) == ["observation.images.wrist_depth"]
+            cam._stop.wait(0.05)
+        assert len(seen) >= 2  # frames keep coming at the recorded pace
+        for read in (cam.read_latest, cam.read, cam.read_latest_with_depth):
+            with pytest.raises(HardwareError, match="without colour"):
+                read()
+    finally:
+        cam.disconnect()
+
+    rotated = camera(bag, use_rgb=False, use_depth=True, rotation=180)
+    rotated.connect()
+    try:
+        depth = rotated.read_latest_depth()
+        i = (int(depth[-1, -3, 0]) - 420) // 17
+        np.testing.assert_array_equal(
+            depth[..., 0], np.rot90(recording.depth_frame(i, HEIGHT, WIDTH), k=2)
+        )
+    finally:
+        rotated.disconnect()

@@ -55,24 +55,28 @@ def recording(tmp_path_factory) -> tuple[object, Path]:
     return module, path
 
 
-def _camera(path: Path, *, use_depth: bool = True) -> RealSenseCameraConfig:
+def _camera(path: Path, *, use_depth: bool = True, use_rgb: bool = True) -> RealSenseCameraConfig:
     return RealSenseCameraConfig(
         serial_number_or_name=str(path),
         width=WIDTH,
         height=HEIGHT,
         fps=FPS,
         use_depth=use_depth,
+        use_rgb=use_rgb,
         loop=True,
     )
 
 
 @pytest.fixture
-def served(kiwi_bus, recording, tmp_path) -> Iterator[tuple[int, int, object]]:
-    """A host on the emulated bus with the recording as its `front` camera (colour and depth)."""
+def served(kiwi_bus, recording, tmp_path, request) -> Iterator[tuple[int, int, object]]:
+    """A host on the emulated bus with the recording as its `front` camera (colour and depth;
+    depth alone when the test is parametrized with `use_rgb` False)."""
     module, path = recording
+    use_rgb = getattr(request, "param", True)
     write_calibration(tmp_path, "kiwi")
+    front = _camera(path, use_rgb=use_rgb)
     robot = lekiwi(
-        LeKiwiConfig(port=kiwi_bus.port, id="kiwi", cameras={"front": _camera(path)}),
+        LeKiwiConfig(port=kiwi_bus.port, id="kiwi", cameras={"front": front}),
         calibration_store=CalibrationFiles(root=tmp_path),
     )
     cmd, obs = free_ports(2)
@@ -148,6 +152,22 @@ def test_the_client_gets_the_hosts_depth_value_for_value(served, recording):
         assert set(plain.get_observation()) == {STATE_KEY, FRONT}
     finally:
         plain.disconnect()
+
+
+@pytest.mark.parametrize("served", [False], indirect=True)
+def test_a_depth_only_camera_sends_its_depth_alone(served, recording):
+    cmd, obs, module = served
+    client = _client(cmd, obs, _camera(recording[1], use_rgb=False))
+    assert list(client.observation_features) == [STATE_KEY, f"{FRONT}_depth"]
+    client.connect()
+    try:
+        observation = client.get_observation()
+        assert set(observation) == {STATE_KEY, f"{FRONT}_depth"}
+        depth = observation[f"{FRONT}_depth"]
+        i = _depth_index(depth)
+        np.testing.assert_array_equal(depth[..., 0], module.depth_frame(i, HEIGHT, WIDTH))
+    finally:
+        client.disconnect()
 
 
 def test_depth_survives_the_encoding_and_bad_depth_is_refused_or_dropped():

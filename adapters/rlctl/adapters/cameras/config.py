@@ -126,16 +126,17 @@ class ZMQCameraConfig(CameraConfig):
 @CameraConfig.register("intelrealsense")
 @attrs.frozen(kw_only=True)
 class RealSenseCameraConfig(CameraConfig):
-    """An Intel RealSense camera through pyrealsense2, colour and (with `use_depth`) depth, as
-    LeRobot 0.6.1's `RealSenseCameraConfig`: the device by serial number or by its name
-    (`Intel RealSense D435`, when only one has it), or a file the SDK recorded (`.db3`, `.bag`)
-    played back as the camera it recorded. Depth comes out as uint16 millimetres, (H, W, 1)."""
+    """An Intel RealSense camera through pyrealsense2, colour and (with `use_depth`) depth, or
+    depth alone (`use_rgb: false`), as LeRobot 0.6.1's `RealSenseCameraConfig`: the device by
+    serial number or by its name (`Intel RealSense D435`, when only one has it), or a file the
+    SDK recorded (`.db3`, `.bag`) played back as the camera it recorded. Depth comes out as
+    uint16 millimetres, (H, W, 1)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.cameras.realsense:RealSenseCamera"
 
     serial_number_or_name: str
     color_mode: ColorMode = "rgb"
-    # LeRobot's switch; only True is offered (a depth-only camera is not built yet).
+    # The colour stream; false with use_depth: true is a depth-only camera (`<camera>_depth`).
     use_rgb: bool = True
     use_depth: bool = False
     # Degrees clockwise: 0, 90, 180 or -90 (LeRobot's values; 270 is taken as -90).
@@ -151,11 +152,11 @@ class RealSenseCameraConfig(CameraConfig):
                 where="serial_number_or_name",
                 hint="`rlctl find-cameras` lists the RealSense cameras with their serial numbers",
             )
-        if not self.use_rgb:
+        if not self.use_rgb and not self.use_depth:
             raise ConfigError(
-                "use_rgb: false (a depth-only RealSense camera) is not supported",
+                "use_rgb and use_depth are both false: the camera would give nothing",
                 where="use_rgb",
-                hint="keep use_rgb: true; use_depth: true adds the depth stream beside colour",
+                hint="use_rgb: true for colour, use_depth: true for depth (both for both)",
             )
         given = [v is not None for v in (self.fps, self.width, self.height)]
         if any(given) and not all(given):

@@ -1,4 +1,4 @@
-"""Intel RealSense cameras through pyrealsense2: colour, and depth beside it.
+"""Intel RealSense cameras through pyrealsense2: colour, depth beside it, or depth alone.
 
 As LeRobot 0.6.1's `RealSenseCamera`: the device is found by serial number or by its name, the
 colour stream comes as RGB8 (BGR on request) and depth as Z16, both at the configured size and
@@ -8,8 +8,10 @@ a tenth of one on the D405, where LeRobot passes the raw values on. A file the S
 (`.db3`; `.bag` from older SDKs) plays back as the camera it recorded, at its recorded pace.
 
 Frames are captured on a background thread (`capture_thread`); `read_latest_with_depth` gives
-the colour and the depth of one frame set, as a robot records them. Everything that
-goes wrong is a `HardwareError` naming the camera and what to do.
+the colour and the depth of one frame set, as a robot records them. A depth-only camera
+(`use_rgb: false`, LeRobot's) streams depth alone: `read_latest_depth` gives it, and the colour
+reads say there is no colour. Everything that goes wrong is a `HardwareError` naming the camera
+and what to do.
 """
 
 from __future__ import annotations
@@ -118,6 +120,12 @@ class RealSenseCamera(CaptureThreadCamera):
         return self.config.use_depth
 
     @property
+    def use_rgb(self) -> bool:
+        """Whether the camera gives colour (false: a depth-only camera, recorded as
+        `<camera>_depth` alone), as LeRobot's robots ask their cameras."""
+        return self.config.use_rgb
+
+    @property
     def height(self) -> int:
         return self._final_size()[0]
 
@@ -135,10 +143,34 @@ class RealSenseCamera(CaptureThreadCamera):
         if self.config.warmup_s > 0 and not self.config.is_recording:
             # Auto exposure settles while the thread keeps capturing.
             self._stop.wait(self.config.warmup_s)
-            self.read_latest(max_age_s=max(1.0, self.config.warmup_s))
+            super().read_latest(max_age_s=max(1.0, self.config.warmup_s))
+
+    def _no_colour(self) -> HardwareError:
+        return HardwareError(
+            "this camera was opened without colour (use_rgb: false): it gives depth only",
+            where=self.name,
+            hint="read its depth (`<camera>_depth`), or set use_rgb: true",
+        )
+
+    def read(self) -> np.ndarray:
+        if not self.config.use_rgb:
+            raise self._no_colour()
+        return super().read()
+
+    def async_read(self, timeout_s: float = 0.2, *, newer_than: int | None = None) -> np.ndarray:
+        if not self.config.use_rgb:
+            raise self._no_colour()
+        return super().async_read(timeout_s, newer_than=newer_than)
+
+    def read_latest(self, max_age_s: float = 0.5) -> np.ndarray:
+        if not self.config.use_rgb:
+            raise self._no_colour()
+        return super().read_latest(max_age_s)
 
     def read_latest_depth(self, max_age_s: float = 0.5) -> np.ndarray:
         """The depth of the newest frame set, uint16 millimetres (H, W, 1); never waits."""
+        if not self.config.use_rgb and self.config.use_depth:
+            return super().read_latest(max_age_s)  # depth alone: the frame the thread publishes
         return self.read_latest_with_depth(max_age_s)[1]
 
     def read_latest_with_depth(self, max_age_s: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +182,9 @@ class RealSenseCamera(CaptureThreadCamera):
                 where=self.name,
                 hint="set use_depth: true in the camera's settings",
             )
-        color = self.read_latest(max_age_s)
+        if not self.config.use_rgb:
+            raise self._no_colour()
+        color = super().read_latest(max_age_s)
         for shown, depth in reversed(self._pairs):
             if shown is color:
                 return color, depth
@@ -198,7 +232,11 @@ class RealSenseCamera(CaptureThreadCamera):
             raise
 
     def _wanted(self) -> str:
-        streams = "colour and depth" if self.config.use_depth else "colour"
+        streams = {
+            (True, True): "colour and depth",
+            (True, False): "colour",
+            (False, True): "depth",
+        }[(self.config.use_rgb, self.config.use_depth)]
         size = self._captured_size()
         if size is None:
             return f"{streams} in its default profile"
@@ -206,7 +244,7 @@ class RealSenseCamera(CaptureThreadCamera):
 
     def _enable_streams(self, rs: Any, config: Any) -> None:
         size = self._captured_size()
-        streams = [(rs.stream.color, rs.format.rgb8)]
+        streams = [(rs.stream.color, rs.format.rgb8)] if self.config.use_rgb else []
         if self.config.use_depth:
             streams.append((rs.stream.depth, rs.format.z16))
         for stream, pixels in streams:
@@ -222,9 +260,11 @@ class RealSenseCamera(CaptureThreadCamera):
         if device.is_playback():
             self._playback = device.as_playback()
             self._playback.set_real_time(True)  # frames at the pace they were recorded
-        color = profile.get_stream(rs.stream.color).as_video_stream_profile()
-        self._size = (int(color.height()), int(color.width()))
-        self._fps = float(self.config.fps or color.fps())
+        # The size and rate of the colour stream (of the depth stream for a depth-only camera).
+        main = rs.stream.color if self.config.use_rgb else rs.stream.depth
+        stream = profile.get_stream(main).as_video_stream_profile()
+        self._size = (int(stream.height()), int(stream.width()))
+        self._fps = float(self.config.fps or stream.fps())
         if self.config.use_depth:
             depth = profile.get_stream(rs.stream.depth).as_video_stream_profile()
             if (int(depth.height()), int(depth.width())) != self._size:
@@ -261,6 +301,8 @@ class RealSenseCamera(CaptureThreadCamera):
             raise HardwareError(
                 f"no frame set within {self._timeout_ms} ms", where=self.name, hint=self._hint()
             )
+        if not self.config.use_rgb:
+            return self._depth_of(frames)
         color = frames.get_color_frame()
         if not color:
             raise HardwareError("a frame set without its colour frame", where=self.name)
@@ -269,12 +311,16 @@ class RealSenseCamera(CaptureThreadCamera):
             image = image[..., ::-1]
         image = np.ascontiguousarray(image)
         if self.config.use_depth:
-            depth = frames.get_depth_frame()
-            if not depth:
-                raise HardwareError("a frame set without its depth frame", where=self.name)
-            raw = self._finish(np.asanyarray(depth.get_data()), channels=None)
-            self._pairs.append((image, self._millimetres(raw)[..., np.newaxis]))
+            self._pairs.append((image, self._depth_of(frames)))
         return image
+
+    def _depth_of(self, frames: Any) -> np.ndarray:
+        """The frame set's depth, uint16 millimetres (H, W, 1), rotated."""
+        depth = frames.get_depth_frame()
+        if not depth:
+            raise HardwareError("a frame set without its depth frame", where=self.name)
+        raw = self._finish(np.asanyarray(depth.get_data()), channels=None)
+        return self._millimetres(raw)[..., np.newaxis]
 
     def _finish(self, frame: np.ndarray, *, channels: int | None) -> np.ndarray:
         """The frame checked against the configured size, copied out of the SDK's buffer (which

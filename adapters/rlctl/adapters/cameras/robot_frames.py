@@ -1,8 +1,9 @@
 """The frames a robot's cameras give it: their dataset features and the newest frames.
 
 A camera that gives depth beside colour (a RealSense with `use_depth`) adds
-`observation.images.<camera>_depth` after its colour feature, as LeRobot's robots declare it,
-asked the way they ask (`camera.use_depth`). An error of a camera is said with its name.
+`observation.images.<camera>_depth` after its colour feature, and a depth-only one
+(`use_rgb: false`) has that feature alone, as LeRobot's robots declare them, asked the way they
+ask (`camera.use_rgb`, `camera.use_depth`). An error of a camera is said with its name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def gives_depth(camera: Camera) -> bool:
     return bool(getattr(camera, "use_depth", False))
 
 
+def gives_color(camera: Camera) -> bool:
+    """Whether a camera delivers colour (all do but a depth-only RealSense), as LeRobot asks."""
+    return bool(getattr(camera, "use_rgb", True))
+
+
 def camera_features(
     cameras: Mapping[str, Camera], sizes: Mapping[str, tuple[int, int]]
 ) -> dict[str, FeatureSpec]:
@@ -35,9 +41,10 @@ def camera_features(
     features = {}
     for name, camera in cameras.items():
         height, width = sizes[name]
-        for spec in (camera_feature(name, height, width),) + (
-            (depth_feature(name, height, width),) if gives_depth(camera) else ()
-        ):
+        specs = [camera_feature(name, height, width)] if gives_color(camera) else []
+        if gives_depth(camera):
+            specs.append(depth_feature(name, height, width))
+        for spec in specs:
             features[spec.key] = spec
     return features
 
@@ -48,7 +55,10 @@ def read_cameras(cameras: Mapping[str, Camera]) -> dict[str, Any]:
     frames: dict[str, Any] = {}
     for name, camera in cameras.items():
         try:
-            if gives_depth(camera):
+            if not gives_color(camera):
+                depth = camera.read_latest_depth()  # type: ignore[attr-defined]
+                frames[f"{IMAGES_PREFIX}{name}{DEPTH_SUFFIX}"] = depth
+            elif gives_depth(camera):
                 # Colour and depth of one frame set (LeRobot reads them apart).
                 color, depth = camera.read_latest_with_depth()  # type: ignore[attr-defined]
                 frames[f"{IMAGES_PREFIX}{name}"] = color

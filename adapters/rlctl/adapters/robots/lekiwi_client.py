@@ -6,10 +6,10 @@ Features are LeRobot's: the state and the action are the arm's six positions the
 observation is the newest the host sent; unlike LeRobot's client, a host silent for
 `observation_timeout_s` is a lost robot (one `HardwareError` naming it), not a frozen picture.
 
-A client camera with `use_depth` (a RealSense's settings, as on the host) also gives
-`observation.images.<camera>_depth`, uint16 millimetres (H, W, 1), from the host's header
-(`_depth`, 16-bit PNG: lossless; see `lekiwi_host`). LeRobot 0.6.1's host sends no depth (its
-LeKiwi refuses depth cameras), so with one the client says the host sends no depth.
+A client camera with `use_depth` (a RealSense's settings, as on the host) also gives (with
+`use_rgb: false`, only gives) `observation.images.<camera>_depth`, uint16 millimetres (H, W, 1),
+from the host's header (`_depth`, 16-bit PNG: lossless; see `lekiwi_host`). LeRobot 0.6.1's
+host sends no depth (its LeKiwi refuses depth cameras), so with one the client says so.
 
 Actions pass the client's guard before they leave: finite, base velocities inside the configured
 limits (the arm's calibrated ranges are the host's, and its guard checks them). A refused action
@@ -70,6 +70,10 @@ class LeKiwiClient:
             name for name, camera in config.cameras.items() if getattr(camera, "use_depth", False)
         ]
         self._depth_frames: dict[str, np.ndarray] = {}
+        # The cameras whose colour the host sends (all but a depth-only RealSense).
+        self._color = [
+            name for name, camera in config.cameras.items() if getattr(camera, "use_rgb", True)
+        ]
         arm = ActionLimits.unbounded(STATE_NAMES[:6])
         base = base_limits(config)
         self._guard = ActionGuard(
@@ -95,7 +99,7 @@ class LeKiwiClient:
     def observation_features(self) -> dict[str, FeatureSpec]:
         features = {STATE_KEY: state_feature(STATE_NAMES)}
         for name, (height, width) in self._sizes.items():
-            specs = [camera_feature(name, height, width)]
+            specs = [camera_feature(name, height, width)] if name in self._color else []
             if name in self._depth:
                 specs.append(depth_feature(name, height, width))
             for spec in specs:
@@ -182,14 +186,15 @@ class LeKiwiClient:
         assert self._state is not None
         observation: dict[str, Any] = {STATE_KEY: self._state.copy()}
         for name in self._sizes:
-            frame = self._frames.get(name)
-            if frame is None:
-                raise HardwareError(
-                    f"the host sends no frame of camera {name!r}",
-                    where=self.where,
-                    hint="the client's cameras must be the host's (same names and sizes)",
-                )
-            observation[f"{IMAGES_PREFIX}{name}"] = frame
+            if name in self._color:
+                frame = self._frames.get(name)
+                if frame is None:
+                    raise HardwareError(
+                        f"the host sends no frame of camera {name!r}",
+                        where=self.where,
+                        hint="the client's cameras must be the host's (same names and sizes)",
+                    )
+                observation[f"{IMAGES_PREFIX}{name}"] = frame
             if name in self._depth:
                 depth = self._depth_frames.get(name)
                 if depth is None:
