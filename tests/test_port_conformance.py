@@ -158,6 +158,7 @@ from rlctl.adapters.telemetry.metrics import (
 from rlctl.adapters.telemetry.progress import RichProgress, _RichTask
 from rlctl.adapters.teleop.arm_leader import ArmLeader
 from rlctl.adapters.teleop.bimanual_leader import BimanualLeader
+from rlctl.adapters.teleop.ee_arm import EndEffectorArm
 from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
 from rlctl.adapters.teleop.gamepad import GamepadTeleop
 from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
@@ -310,12 +311,13 @@ def teleoperator(
     pad: GamepadTeleop,
     phone: PhoneTeleop,
     keys: KeyboardEndEffectorTeleop,
+    ee_arm: EndEffectorArm,
     kiwi_keys: LeKiwiKeyboardTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
 ) -> list[Teleoperator]:
-    return [arm, arms, openarm_leader, pad, phone, keys, kiwi_keys, replay, expert, fake]
+    return [arm, arms, openarm_leader, pad, phone, keys, ee_arm, kiwi_keys, replay, expert, fake]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:
