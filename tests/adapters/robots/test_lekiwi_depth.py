@@ -197,9 +197,14 @@ def test_depth_survives_the_encoding_and_bad_depth_is_refused_or_dropped():
     header["_depth"]["front_depth"] = base64.b64encode(b"\x89PNG garbage").decode()
     client._parse([json.dumps(header).encode(), parts[1]])
     assert client._state[0] == 0.0
-    # 8-bit depth (not what an rlctl host sends) is refused, naming the camera.
     import cv2
 
+    # A depth image of another size is refused from its header, before it is decoded.
+    _, big = cv2.imencode(".png", np.zeros((HEIGHT * 2, WIDTH), np.uint16))
+    header["_depth"]["front_depth"] = base64.b64encode(big.tobytes()).decode()
+    with pytest.raises(HardwareError, match="sends 32x48 depth, the client declares 32x24"):
+        client._parse([json.dumps(header).encode(), parts[1]])
+    # 8-bit depth (not what an rlctl host sends) is refused, naming the camera.
     _, png = cv2.imencode(".png", np.zeros((HEIGHT, WIDTH), np.uint8))
     header["_depth"]["front_depth"] = base64.b64encode(png.tobytes()).decode()
     with pytest.raises(HardwareError, match="'front' as uint8"):

@@ -22,6 +22,7 @@ import base64
 import binascii
 import contextlib
 import json
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from rlctl.domain.features import FeatureSpec
 log = structlog.get_logger(__name__)
 
 ROBOT_TYPE = "lekiwi_client"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _zmq() -> Any:
@@ -321,6 +323,19 @@ class LeKiwiClient:
                 png = base64.b64decode(text, validate=True)
             except (binascii.Error, TypeError) as error:
                 raise ValueError(f"the depth of {name!r} is not base64: {error}") from error
+            if png[:8] != PNG_SIGNATURE or len(png) < 24:
+                raise ValueError(f"the depth of {name!r} is not a PNG image")
+            # The size from the PNG's header, before decoding: a wrong one is refused without
+            # allocating it (a hostile host could claim any size).
+            width, height = struct.unpack(">II", png[16:24])
+            if (height, width) != self._sizes[name]:
+                expected_h, expected_w = self._sizes[name]
+                raise HardwareError(
+                    f"the host's camera {name!r} sends {width}x{height} depth, the client "
+                    f"declares {expected_w}x{expected_h}",
+                    where=self.where,
+                    hint="give the client's cameras the host's sizes",
+                )
             image = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_UNCHANGED)
             if image is None:
                 raise ValueError(f"the depth of {name!r} is not a PNG image")

@@ -71,6 +71,8 @@ class EndEffectorTeleop(Protocol):
 
     def connect(self) -> None: ...
 
+    def reset(self) -> None: ...
+
     def get_action(self, observation: Mapping[str, Any]) -> np.ndarray: ...
 
     def events(self) -> dict[str, bool]: ...
@@ -147,6 +149,7 @@ class EndEffectorArm:
         return []
 
     def reset(self) -> None:
+        self._inner.reset()
         self._steps.reset()
 
     def get_action(self, observation: Mapping[str, Any]) -> np.ndarray:
