@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlctl.adapters.cameras.capture_thread import CaptureThreadCamera
+from rlctl.adapters.cameras.capture_thread import CameraLost, CaptureThreadCamera
 from rlctl.adapters.cameras.config import RealSenseCameraConfig
 from rlctl.domain.errors import HardwareError, NotSupported
 
@@ -297,7 +297,13 @@ class RealSenseCamera(CaptureThreadCamera):
             if self._playback is not None and (
                 self._playback.current_status() == rs.playback_status.stopped
             ):
-                return None
+                # Said with the camera's own hint (the generic end of a source names a file
+                # setting of another camera kind).
+                raise CameraLost(
+                    "the source ended (the end of the recording)",
+                    where=self.name,
+                    hint=self._hint(),
+                )
             raise HardwareError(
                 f"no frame set within {self._timeout_ms} ms", where=self.name, hint=self._hint()
             )
