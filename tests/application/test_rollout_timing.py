@@ -146,6 +146,7 @@ def engine(model: SlowModel, clock: LockstepClock, *, threshold: int, rtc: bool)
         RemotePolicySettings(rtc_config=RTCConfig(execution_horizon=threshold) if rtc else None),
         label="policy",
         queue_threshold=threshold,
+        now=clock.now,
     )
     clock.engine = acting
     return acting
@@ -186,23 +187,28 @@ def test_the_async_engine_with_rtc_acts_a_fresh_action_on_time_at_every_tick() -
     # Each chunk after the first followed the actions still queued, the delay measured.
     followed = [c for c in model.committed[1:] if c is not None]
     assert len(followed) == acting.chunks_received - 1
-    assert all(c.inference_delay == MODEL_TICKS for c in followed[1:])
+    # The second chunk too: the first chunk's wall time gave the delay before any was counted.
+    assert all(c.inference_delay == MODEL_TICKS for c in followed)
 
 
-def test_the_next_chunk_is_asked_early_enough_for_the_measured_delay() -> None:
-    """Asked when 5 actions are left, a chunk taking 10 ticks comes 5 ticks late: once that
-    delay is measured (the second chunk), the engine asks 10 ticks ahead and never holds
-    again (it held before every chunk)."""
+def test_the_first_chunks_wall_time_seeds_the_delay_so_no_tick_holds() -> None:
+    """The loop waits for the first chunk: no tick passes, so its delay cannot be counted in
+    ticks. Its time on the clock (10 periods) over the loop's period is the delay until a
+    chunk is measured in ticks: asked when 5 actions are left, a chunk taking 10 ticks would
+    come 5 ticks late (the arm held 5 ticks before the second chunk when the first chunk
+    counted as a delay of 0); the engine asks 11 ahead from the first chunk on."""
     clock = LockstepClock()
     model = SlowModel(clock, in_worker=True)
     acting = engine(model, clock, threshold=5, rtc=False)
     _report, periods, fresh = rollout(clock, acting)
 
     assert acting.chunks_received >= 4
-    held = np.flatnonzero(~fresh)
-    assert len(held) == 5 and held[0] == CHUNK  # the first chunk ran out before the second came
+    assert acting.waited_chunk_s is not None
+    assert np.isclose(acting.waited_chunk_s, MODEL_TICKS * PERIOD)
+    assert fresh.all() and acting.held_ticks == 0 and acting.stalls == 0
     assert missed(periods) == 0
-    assert acting.lead_ticks() == MODEL_TICKS + 1
+    assert acting.delay_ticks() == MODEL_TICKS and acting.lead_ticks() == MODEL_TICKS + 1
+    assert acting.delay.samples[0] == MODEL_TICKS  # the second chunk, in ticks
 
 
 def test_a_model_slower_than_its_chunk_lasts_holds_the_arm_and_says_why() -> None:

@@ -23,13 +23,30 @@ a chunk that cannot be used is an error there (the same observation would get th
 With real-time chunking (`rtc_config`), each request carries the actions queued from its tick
 on (up to the execution horizon) and the inference delay, measured as the most ticks acted
 between a request and its chunk lately (or `rtc_inference_delay`); a flow-matching policy
-generates a chunk that follows them, and it replaces the queue (`latest_only`).
+generates a chunk that follows them, and it replaces the queue (`latest_only`). A chunk the
+loop waited for (the first one, the first after a reset) cannot be measured in ticks (none
+passed): its delay is its wall time over the loop's tick period (LeRobot's RTC measures every
+chunk so, `ceil(latency * fps)`), used until a chunk is measured in ticks.
+
+A reset (a new episode) drops what the worker computes: the chunk is dropped when it comes
+(a generation counter), and the next request goes to a fresh worker at once instead of
+queueing behind it; the stale call's worker ends when its call returns. (A model in this
+process computes one call at a time, `PolicyService`'s lock: there the fresh request starts
+when the stale call returns; a client that computes calls side by side starts it at once.)
+
+Closing tells the workers to stop and waits (bounded) for a call under way. The workers are
+not daemon threads: a process does not exit while one is inside the model (torch, a C
+extension); it waits for the call to return, since a thread cut off inside a native call at
+exit aborts the process (`terminate called without an active exception`). Nothing a worker
+computes after the close is used, so the arm only holds.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -69,6 +86,11 @@ log = structlog.get_logger()
 
 FIRST_BACKOFF_S = 0.05
 DELAY_WINDOW = 100
+# An idle worker looks this often whether the program's main thread has ended (an engine
+# never closed must not keep the process alive).
+IDLE_POLL_S = 0.25
+# Tick periods kept to convert a wall-clock delay into ticks (their median).
+PERIOD_WINDOW = 31
 # A model that fails this many chunks in a row is broken, not unlucky: the loop stops.
 MAX_FAILURES = 3
 
@@ -88,12 +110,14 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         realtime: bool = True,
         label: str = "policy server",
         queue_threshold: int | None = None,
+        now: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._client = client
         self._settings = settings
         self._realtime = realtime
         self._label = label
         self._queue_threshold = queue_threshold
+        self._now = now
         # Real-time chunking: every request carries the actions still queued, and a chunk
         # generated to follow them replaces them (no averaging with what it already follows).
         rtc = settings.rtc_config
@@ -101,6 +125,12 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self._merge = aggregation("latest_only" if self._rtc else settings.aggregate)
         # Ticks acted between a request and its chunk, for the inference delay (recent max).
         self.delay = InferenceDelay(DELAY_WINDOW, fixed=settings.rtc_inference_delay)
+        # The wall time of the last chunk the loop waited for (no tick passed: its delay is
+        # measured in seconds), and the loop's recent tick periods to turn it into ticks.
+        self.waited_chunk_s: float | None = None
+        self._periods: deque[float] = deque(maxlen=PERIOD_WINDOW)
+        self._last_tick_at: float | None = None
+        self._waiting = False
         self.description = self._with_retries(
             lambda: client.describe(settings.server_policy, timeout=settings.connect_timeout_s)
         )
@@ -113,6 +143,11 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self._in_flight = False
         self._sent_at: float | None = None
         self._generation = 0
+        # Which worker takes requests (a reset while a call is under way starts a fresh one),
+        # and whether it is in a call.
+        self._owner = 0
+        self._calling = False
+        self._workers: list[threading.Thread] = []
         self._tick = 0
         self._executed = -1
         self._last: np.ndarray | None = None
@@ -136,8 +171,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         self.failures = 0
         self.round_trips_s: list[float] = []
         self.inference_s: list[float] = []
-        self._worker = threading.Thread(target=self._work, name="acting-engine", daemon=True)
-        self._worker.start()
+        self._worker = self._start_worker()
 
     @property
     def in_flight(self) -> bool:
@@ -185,6 +219,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
             if self._error is not None:
                 error, self._error = self._error, None
                 raise error
+            self._period_from(self._now())
             tick = self._tick
             if not self._in_flight and self._needs_chunk(tick):
                 self._submit(self._request(arrays, task, tick))
@@ -212,7 +247,16 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
                 # `connect_timeout_s` and failed).
                 self._slot = None
                 self._in_flight = False
+            if self._calling and not self._closed:
+                # The worker is computing a chunk for the last episode: its result is dropped
+                # when it comes, and the new episode's first request is not queued behind it.
+                self._owner += 1
+                self._calling = False
+                self._in_flight = False
+                self._sent_at = None
+                self._worker = self._start_worker()
             self._tick, self._executed = 0, -1
+            self._last_tick_at = None
             self._last = None
             self._stalled = False
             self._error = None
@@ -221,11 +265,66 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
             self._history.reset()
 
     def close(self) -> None:
+        """Stop the workers: a call under way is waited for up to the chunk deadline (plus a
+        second); one still running after that is let finish (its chunk is not used), and the
+        process does not exit before it returns (never a thread cut off inside the model)."""
         with self._cond:
             self._closed = True
+            self._slot = None
             self._cond.notify_all()
-        self._worker.join(timeout=self._settings.chunk_deadline_s + 1.0)
+        give_up = time.monotonic() + self._settings.chunk_deadline_s + 1.0
+        for worker in self._workers:
+            worker.join(timeout=max(0.0, give_up - time.monotonic()))
+        running = [w for w in self._workers if w.is_alive()]
+        if running:
+            log.warning(
+                f"{self._label}: still computing a chunk at close; it is not used, and this "
+                "process waits for it to return before it exits",
+                waited_s=round(self._settings.chunk_deadline_s + 1.0, 3),
+            )
         self._client.close()
+
+    @property
+    def workers_alive(self) -> int:
+        """The engine's worker threads still running (one in a call may outlive `close`)."""
+        return sum(w.is_alive() for w in self._workers)
+
+    def _start_worker(self) -> threading.Thread:
+        # Not a daemon: the interpreter joins it at exit, so a call inside the model returns
+        # before the process ends (an idle worker ends itself with the main thread).
+        worker = threading.Thread(
+            target=self._work, args=(self._owner,), name="acting-engine", daemon=False
+        )
+        self._workers = [w for w in self._workers if w.is_alive()]
+        self._workers.append(worker)
+        worker.start()
+        return worker
+
+    def _period_from(self, now: float) -> None:
+        """Note the loop's tick period (not a tick that waited for its chunk)."""
+        if self._last_tick_at is not None:
+            self._periods.append(now - self._last_tick_at)
+        self._last_tick_at = now
+
+    def tick_s(self) -> float | None:
+        """The loop's tick period lately (median), None before two ticks were timed."""
+        if not self._periods:
+            return None
+        return float(np.median(np.asarray(self._periods)))
+
+    def delay_ticks(self) -> int:
+        """Ticks acted while a chunk is computed: set (`rtc_inference_delay`), the most of
+        recent chunks measured in ticks, or before any was, the wall time of a chunk the loop
+        waited for over the loop's tick period."""
+        if self.delay.fixed is not None:
+            return self.delay.fixed
+        if self.delay.samples:
+            return max(self.delay.samples)
+        period = self.tick_s()
+        if self.waited_chunk_s is None or not period:
+            return 0
+        # A chunk taking 10 periods on the dot is a delay of 10 (float error aside).
+        return math.ceil(self.waited_chunk_s / period - 1e-6)
 
     # --- the loop's side ----------------------------------------------------------------------
 
@@ -244,8 +343,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         """How many queued actions must be left when the next chunk is asked, so that it comes
         before they run out: the most ticks a recent chunk took (or the configured inference
         delay), plus one for a chunk arriving a tick later than those."""
-        measured = max(self.delay.samples, default=0)
-        return max(measured, self.delay.fixed or 0) + 1
+        return self.delay_ticks() + 1
 
     def _request(self, arrays: dict[str, np.ndarray], task: list[str], tick: int) -> ChunkRequest:
         request = ChunkRequest(
@@ -257,7 +355,7 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
         )
         if self._rtc is None:
             return request
-        left = self._queue.leftover(tick, self._rtc.execution_horizon, self.delay.ticks())
+        left = self._queue.leftover(tick, self._rtc.execution_horizon, self.delay_ticks())
         return request if left is None else following(request, left.committed(self._rtc))
 
     def _submit(self, request: ChunkRequest) -> None:
@@ -268,6 +366,17 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
     def _wait_for(self, tick: int, arrays: dict[str, np.ndarray], task: list[str]) -> Any:
         """Block (lock held by the caller, released while waiting) until `tick` has an action."""
         give_up = time.monotonic() + self._settings.connect_timeout_s
+        self._waiting = True
+        try:
+            return self._wait_loop(tick, arrays, task, give_up)
+        finally:
+            self._waiting = False
+            # The tick that waited is no measure of the loop's period.
+            self._last_tick_at = None
+
+    def _wait_loop(
+        self, tick: int, arrays: dict[str, np.ndarray], task: list[str], give_up: float
+    ) -> Any:
         while True:
             if self._error is not None:
                 error, self._error = self._error, None
@@ -313,37 +422,47 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
 
     # --- the worker's side --------------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _work(self, mine: int) -> None:
+        """A worker's loop; `mine`: the owner number it takes requests under (a reset while
+        it computes gives them to a fresh worker, and this one ends when its call returns)."""
         backoff = FIRST_BACKOFF_S
         down = False
         deadline = self._settings.chunk_deadline_s
+        main = threading.main_thread()
         while True:
             with self._cond:
-                while self._slot is None and not self._closed:
-                    self._cond.wait()
-                if self._closed:
+                while self._slot is None and not self._closed and self._owner == mine:
+                    self._cond.wait(IDLE_POLL_S)
+                    if not main.is_alive():  # the program ended without closing the engine
+                        return
+                if self._closed or self._owner != mine:
                     return
                 request = self._slot
                 self._slot = None
                 if request is None:
                     continue
                 generation = self._generation
+                self._calling = True
                 self._sent_at = sent = time.perf_counter()
+                started = self._now()
             try:
                 reply = self._client.predict(request, timeout=deadline)
                 check_usable(reply)
             except (ChunkUnusable, PolicyFailed) as err:
+                if self._stale(mine, generation):
+                    self._done(None, generation, mine)
+                    continue
                 failed = isinstance(err, PolicyFailed)
                 self.failures += failed
                 self.chunks_unusable += not failed
                 self._last_problem = err.message
                 if not self._realtime:
-                    self._done(None, generation, error=err)
+                    self._done(None, generation, mine, error=err)
                     continue
                 if failed:
                     self._failures += 1
                     if self._failures >= MAX_FAILURES:
-                        self._done(None, generation, error=_gave_up(err, self._failures))
+                        self._done(None, generation, mine, error=_gave_up(err, self._failures))
                         continue
                 if not self._unusable_said:
                     self._unusable_said = True
@@ -353,12 +472,12 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
                         + ", holding; asking again with the next observation",
                         reason=err.message,
                     )
-                self._done(None, generation)
+                self._done(None, generation, mine)
                 continue
             except ChunkLate as err:
                 self._last_problem = err.message
                 log.warning(f"{self._label}: chunk past its deadline", deadline_s=deadline)
-                self._done(None, generation)
+                self._done(None, generation, mine)
                 continue
             except (ServerUnavailable, ServerBusy) as err:
                 self._last_problem = err.message
@@ -372,10 +491,10 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
                 down = True
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._settings.reconnect_max_s)
-                self._done(None, generation)
+                self._done(None, generation, mine)
                 continue
             except RlctlError as err:
-                self._done(None, generation, error=err)
+                self._done(None, generation, mine, error=err)
                 continue
             if down:
                 log.info(f"{self._label} answering again")
@@ -387,25 +506,45 @@ class AsyncActing(ConfigDescribed[PolicyConfig]):
             self._last_problem = None
             self.round_trips_s.append(time.perf_counter() - sent)
             self.inference_s.append(reply.inference_s)
-            self._done(reply, generation)
+            self._done(reply, generation, mine, waited_s=self._now() - started)
+
+    def _stale(self, mine: int, generation: int) -> bool:
+        """Whether a call's outcome belongs to an episode since reset (or a closed engine)."""
+        with self._cond:
+            return self._closed or self._owner != mine or generation != self._generation
 
     def _done(
-        self, reply: ChunkReply | None, generation: int, error: RlctlError | None = None
+        self,
+        reply: ChunkReply | None,
+        generation: int,
+        mine: int,
+        *,
+        error: RlctlError | None = None,
+        waited_s: float | None = None,
     ) -> None:
         with self._cond:
+            if self._owner == mine:
+                self._calling = False
+            if self._closed or self._owner != mine or generation != self._generation:
+                # A stale call (reset since, or closed): nothing of it is used, and what is in
+                # flight now is another request's.
+                self._cond.notify_all()
+                return
             self._in_flight = False
             self._sent_at = None
-            if generation == self._generation:
-                if error is not None:
-                    self._error = error
-                if reply is not None:
+            if error is not None:
+                self._error = error
+            if reply is not None:
+                if self._waiting and self._realtime:
+                    # The loop waited for this chunk: no tick passed to count. (A loop that
+                    # waits for every chunk, a simulation, counts its ticks as they are.)
+                    self.waited_chunk_s = waited_s
+                else:
                     self.delay.arrived(reply.timestep, self._executed)
-                    kept = self._queue.merge(
-                        reply.timestep, reply.actions, self._executed, self._merge
-                    )
-                    self._chunk_size = reply.actions.shape[-2]
-                    self.chunks_received += 1
-                    self._say_if_stale(reply, kept)
+                kept = self._queue.merge(reply.timestep, reply.actions, self._executed, self._merge)
+                self._chunk_size = reply.actions.shape[-2]
+                self.chunks_received += 1
+                self._say_if_stale(reply, kept)
             self._cond.notify_all()
 
     def _say_if_stale(self, reply: ChunkReply, kept: int) -> None:

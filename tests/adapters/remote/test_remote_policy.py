@@ -89,7 +89,9 @@ def test_safe_action_while_stalled() -> None:
 def test_an_arriving_chunk_merges_with_the_queue_as_configured(name: str, merged: float) -> None:
     service = TickService(steps=10)
     service.offsets = [0.0, 10.0]  # the second chunk says tick + 10
-    policy = connect(service, aggregate=name)
+    # Ticks at no pace (microseconds apart): the delay is pinned, or the first chunk's wall
+    # time would be a delay of many ticks and the second chunk asked at once, not at tick 5.
+    policy = connect(service, aggregate=name, rtc_inference_delay=0)
     first = [float(policy.select_action(OBSERVATION)[0, 0]) for _ in range(6)]
     wait_until(lambda: policy.chunks_received == 2)
     # Ticks 6..9 were queued from the first chunk and come again in the second (asked at tick 5).

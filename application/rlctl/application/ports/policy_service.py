@@ -37,7 +37,9 @@ class ChunkService(Protocol):
 
 class ChunkClient(Protocol):
     """Chunks for a robot's acting engine: from a server (the gRPC client), or from a model in
-    this process (`LocalChunks`). Called from the engine's worker thread, one call at a time.
+    this process (`LocalChunks`). Called from the engine's worker thread, one call at a time;
+    after a reset, the new episode's first call may start while the last episode's still runs
+    (its chunk is dropped): a client that cannot compute both at once lets it wait.
 
     `predict` raises the domain's `ServerUnavailable`/`ServerBusy`/`ChunkLate` (the robot
     holds and asks again, backing off), `ChunkUnusable`/`PolicyFailed` (the robot holds and
