@@ -236,3 +236,28 @@ def test_closing_while_the_model_computes_never_aborts_the_process() -> None:
     assert float(closed[1]) >= 1.0 and closed[2] == "1"  # it waited, then left it computing
     assert "still computing a chunk at close" in said
     assert said.index("closed after") < said.index("the call returned")  # then let finish
+
+
+NEVER_CLOSED = """
+import numpy as np
+from rlctl.adapters.memory.policy import ScriptedPolicy
+from rlctl.application.acting_engine import AsyncActing, LocalChunks
+from rlctl.application.use_cases.serve_policy import PolicyService
+from rlctl.domain.remote_inference import RemotePolicySettings
+
+model = ScriptedPolicy(4, chunk_size=10)
+engine = AsyncActing(
+    LocalChunks(PolicyService({"local": model})), RemotePolicySettings(), label="policy"
+)
+engine.select_action({"observation.state": np.zeros((1, 4), np.float32), "task": ["pick"]})
+print("done", engine.workers_alive, flush=True)
+"""
+
+
+def test_an_engine_never_closed_does_not_keep_the_process_alive() -> None:
+    """Its worker is no daemon (so the interpreter waits for a call under way), yet an idle
+    one ends with the program's main thread: a script that forgets `close` still exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", NEVER_CLOSED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "done 1" in done.stdout, done.stdout + done.stderr
