@@ -21,6 +21,12 @@ inference engine runs in turn with it; one JSON line each, then a table side by 
     chunk_s            the median seconds a chunk took (the model, in its worker or the tick)
     first_chunk_s      the first tick's wait for the first chunk (every engine waits for it)
 
+With `--phases`, where each of rlctl's ticks spent its time (p50/p95/max ms: the observation
+read, the policy's `select_action`, the send, the rest of the tick), and each tick that started
+more than 1 ms after its due time put down to its cause: the tick before ran past this one's due
+time (`overran`, with the phase that took longest), or the loop was idle at the due time and
+woke up late (`woke_late`: the scheduler or another thread holding the interpreter).
+
 The first ticks are left out (both engines wait for the first chunk: nothing to act yet).
 Then the issue's check, on the wall clock: with a model slower than a tick, the sync engine
 misses ticks, and each asynchronous engine keeps p95 within 1 ms of the period with no tick
@@ -31,7 +37,7 @@ Usage:
     uv run python benchmarks/rollout_timing.py [--fps 30 --seconds 10 --model-ticks 10
         --chunk 50 --queue-threshold 20] [--policy smolvla-real [--work DIR]
         | --checkpoint PATH] [--device cpu] [--engines sync,async,rtc]
-        [--lerobot]
+        [--lerobot] [--phases]
     # SmolVLA at real size takes ~5 GB (~7 GB with LeRobot's beside it): one such run at a
     # time on a shared machine
     flock /tmp/heavy.lock uv run python benchmarks/rollout_timing.py --policy smolvla-real \
@@ -162,6 +168,80 @@ def make_policy(args: argparse.Namespace, engine: str, loaded: Any) -> Any:
     )
 
 
+class Phases:
+    """When each tick read the observation, had its action and had sent it (`--phases`)."""
+
+    def __init__(self, robot: Any, policy: Any) -> None:
+        self.marks: list[list[float]] = []
+        read, send, act = robot.get_observation, robot.send_action, policy.select_action
+
+        def get_observation() -> Any:
+            began = time.perf_counter()
+            observation = read()
+            self.marks.append([began, time.perf_counter(), np.nan, np.nan])
+            return observation
+
+        def select_action(batch: Any) -> Any:
+            action = act(batch)
+            self.marks[-1][2] = time.perf_counter()
+            return action
+
+        def send_action(action: Any) -> Any:
+            sent = send(action)
+            self.marks[-1][3] = time.perf_counter()
+            return sent
+
+        robot.get_observation, robot.send_action = get_observation, send_action
+        policy.select_action = select_action
+
+    def summary(self, period_s: float) -> dict:
+        """Phase times (ms) of the ticks after the warm-up, and the late ticks by cause. A
+        tick's start is its observation read's (the first thing a tick does); a read no action
+        followed (the arm's position, taken before the first tick) is no tick."""
+        marks = np.asarray(self.marks)
+        marks = marks[~np.isnan(marks[:, 2])]
+        ticks = len(marks)
+        begun = marks[:, 0]
+        phases = {
+            "observe": marks[:, 1] - marks[:, 0],
+            "policy": marks[:, 2] - marks[:, 1],
+            "send": marks[:, 3] - marks[:, 2],
+            "rest": np.append(marks[1:, 0] - marks[:-1, 3], np.nan),  # bookkeeping + sleep
+        }
+        due, late = begun[0], {"overran": 0, "woke_late": 0}
+        slowest: dict[str, int] = {}
+        woke: list[float] = []
+        for k in range(1, ticks):
+            due += period_s
+            lateness = begun[k] - due
+            if k > WARMUP_TICKS and lateness > 1e-3:
+                if marks[k - 1, 3] > due:  # the last tick was still at work when this was due
+                    late["overran"] += 1
+                    work = {name: phases[name][k - 1] for name in ("observe", "policy", "send")}
+                    name = max(work, key=lambda n: work[n])
+                    slowest[name] = slowest.get(name, 0) + 1
+                else:
+                    late["woke_late"] += 1
+                    woke.append(lateness * 1e3)
+            if lateness > period_s:  # as the Ticker does: a new schedule from here
+                due = begun[k]
+        kept = slice(WARMUP_TICKS, ticks - 1)
+        out: dict[str, Any] = {}
+        for name, values in phases.items():
+            v = values[kept] * 1e3
+            if name == "rest":
+                continue
+            out[name] = [round(float(np.percentile(v, q)), 2) for q in (50, 95, 100)]
+        return {
+            "phases_ms_p50_p95_max": out,
+            "late_by_cause": late,
+            "overran_in": slowest,
+            "woke_late_ms_p50_max": [round(float(np.percentile(woke, q)), 2) for q in (50, 100)]
+            if woke
+            else None,
+        }
+
+
 class Boundaries:
     """Which ticks acted the first command of a new chunk: the engine's count of chunks moved
     since the last tick, or (sync) the tick that computed one (it took over half a period in
@@ -230,6 +310,7 @@ def measure(
     if loaded is not None:
         loaded.reset()
     boundaries = Boundaries(policy, 1.0 / args.fps)
+    phases = Phases(robot, policy) if args.phases else None
     # As `rlctl rollout` runs it: the loop owns the process (the interpreter hands it the lock
     # within a millisecond).
     report = RunRollout(
@@ -254,6 +335,11 @@ def measure(
     else:
         chunks = int(np.sum(boundaries.ticks))
         chunk_s = boundaries.chunk_s
+    if phases is not None:
+        print(
+            json.dumps({"engine": engine, **phases.summary(1 / args.fps)}),
+            flush=True,
+        )
     return {
         "engine": engine,
         "fps": args.fps,
@@ -549,6 +635,11 @@ def main() -> None:
         "--lerobot",
         action="store_true",
         help="after each of rlctl's sync and rtc runs, LeRobot's lerobot-rollout with the same",
+    )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="where rlctl's ticks spent their time, and why a tick started late",
     )
     args = parser.parse_args()
 
