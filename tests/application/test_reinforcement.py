@@ -24,7 +24,12 @@ from rlctl.adapters.memory.reinforcement import (
     ScriptedIntervention,
 )
 from rlctl.adapters.rl.reward import EnvReward, NoIntervention
-from rlctl.application.ports.reinforcement import ActorHello, InteractionStep, LearnerDescription
+from rlctl.application.ports.reinforcement import (
+    ActorHello,
+    InteractionStep,
+    LearnerBusy,
+    LearnerDescription,
+)
 from rlctl.application.use_cases.rl_act import ActSettings, ActWithPolicy
 from rlctl.application.use_cases.rl_learn import LearnSettings, LearnWithSAC
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
@@ -283,3 +288,25 @@ def test_an_intervention_the_robot_reports_is_tagged() -> None:
     (pushed,) = [p.batch for p in wire.link.pushed if p.batch is not None]
     np.testing.assert_array_equal(pushed.is_intervention, [False, True, False])
     np.testing.assert_array_equal(pushed.action[:, 0], [0.5, -0.5, 0.5])
+
+
+def test_a_busy_learner_is_asked_again_after_doubling_waits_and_gets_everything() -> None:
+    wire = InMemoryLearnerWire()
+    fake_learner(wire)
+    clock = ManualClock()
+    world = LineInteraction(length=3)
+    original = wire.link.push
+    refusals = iter(range(6))
+
+    def busy_then_take(batch, report):  # type: ignore[no-untyped-def]
+        if next(refusals, None) is not None:
+            raise LearnerBusy("the learner's queue is full", where="memory")
+        return original(batch, report)
+
+    wire.link.push = busy_then_take  # type: ignore[method-assign]
+    result = actor(wire, world, clock=clock)(
+        ActSettings(episodes=1, retry_s=0.5, max_backoff_s=4.0)
+    )
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]  # doubled, then capped
+    assert world.holds == 6 and result.reconnections == 1
+    assert sum(len(p.batch) for p in wire.link.pushed if p.batch is not None) == 3

@@ -44,7 +44,7 @@ from rlctl.adapters.remote import policy_service_pb2, wire
 from rlctl.adapters.remote.errors import BUSY, NON_FINITE_CHUNK, REFUSAL_KEY
 from rlctl.application.ports.policy_service import ChunkService
 from rlctl.domain.errors import ConfigError, InvalidInput, RlctlError
-from rlctl.domain.remote_inference import NonFiniteChunk
+from rlctl.domain.remote_inference import NonFiniteChunk, ServerBusy
 
 log = structlog.get_logger()
 
@@ -303,6 +303,12 @@ class GrpcPolicyServer:
     ) -> bytes:
         try:
             return answer(body)
+        except ServerBusy as err:
+            # A service's own "full, ask again" (the RL learner's queue): what the admission cap
+            # answers, so the caller backs off and sends again.
+            self._refusals.warn("refused: busy", peer=peer, reason=_text(err))
+            context.set_trailing_metadata(((REFUSAL_KEY, BUSY),))
+            _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, _text(err))
         except InvalidInput as err:
             log.warning("refused a request", peer=peer, reason=_text(err))
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, _text(err))

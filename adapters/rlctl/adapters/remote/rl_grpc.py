@@ -4,11 +4,14 @@ The learner serves `rl_service.proto` through the policy server's own machinery
 (`GrpcPolicyServer.serve_methods`): the token checked before a message is read, admission caps,
 size limits, connection bounds, one-line refusals. Pushed transitions are decoded and checked
 (`rl_wire`, then the use case's `check`) in the handler and queued for the learner's loop; a
-full queue is refused (the actor keeps its transitions, holds, and sends them again). Parameters are
-encoded once per version and handed to every actor that asks.
+full queue is refused `RESOURCE_EXHAUSTED` with the busy mark (the actor keeps its transitions,
+holds, backs off and sends them again). Any number of actors share one endpoint: their pushes
+land in the one queue, and parameters are encoded once per version and handed to every actor
+that asks.
 
 The actor's link turns UNAVAILABLE and DEADLINE_EXCEEDED into `LearnerUnavailable` (it holds the
-arm and reconnects), a busy learner too; any other refusal is a `ServerRefused` naming it.
+arm and reconnects), a busy learner (its queue full, or its admission cap) into `LearnerBusy`;
+any other refusal is a `ServerRefused` naming it.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from rlctl.adapters.remote.grpc_client import open_channel
 from rlctl.adapters.remote.grpc_server import DEFAULT_MAX_MESSAGE_BYTES, GrpcPolicyServer
 from rlctl.application.ports.reinforcement import (
     ActorHello,
+    LearnerBusy,
     LearnerDescription,
     LearnerUnavailable,
     Pushed,
 )
-from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.errors import ConfigError
+from rlctl.domain.remote_inference import ServerBusy
 from rlctl.domain.rl.replay import TransitionBatch
 
 _SERVICE = rl_service_pb2.DESCRIPTOR.services_by_name["LearnerService"]
@@ -71,7 +76,9 @@ class GrpcLearnerEndpoint:
                 self._queue.put_nowait(Pushed(batch, report))
             except queue.Full:
                 raise _Busy(
-                    "the learner's queue is full; send again shortly", where="transitions"
+                    f"the learner's queue is full ({self._queue.maxsize} batches waiting); "
+                    "send again shortly",
+                    where="transitions",
                 ) from None
             with self._lock:
                 version = self._version
@@ -132,8 +139,9 @@ class GrpcLearnerEndpoint:
             self._thread.join(timeout=10)
 
 
-class _Busy(InvalidInput):
-    """Raised inside a handler: the policy server's `_answer` maps it to a refusal."""
+class _Busy(ServerBusy):
+    """Raised inside a handler: the policy server's `_answer` refuses the call
+    `RESOURCE_EXHAUSTED` with the busy mark, as its admission cap does."""
 
 
 class GrpcLearnerLink:
@@ -197,9 +205,9 @@ class GrpcLearnerLink:
             trailing = (
                 dict(err.trailing_metadata() or ()) if hasattr(err, "trailing_metadata") else {}
             )
-            if trailing.get(REFUSAL_KEY) == BUSY or "queue is full" in details:
-                raise LearnerUnavailable(
-                    f"the learner is busy: {details}", where="--learner"
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED and trailing.get(REFUSAL_KEY) == BUSY:
+                raise LearnerBusy(
+                    f"the learner is busy ({code.name}): {details}", where="--learner"
                 ) from None
             raise ServerRefused(code.name, details, self.address) from None
 

@@ -31,6 +31,12 @@ class LearnerUnavailable(RlctlError):
     """The learner cannot be reached (not started, restarting, the network down)."""
 
 
+class LearnerBusy(LearnerUnavailable):
+    """The learner answered but refused for now (its queue of pushed transitions is full, or
+    it has as many calls in flight as it admits): the same call, sent again a little later,
+    succeeds. Nothing was taken from the refused call."""
+
+
 @attrs.frozen
 class ActorHello:
     """What an actor tells the learner first: its features and its robot's action bounds."""
@@ -121,7 +127,7 @@ class ReplayStore(Protocol):
 
 class LearnerLink(Protocol):
     """The actor's side of the wire; each call raises `LearnerUnavailable` when the learner
-    cannot be reached."""
+    cannot be reached, `LearnerBusy` when it refused the call for now."""
 
     def describe(self, hello: ActorHello) -> LearnerDescription: ...
 

@@ -12,7 +12,10 @@ does it.
 
 When the learner cannot be reached the actor holds the arm (`Interaction.hold`, once per
 `retry_s`), keeps its transitions (at most `max_pending`; the oldest are dropped past that, said
-once), and tries again until it answers or `reconnect_timeout_s` passes.
+once), and tries again until it answers or `reconnect_timeout_s` passes. A learner that answers
+busy (its queue full: several actors pushing faster than it takes) is asked again after a wait
+that doubles from `retry_s` up to `max_backoff_s`, within the same bound; giving up says how
+many transitions were not delivered.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rlctl.application.ports.reinforcement import (
     ActorHello,
     Interaction,
     InterventionSource,
+    LearnerBusy,
     LearnerLink,
     LearnerUnavailable,
     RewardSource,
@@ -50,6 +54,8 @@ class ActSettings:
     push_every: int = 0
     fps: float | None = None
     retry_s: float = 0.5
+    # The longest wait between two tries while the learner answers busy.
+    max_backoff_s: float = 8.0
     reconnect_timeout_s: float = 300.0
     max_pending: int = 100_000
 
@@ -217,8 +223,10 @@ class ActWithPolicy:
         return version
 
     def _reliably[T](self, call: Callable[[], T], settings: ActSettings) -> T:
-        """`call`, retried while the learner is away; the arm holds meanwhile."""
+        """`call`, retried while the learner is away (every `retry_s`) or busy (backing off);
+        the arm holds meanwhile."""
         first_failure: float | None = None
+        busy = 0
         while True:
             try:
                 result = call()
@@ -227,21 +235,34 @@ class ActWithPolicy:
                 if first_failure is None:
                     first_failure = now
                     log.warning(
-                        "the learner is away: holding the arm and reconnecting", reason=err.message
+                        "the learner is busy: holding the arm and sending again later"
+                        if isinstance(err, LearnerBusy)
+                        else "the learner is away: holding the arm and reconnecting",
+                        reason=err.message,
                     )
                 if now - first_failure >= settings.reconnect_timeout_s:
                     raise HardwareError(
-                        f"the learner has been unreachable for {now - first_failure:.0f} s",
+                        f"the learner has been {'busy' if busy else 'unreachable'} for "
+                        f"{now - first_failure:.0f} s; {len(self._pending)} transitions and "
+                        f"{len(self._reports)} episode reports were not delivered",
                         where="--learner",
                         hint="start (or restart with --resume) `rlctl rl learn`, then the actor "
-                        "again; the arm was held meanwhile",
+                        "again; the arm was held meanwhile"
+                        if not busy
+                        else "the learner takes transitions slower than its actors push them: "
+                        "fewer actors, or a longer --reconnect-timeout-s",
                     ) from err
                 self._world.hold()
-                self._clock.sleep_until(now + settings.retry_s)
+                if isinstance(err, LearnerBusy):
+                    wait = min(settings.retry_s * 2.0**busy, settings.max_backoff_s)
+                    busy += 1
+                else:
+                    wait, busy = settings.retry_s, 0
+                self._clock.sleep_until(now + wait)
                 continue
             if first_failure is not None:
                 self.reconnections += 1
-                log.info("the learner is back", pending=len(self._pending))
+                log.info("the learner is back", pending=len(self._pending), busy_refusals=busy)
             return result
 
     def _bound_pending(self, settings: ActSettings) -> None:

@@ -10,7 +10,9 @@ restart with `resume` picks up the last checkpoint and its replay, and the actor
 their arm meanwhile) reconnect and go on.
 
 The learner's policy is built when its features are known: from a checkpoint being resumed, or
-from the first actor's hello (its robot's observation and action features).
+from the first actor's hello (its robot's observation and action features). Any number of actors
+may feed one learner (each says hello, pushes, fetches on its own); one that stops or dies takes
+nothing from the others. The interaction step is every transition received, from all of them.
 """
 
 from __future__ import annotations
@@ -150,11 +152,11 @@ class LearnWithSAC:
                 for pushed in self._endpoint.take():
                     if pushed.batch is not None:
                         replay.add(pushed.batch.transitions())
+                        # Counted here, not read from the reports: each actor reports its own
+                        # steps, and any number of them (restarted ones too) feed this learner.
+                        interaction_step += len(pushed.batch)
                     if pushed.report is not None:
                         episodes += 1
-                        interaction_step = int(
-                            pushed.report.get("Interaction step", interaction_step)
-                        )
                         log.info("episode", **{k: float(v) for k, v in pushed.report.items()})
                 trainer = self._trainer
                 if trainer is None:

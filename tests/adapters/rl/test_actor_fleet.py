@@ -1,0 +1,310 @@
+"""Several actors on one learner, through the real gRPC transport (`GrpcLearnerEndpoint`,
+`GrpcLearnerLink`, the learner's use case; a counting trainer stands in for SAC's maths): both
+actors get parameters as the learner moves on, the transitions of both land in its replay, and
+one actor dying takes nothing from the learner or the other. A full learner queue is refused
+`RESOURCE_EXHAUSTED` (busy): the actor holds, backs off, sends again, and loses nothing.
+Bounded: every thread is joined with a timeout, every call has a deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from rlctl.adapters.clock.system import SystemClock
+from rlctl.adapters.memory.reinforcement import (
+    ConstantActingPolicy,
+    ConstantActingPolicyFactory,
+    CountingTrainerFactory,
+    InMemoryReplayStore,
+    LineInteraction,
+)
+from rlctl.adapters.remote import rl_wire
+from rlctl.adapters.remote.errors import BUSY, REFUSAL_KEY
+from rlctl.adapters.remote.grpc_server import GrpcPolicyServer
+from rlctl.adapters.remote.rl_grpc import SERVICE, GrpcLearnerEndpoint, GrpcLearnerLink
+from rlctl.adapters.rl.reward import EnvReward, NoIntervention
+from rlctl.application.ports.reinforcement import (
+    ActorHello,
+    InteractionStep,
+    LearnerBusy,
+    Pushed,
+)
+from rlctl.application.use_cases.rl_act import ActResult, ActSettings, ActWithPolicy
+from rlctl.application.use_cases.rl_learn import LearnResult, LearnSettings, LearnWithSAC
+from rlctl.domain.errors import HardwareError
+from rlctl.domain.rl.replay import RLTransition, stack
+
+TOKEN = "a-token-of-sixteen-chars"
+JOIN_S = 60.0
+
+
+class RecordingEndpoint(GrpcLearnerEndpoint):
+    """The real endpoint; what the learner's loop takes from it is kept for the test to read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.taken: list[Pushed] = []
+
+    def take(self) -> list[Pushed]:
+        out = super().take()
+        self.taken.extend(out)
+        return out
+
+
+class DyingLine(LineInteraction):
+    """A robot whose bus is lost at its `dies_at`-th step: the actor's process ends there."""
+
+    def __init__(self, dies_at: int, died: threading.Event, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dies_at = dies_at
+        self.died = died
+        self.steps = 0
+
+    def step(self, action: np.ndarray) -> InteractionStep:
+        self.steps += 1
+        if self.steps == self.dies_at:
+            self.died.set()
+            raise RuntimeError("the motor bus is gone")
+        return super().step(action)
+
+
+class WaitingLine(LineInteraction):
+    """A robot whose `wait_before`-th episode starts only once `event` is set (bounded)."""
+
+    def __init__(self, wait_before: int, event: threading.Event, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wait_before = wait_before
+        self.event = event
+        self.episodes = 0
+
+    def reset(self) -> Any:
+        self.episodes += 1
+        if self.episodes == self.wait_before:
+            assert self.event.wait(JOIN_S), "the other actor never died"
+        return super().reset()
+
+
+def in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(target())
+        except BaseException as err:  # the test reads it
+            out.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def joined(thread: threading.Thread, out: list[Any]) -> Any:
+    thread.join(timeout=JOIN_S)
+    assert not thread.is_alive(), "a thread did not finish in time"
+    return out[0]
+
+
+def actor(
+    address: str, world: LineInteraction, policy: ConstantActingPolicy, **settings: Any
+) -> Callable[[], ActResult]:
+    link = GrpcLearnerLink(address, token=TOKEN, timeout_s=10)
+    use_case = ActWithPolicy(
+        link,
+        ConstantActingPolicyFactory(policy),
+        world,
+        EnvReward(),
+        NoIntervention(),
+        SystemClock(),
+    )
+
+    def run() -> ActResult:
+        try:
+            return use_case(ActSettings(retry_s=0.02, **settings))
+        finally:
+            link.close()
+
+    return run
+
+
+@pytest.fixture
+def server() -> Iterator[GrpcPolicyServer]:
+    server = GrpcPolicyServer(port=0, token=TOKEN, max_message_bytes=1 << 20)
+    yield server
+    server.stop()
+
+
+def test_two_actors_feed_one_learner_and_one_dying_stops_neither(
+    server: GrpcPolicyServer, tmp_path: Path
+) -> None:
+    endpoint = RecordingEndpoint(server)
+    trainers = CountingTrainerFactory()
+    learner = LearnWithSAC(endpoint, trainers, InMemoryReplayStore(), SystemClock())
+    stop = threading.Event()
+    ready: list[str] = []
+    settings = LearnSettings(
+        output_dir=tmp_path,
+        batch_size=4,
+        online_step_before_learning=4,
+        push_every_s=0.02,
+        save_freq=10**9,
+        steps=10**9,
+        max_seconds=JOIN_S,
+        log_every=10**9,
+    )
+    learning, learned = in_thread(lambda: learner(settings, on_ready=ready.append, stop=stop))
+    deadline = time.monotonic() + JOIN_S
+    while not ready:
+        assert time.monotonic() < deadline and learning.is_alive(), learned
+        time.sleep(0.01)
+    address = ready[0]
+
+    died = threading.Event()
+    # Positions tell the actors' transitions apart: one starts at 10, the other at -10.
+    dying = DyingLine(dies_at=7, died=died, length=3, start=10.0)
+    surviving = WaitingLine(wait_before=3, event=died, length=3, start=-10.0)
+    dying_policy, surviving_policy = ConstantActingPolicy(0.5), ConstantActingPolicy(-0.5)
+    a, a_out = in_thread(actor(address, dying, dying_policy, episodes=5))
+    b, b_out = in_thread(actor(address, surviving, surviving_policy, episodes=6))
+
+    failure = joined(a, a_out)
+    assert isinstance(failure, RuntimeError) and "motor bus" in str(failure)
+    step_when_died = trainers.created[0].optimization_step
+    survived = joined(b, b_out)
+    assert isinstance(survived, ActResult), survived
+    assert (survived.steps, survived.episodes) == (18, 6)
+    # The learner went on after the death: it is still training, and the survivor got newer
+    # parameters than the learner had when the other actor died.
+    assert learning.is_alive()
+    assert trainers.created[0].optimization_step > step_when_died
+    stop.set()
+    result = joined(learning, learned)
+    assert isinstance(result, LearnResult), result
+    assert len(trainers.created) == 1  # the second hello found the policy built
+
+    versions = [float(w["policy.step"][0]) for w in surviving_policy.loaded]
+    assert versions == sorted(versions) and len(versions) >= 2
+    assert versions[-1] >= step_when_died
+    assert dying_policy.loaded, "the actor that died had parameters too"
+
+    # Every transition pushed landed in the replay: the dying actor's two whole episodes (its
+    # third was cut at the bus loss), all of the survivor's.
+    batches = [p.batch for p in endpoint.taken if p.batch is not None]
+    starts = np.concatenate([b.state["observation.state"][:, 0] for b in batches])
+    from_dying = int((starts > 5).sum())
+    from_surviving = int((starts < -5).sum())
+    assert (from_dying, from_surviving) == (6, 18)
+    assert result.online_transitions == 24 and result.interaction_step == 24
+    assert sum(1 for p in endpoint.taken if p.report is not None) == 2 + 6
+
+
+def transitions(n: int) -> Any:
+    return stack(
+        [
+            RLTransition(
+                state={"observation.state": np.full(1, i, dtype=np.float32)},
+                action=np.array([0.1], dtype=np.float32),
+                reward=0.0,
+                next_state={"observation.state": np.full(1, i + 1, dtype=np.float32)},
+                done=False,
+                truncated=i == n - 1,
+            )
+            for i in range(n)
+        ]
+    )
+
+
+def started(endpoint: GrpcLearnerEndpoint) -> str:
+    return endpoint.start(lambda hello: _description(), lambda batch: None)
+
+
+def _description() -> Any:
+    from rlctl.application.ports.reinforcement import LearnerDescription
+    from rlctl.domain.features import typed_feature
+    from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
+
+    config = GaussianActorConfig(
+        input_features={"observation.state": typed_feature("STATE", (1,))},
+        output_features={"action": typed_feature("ACTION", (1,))},
+    )
+    return LearnerDescription(config, {})
+
+
+def test_a_full_queue_is_refused_resource_exhausted_and_busy(server: GrpcPolicyServer) -> None:
+    endpoint = GrpcLearnerEndpoint(server, max_queued=1)
+    address = started(endpoint)
+    link = GrpcLearnerLink(address, token=TOKEN, timeout_s=5)
+    link.describe(ActorHello(LineInteraction().features))
+    link.push(transitions(2), None)
+    with pytest.raises(LearnerBusy, match=r"RESOURCE_EXHAUSTED.*queue is full"):
+        link.push(transitions(3), None)
+    # On the wire: gRPC's RESOURCE_EXHAUSTED with the busy mark a client backs off on.
+    channel = grpc.insecure_channel(address)
+    push = channel.unary_unary(f"/{SERVICE}/PushTransitions")
+    with pytest.raises(grpc.RpcError) as err:
+        push(
+            rl_wire.encode_push(transitions(3), None),
+            timeout=5,
+            metadata=(("authorization", f"Bearer {TOKEN}"),),
+        )
+    assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(err.value.trailing_metadata() or ())[REFUSAL_KEY] == BUSY
+    channel.close()
+    # The refused pushes were not queued: only the first is there.
+    (queued,) = endpoint.take()
+    assert queued.batch is not None and len(queued.batch) == 2
+    link.close()
+    endpoint.stop()
+
+
+def test_an_actor_refused_busy_backs_off_and_loses_nothing(server: GrpcPolicyServer) -> None:
+    endpoint = GrpcLearnerEndpoint(server, max_queued=1)
+    address = started(endpoint)
+    world = LineInteraction(length=4)
+    run = actor(address, world, ConstantActingPolicy(0.5), episodes=3, push_every=2)
+    acting, acted = in_thread(run)
+    # The learner's loop is late: nothing is taken until the actor has held a while.
+    deadline = time.monotonic() + JOIN_S
+    while world.holds < 3:
+        assert time.monotonic() < deadline and acting.is_alive(), acted
+        time.sleep(0.01)
+    received: list[Pushed] = []
+    while acting.is_alive() and time.monotonic() < deadline:
+        received.extend(endpoint.take())
+        time.sleep(0.05)
+    result = joined(acting, acted)
+    received.extend(endpoint.take())
+    assert isinstance(result, ActResult), result
+    assert result.reconnections >= 1
+    pushed = sum(len(p.batch) for p in received if p.batch is not None)
+    assert pushed == result.steps == 12
+    assert sum(1 for p in received if p.report is not None) == 3
+    endpoint.stop()
+
+
+def test_an_actor_gives_up_on_a_learner_busy_too_long_and_says_what_is_lost(
+    server: GrpcPolicyServer,
+) -> None:
+    endpoint = GrpcLearnerEndpoint(server, max_queued=1)
+    address = started(endpoint)
+    link = GrpcLearnerLink(address, token=TOKEN, timeout_s=5)
+    link.push(transitions(1), None)  # the queue is full and nobody takes from it
+    link.close()
+    world = LineInteraction(length=3)
+    run = actor(
+        address, world, ConstantActingPolicy(0.5), episodes=1, reconnect_timeout_s=0.5,
+        max_backoff_s=0.1,
+    )  # fmt: skip
+    acting, acted = in_thread(run)
+    failure = joined(acting, acted)
+    assert isinstance(failure, HardwareError), failure
+    assert "busy" in failure.message and "3 transitions" in failure.message
+    assert "not delivered" in failure.message
+    assert world.holds >= 3
+    endpoint.stop()
