@@ -57,37 +57,46 @@ class RecordingEndpoint(GrpcLearnerEndpoint):
         self.taken.extend(out)
         return out
 
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
 
 class DyingLine(LineInteraction):
-    """A robot whose bus is lost at its `dies_at`-th step: the actor's process ends there."""
+    """A robot whose bus is lost at its `dies_at`-th step: the actor's process ends there
+    (`on_death` runs first)."""
 
-    def __init__(self, dies_at: int, died: threading.Event, **kwargs: Any) -> None:
+    def __init__(self, dies_at: int, on_death: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.dies_at = dies_at
-        self.died = died
+        self.on_death = on_death
         self.steps = 0
 
     def step(self, action: np.ndarray) -> InteractionStep:
         self.steps += 1
         if self.steps == self.dies_at:
-            self.died.set()
+            self.on_death()
             raise RuntimeError("the motor bus is gone")
         return super().step(action)
 
 
 class WaitingLine(LineInteraction):
-    """A robot whose `wait_before`-th episode starts only once `event` is set (bounded)."""
+    """A robot whose episodes start only once their condition holds (`before`: episode number
+    to condition; each wait bounded)."""
 
-    def __init__(self, wait_before: int, event: threading.Event, **kwargs: Any) -> None:
+    def __init__(self, before: dict[int, Callable[[], bool]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.wait_before = wait_before
-        self.event = event
+        self.before = before
         self.episodes = 0
 
     def reset(self) -> Any:
         self.episodes += 1
-        if self.episodes == self.wait_before:
-            assert self.event.wait(JOIN_S), "the other actor never died"
+        condition = self.before.get(self.episodes)
+        deadline = time.monotonic() + JOIN_S
+        while condition is not None and not condition():
+            assert time.monotonic() < deadline, f"episode {self.episodes} waited too long"
+            time.sleep(0.005)
         return super().reset()
 
 
@@ -145,7 +154,8 @@ def test_two_actors_feed_one_learner_and_one_dying_stops_neither(
 ) -> None:
     endpoint = RecordingEndpoint(server)
     trainers = CountingTrainerFactory()
-    learner = LearnWithSAC(endpoint, trainers, InMemoryReplayStore(), SystemClock())
+    store = InMemoryReplayStore()
+    learner = LearnWithSAC(endpoint, trainers, store, SystemClock())
     stop = threading.Event()
     ready: list[str] = []
     settings = LearnSettings(
@@ -166,31 +176,40 @@ def test_two_actors_feed_one_learner_and_one_dying_stops_neither(
     address = ready[0]
 
     died = threading.Event()
-    # Positions tell the actors' transitions apart: one starts at 10, the other at -10.
-    dying = DyingLine(dies_at=7, died=died, length=3, start=10.0)
-    surviving = WaitingLine(wait_before=3, event=died, length=3, start=-10.0)
+    at_death: list[int] = []
+
+    def on_death() -> None:
+        at_death.append(endpoint.version)
+        died.set()
+
+    # Positions tell the actors' transitions apart: one starts at 10, the other at -10. The
+    # survivor's third episode starts after the death, its fifth once the learner has published
+    # parameters since.
+    dying = DyingLine(dies_at=7, on_death=on_death, length=3, start=10.0)
+    surviving = WaitingLine(
+        {3: died.is_set, 5: lambda: endpoint.version > at_death[0]}, length=3, start=-10.0
+    )
     dying_policy, surviving_policy = ConstantActingPolicy(0.5), ConstantActingPolicy(-0.5)
     a, a_out = in_thread(actor(address, dying, dying_policy, episodes=5))
     b, b_out = in_thread(actor(address, surviving, surviving_policy, episodes=6))
 
     failure = joined(a, a_out)
     assert isinstance(failure, RuntimeError) and "motor bus" in str(failure)
-    step_when_died = trainers.created[0].optimization_step
     survived = joined(b, b_out)
     assert isinstance(survived, ActResult), survived
     assert (survived.steps, survived.episodes) == (18, 6)
-    # The learner went on after the death: it is still training, and the survivor got newer
-    # parameters than the learner had when the other actor died.
+    # The learner went on after the death: it is still running, and the survivor got newer
+    # parameters than the learner had published when the other actor died.
     assert learning.is_alive()
-    assert trainers.created[0].optimization_step > step_when_died
     stop.set()
     result = joined(learning, learned)
     assert isinstance(result, LearnResult), result
     assert len(trainers.created) == 1  # the second hello found the policy built
 
-    versions = [float(w["policy.step"][0]) for w in surviving_policy.loaded]
+    versions = [float(w["policy.step"][0]) + 1 for w in surviving_policy.loaded]
     assert versions == sorted(versions) and len(versions) >= 2
-    assert versions[-1] >= step_when_died
+    assert versions[-1] > at_death[0] >= 1
+    assert survived.parameters_version > at_death[0]
     assert dying_policy.loaded, "the actor that died had parameters too"
 
     # Every transition pushed landed in the replay: the dying actor's two whole episodes (its
@@ -201,6 +220,9 @@ def test_two_actors_feed_one_learner_and_one_dying_stops_neither(
     from_surviving = int((starts < -5).sum())
     assert (from_dying, from_surviving) == (6, 18)
     assert result.online_transitions == 24 and result.interaction_step == 24
+    # Stopped with transitions no checkpoint held: they were saved on the way out.
+    assert result.checkpoint is not None
+    assert len(store.saved[result.checkpoint / "replay"]["reward"]) == 24
     assert sum(1 for p in endpoint.taken if p.report is not None) == 2 + 6
 
 

@@ -5,7 +5,8 @@ The loop, as LeRobot's learner runs it: take what the actors pushed into the rep
 intervention into the demonstrations' buffer too); once the online buffer holds
 `online_step_before_learning` transitions, one SAC step per turn on batches mixed
 `online_ratio` online; every `push_every_s` seconds publish the actor's weights; every
-`save_freq` steps save the policy, the learner's own tensors, the optimisers and the replay. A
+`save_freq` steps save the policy, the learner's own tensors, the optimisers and the replay
+(and once more when the learner stops with transitions no checkpoint holds yet). A
 restart with `resume` picks up the last checkpoint and its replay, and the actors (which hold
 their arm meanwhile) reconnect and go on.
 
@@ -31,6 +32,7 @@ from rlctl.application.ports.reinforcement import (
     ActorHello,
     LearnerDescription,
     LearnerEndpoint,
+    Pushed,
     ReplayStore,
     SACTrainer,
     SACTrainerFactory,
@@ -142,6 +144,7 @@ class LearnWithSAC:
         episodes = 0
         stats: dict[str, float] = {}
         checkpoint: Path | None = None
+        saved_at = interaction_step
         try:
             while True:
                 if stop is not None and stop.is_set():
@@ -149,15 +152,9 @@ class LearnWithSAC:
                 now = self._clock.now()
                 if settings.max_seconds is not None and now - started >= settings.max_seconds:
                     break
-                for pushed in self._endpoint.take():
-                    if pushed.batch is not None:
-                        replay.add(pushed.batch.transitions())
-                        # Counted here, not read from the reports: each actor reports its own
-                        # steps, and any number of them (restarted ones too) feed this learner.
-                        interaction_step += len(pushed.batch)
-                    if pushed.report is not None:
-                        episodes += 1
-                        log.info("episode", **{k: float(v) for k, v in pushed.report.items()})
+                added, ended = _absorb(self._endpoint.take(), replay)
+                interaction_step += added
+                episodes += ended
                 trainer = self._trainer
                 if trainer is None:
                     self._clock.sleep_until(self._clock.now() + settings.poll_s)
@@ -179,8 +176,17 @@ class LearnWithSAC:
                     log.info("learner step", step=step, online=len(replay.online), **stats)
                 if step % settings.save_freq == 0 or step >= settings.steps:
                     checkpoint = self._save(settings, trainer, replay, interaction_step)
+                    saved_at = interaction_step
         finally:
             self._endpoint.stop()
+        # Pushes answered while the loop ended (the endpoint has stopped: no more come) were
+        # acknowledged to their actors: they join the replay, and what no checkpoint holds yet
+        # is saved now, so a resumed run has every transition an actor was told arrived.
+        added, ended = _absorb(self._endpoint.take(), replay)
+        interaction_step += added
+        episodes += ended
+        if self._trainer is not None and interaction_step != saved_at:
+            checkpoint = self._save(settings, self._trainer, replay, interaction_step)
         return LearnResult(
             optimization_step=self._trainer.optimization_step if self._trainer else 0,
             interaction_step=interaction_step,
@@ -248,6 +254,21 @@ class LearnWithSAC:
         _point_last(root, folder)
         log.info("checkpoint", folder=str(folder), step=trainer.optimization_step)
         return folder
+
+
+def _absorb(pushes: list[Pushed], replay: Replay) -> tuple[int, int]:
+    """The pushes into the replay: (transitions, episodes ended)."""
+    transitions = episodes = 0
+    for pushed in pushes:
+        if pushed.batch is not None:
+            replay.add(pushed.batch.transitions())
+            # Counted here, not read from the reports: each actor reports its own steps, and
+            # any number of them (restarted ones too) feed this learner.
+            transitions += len(pushed.batch)
+        if pushed.report is not None:
+            episodes += 1
+            log.info("episode", **{k: float(v) for k, v in pushed.report.items()})
+    return transitions, episodes
 
 
 def _batches(
