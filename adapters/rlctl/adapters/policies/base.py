@@ -116,11 +116,41 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        """Where the model's (first) parameter lives."""
+        return self._first_parameter().device
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+        return self._first_parameter().dtype
+
+    def _first_parameter(self) -> nn.Parameter:
+        """`next(self.parameters())`, found once: an actor asks for the device and dtype several
+        times a step, and walking the modules cost more than its small networks. The parameter
+        object is kept, so `.to()`/`.half()` (which move its data in place) show at once; the
+        path to it is checked on each call (a dict lookup per level), so a parameter or module
+        replaced since (`load_state_dict(assign=True)`, a conversion that makes new parameters,
+        sharding, a hand-made swap) is found again."""
+        cached = self.__dict__.get("_first_parameter_path")
+        if cached is not None:
+            links, name, parameter = cached
+            parent: nn.Module = self
+            for key, child in links:
+                if parent._modules.get(key) is not child:
+                    break
+                parent = child
+            else:
+                if parent._parameters.get(name) is parameter:
+                    return parameter  # type: ignore[no-any-return]
+        for full_name, parameter in self.named_parameters():
+            *path, name = full_name.split(".")
+            links, module = [], self
+            for key in path:
+                module = module._modules[key]  # type: ignore[assignment]
+                links.append((key, module))
+            # Only children are held (never `self`): the cache makes no reference cycle.
+            object.__setattr__(self, "_first_parameter_path", (tuple(links), name, parameter))
+            return parameter
+        raise ConfigError(f"{type(self).__name__} has no parameters", where="policy")
 
 
 def policy_class(config: PolicyConfig) -> type[PolicyModel]:
