@@ -213,7 +213,7 @@ def test_learner_trains_publishes_checkpoints_and_resumes(tmp_path: Path) -> Non
     # Batches mixed half and half once demonstrations are there.
     assert trainers.created[0].batches_seen[-1] == 8
     last = tmp_path / "checkpoints" / "last"
-    assert last.resolve().name == "000000020"
+    assert last.resolve().name == "000020"
     assert wire.endpoint.stopped
 
     # A restart resumes from the last checkpoint and its replay, and goes on.

@@ -129,7 +129,7 @@ def test_learner_and_actor_train_resume_and_reconnect(tmp_path: Path) -> None:
     assert "acted: 400 steps, 2 episodes" in acted
     assert "learned: 20 steps, 400 online transitions, 2 episodes" in learned
     last = out / "checkpoints" / "last"
-    assert last.resolve().name == "000000020"
+    assert last.resolve().name == "000020"
     config = json.loads((last / "pretrained_model" / "config.json").read_text())
     assert config["type"] == "gaussian_actor" and "n_action_steps" not in config
     assert (last / "algorithm" / "model.safetensors").is_file()
@@ -143,7 +143,7 @@ def test_learner_and_actor_train_resume_and_reconnect(tmp_path: Path) -> None:
     )  # fmt: skip
     resumed = finish(learner, learner_log, RUN_S)
     assert "learned: 30 steps, 400 online transitions" in resumed
-    assert last.resolve().name == "000000030"
+    assert last.resolve().name == "000030"
 
 
 def write_demonstrations(root: Path, episodes: int = 3, length: int = 30) -> int:

@@ -9,7 +9,9 @@ moves the targets by Polyak averaging. Gradients are clipped at `grad_clip_norm`
 
 Its tensors are saved under LeRobot's names (`critic_ensemble.critics.0.net.net.0.weight`,
 `critic_target.…`, `discrete_critic_target.…`, `log_alpha`; the shared encoder's weights are the
-policy's), in the `algorithm/` folder of a checkpoint as LeRobot saves it.
+policy's), in the `algorithm/` folder of a checkpoint as LeRobot saves it; its optimisers in
+`training_state/<actor|critic|temperature|discrete_critic>/` as LeRobot's learner saves them, so
+either tool resumes the other's checkpoint.
 """
 
 from __future__ import annotations
@@ -35,11 +37,14 @@ from rlctl.adapters.policies.gaussian_actor import (
     Observations,
     _uniform_or_orthogonal,
 )
+from rlctl.adapters.training.state_files import load_optimizer, save_optimizer
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.rl.sac import SACSettings
 
 ALGORITHM_CONFIG = "config.json"
 ALGORITHM_WEIGHTS = "model.safetensors"
+# The optimisers' files (in `training_state/<name>/`; rlctl before 2026-12 kept them all in
+# `algorithm/`, still read).
 OPTIMIZER_STATE = "optimizer_state.safetensors"
 OPTIMIZER_GROUPS = "optimizer_param_groups.json"
 
@@ -291,33 +296,30 @@ class SoftActorCritic:
         return bundle
 
     def save(self, folder: Path, settings_data: Mapping[str, Any]) -> None:
-        """`algorithm/` (config.json, model.safetensors) and the optimisers' state."""
+        """`algorithm/` as LeRobot's `SACAlgorithm.save_pretrained` writes it: config.json,
+        model.safetensors (the critics, targets, temperature)."""
         folder.mkdir(parents=True, exist_ok=True)
         (folder / ALGORITHM_CONFIG).write_text(
             json.dumps({"type": "sac", **settings_data}, indent=4) + "\n", encoding="utf-8"
         )
         save_file(self.state_dict(), str(folder / ALGORITHM_WEIGHTS))
-        tensors: dict[str, Tensor] = {}
-        groups: dict[str, Any] = {"optimization_step": self.optimization_step}
+
+    def save_optimizers(self, folder: Path) -> None:
+        """The optimisers into `training_state/` as LeRobot's learner saves its dict of them:
+        one folder each (`actor/`, `critic/`, `temperature/`, `discrete_critic/`) holding
+        `optimizer_state.safetensors` and `optimizer_param_groups.json`."""
         for name, optimizer in self.optimizers.items():
-            state = optimizer.state_dict()
-            groups[name] = state["param_groups"]
-            for index, values in state["state"].items():
-                for key, value in values.items():
-                    tensors[f"{name}.{index}.{key}"] = torch.as_tensor(value).detach().cpu()
-        save_file(tensors, str(folder / OPTIMIZER_STATE))
-        (folder / OPTIMIZER_GROUPS).write_text(json.dumps(groups) + "\n", encoding="utf-8")
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            save_optimizer(optimizer, folder / name)
 
     def load(self, folder: Path) -> None:
-        """Resume from `save`'s folder: critics, targets, temperature, optimisers, step."""
+        """The critics, targets and temperature from `algorithm/` (LeRobot's or ours)."""
         try:
             state = load_file(str(folder / ALGORITHM_WEIGHTS))
-            optimizer_tensors = load_file(str(folder / OPTIMIZER_STATE))
-            groups = json.loads((folder / OPTIMIZER_GROUPS).read_text(encoding="utf-8"))
         except (OSError, SafetensorError, ValueError) as err:
             raise InvalidInput(
                 f"cannot read the learner's state: {err}",
-                where=str(folder),
+                where=str(folder / ALGORITHM_WEIGHTS),
                 hint="the checkpoint is incomplete; start over without --resume",
             ) from err
         for prefix, module in (
@@ -328,8 +330,11 @@ class SoftActorCritic:
             if module is None:
                 continue
             part = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-            expected = {k for k in module.state_dict() if not k.startswith("encoder.")}
-            if set(part) != expected:
+            expected = module.state_dict()
+            wanted = {k for k in expected if not k.startswith("encoder.")}
+            if set(part) != wanted or any(
+                tuple(v.shape) != tuple(expected[k].shape) for k, v in part.items()
+            ):
                 raise InvalidInput(
                     f"the saved {prefix.rstrip('.')} does not fit the policy's critics",
                     where=str(folder / ALGORITHM_WEIGHTS),
@@ -339,6 +344,40 @@ class SoftActorCritic:
         if "log_alpha" in state:
             with torch.no_grad():
                 self.log_alpha.data.copy_(state["log_alpha"].to(self.log_alpha.device))
+
+    def load_optimizers(self, folder: Path) -> None:
+        """The optimisers from `training_state/` (LeRobot's layout, `save_optimizers`)."""
+        for name, optimizer in self.optimizers.items():
+            where = folder / name
+            if not (where / OPTIMIZER_STATE).is_file():
+                raise InvalidInput(
+                    f"the checkpoint has no state for the {name} optimiser",
+                    where=str(where / OPTIMIZER_STATE),
+                    hint="the checkpoint is incomplete (or of a policy without a "
+                    f"{name.replace('_', ' ')}); resume from another one",
+                )
+            try:
+                load_optimizer(optimizer, where)
+            except ValueError as err:  # torch: the groups' sizes differ
+                raise InvalidInput(
+                    f"the saved {name} optimiser does not fit this policy: {err}",
+                    where=str(where),
+                    hint="resume with the settings the run started with",
+                ) from err
+            self._check_optimizer(name, optimizer, where)
+
+    def load_legacy_optimizers(self, folder: Path) -> int:
+        """The optimisers as rlctl saved them before it wrote LeRobot's layout (all in
+        `algorithm/`); returns the step they were saved at."""
+        try:
+            optimizer_tensors = load_file(str(folder / OPTIMIZER_STATE))
+            groups = json.loads((folder / OPTIMIZER_GROUPS).read_text(encoding="utf-8"))
+        except (OSError, SafetensorError, ValueError) as err:
+            raise InvalidInput(
+                f"cannot read the learner's optimisers: {err}",
+                where=str(folder),
+                hint="the checkpoint is incomplete; start over without --resume",
+            ) from err
         for name, optimizer in self.optimizers.items():
             if name not in groups:
                 continue
@@ -348,9 +387,26 @@ class SoftActorCritic:
                 if owner == name:
                     per_param.setdefault(int(index), {})[field] = value
             optimizer.load_state_dict({"state": per_param, "param_groups": groups[name]})
-            for group in optimizer.param_groups:  # LeRobot's checkpoints say foreach: null
+            for group in optimizer.param_groups:
                 group["foreach"] = True
-        self.optimization_step = int(groups.get("optimization_step", 0))
+            self._check_optimizer(name, optimizer, folder)
+        return int(groups.get("optimization_step", 0))
+
+    @staticmethod
+    def _check_optimizer(name: str, optimizer: torch.optim.Optimizer, where: Path) -> None:
+        """Each moment the shape of its parameter (torch's `load_state_dict` checks only the
+        counts: a mismatch would fail later, inside a step)."""
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                for key, value in optimizer.state.get(parameter, {}).items():
+                    if value.ndim and tuple(value.shape) != tuple(parameter.shape):
+                        raise InvalidInput(
+                            f"the saved {name} optimiser's {key} has shape "
+                            f"{tuple(value.shape)} where this policy's parameter has "
+                            f"{tuple(parameter.shape)}",
+                            where=str(where),
+                            hint="resume with the settings the run started with",
+                        )
 
 
 def _adam(params: Any, lr: float) -> torch.optim.Adam:

@@ -1,13 +1,24 @@
 """The learner's torch side: `SACTrainer` (SAC on a Gaussian actor), its factory, the replay store.
 
-A checkpoint is LeRobot's layout:
+A checkpoint is LeRobot 0.6.1's learner layout, file for file where LeRobot has the file:
 
     checkpoints/<step>/pretrained_model/   the policy, its config and processors (any tool reads it)
-    checkpoints/<step>/algorithm/          the critics, targets, temperature (`sac.SoftActorCritic`)
-                                           and the optimisers' state
-    checkpoints/<step>/training_state/training_step.json   {"step", "interaction_step"}
-    checkpoints/<step>/replay/, replay_offline/            the buffers (safetensors)
+    checkpoints/<step>/algorithm/          config.json, model.safetensors: the critics, targets,
+                                           temperature (`sac.SoftActorCritic`)
+    checkpoints/<step>/training_state/
+        actor/, critic/, temperature/, discrete_critic/   optimizer_state.safetensors and
+                                           optimizer_param_groups.json, one optimiser each
+        rng_state.safetensors              python, numpy and torch generators
+        training_step.json                 {"step", "interaction_step"}
+    checkpoints/<step>/replay/, replay_offline/            the buffers (safetensors; LeRobot
+                                           writes them as datasets beside the checkpoints)
     checkpoints/last -> <step>
+
+So rlctl resumes a LeRobot learner's checkpoint, and LeRobot's `load_training_state` (optimisers,
+generators, step) and `SACAlgorithm.load_state_dict` read rlctl's. rlctl writes no
+`train_config.json` (LeRobot's whole-pipeline config, env and dataset included): LeRobot's
+`--resume` command line wants it. A checkpoint of an earlier rlctl (optimisers in `algorithm/`)
+still resumes.
 """
 
 from __future__ import annotations
@@ -27,7 +38,14 @@ from safetensors.numpy import load_file, save_file
 from rlctl.adapters.policies.checkpoint import read_config, read_model, read_processors
 from rlctl.adapters.policies.gaussian_actor import GaussianActorPolicy
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy
-from rlctl.adapters.rl.sac import SoftActorCritic
+from rlctl.adapters.rl.sac import OPTIMIZER_STATE, SoftActorCritic
+from rlctl.adapters.training.state_files import (
+    RNG_STATE,
+    read_tensors,
+    restore_rng,
+    rng_tensors,
+    save_tensors,
+)
 from rlctl.application.ports.reinforcement import ActorHello, LearnerDescription
 from rlctl.domain.config import unstructure
 from rlctl.domain.errors import ConfigError, InvalidInput
@@ -82,6 +100,8 @@ class TorchSACTrainer:
         self.sac.save(folder / ALGORITHM, unstructure(self.settings))
         state = folder / TRAINING_STATE
         state.mkdir(parents=True, exist_ok=True)
+        self.sac.save_optimizers(state)
+        save_tensors(rng_tensors(), state / RNG_STATE)
         (state / TRAINING_STEP).write_text(
             json.dumps({"step": self.optimization_step, "interaction_step": interaction_step})
             + "\n",
@@ -161,15 +181,28 @@ class TorchSACTrainerFactory:
         policy = _read_policy(folder / PRETRAINED, self._settings.device)
         trainer = TorchSACTrainer(policy, self._settings.algorithm)
         trainer.sac.load(folder / ALGORITHM)
+        state_dir = folder / TRAINING_STATE
         try:
-            state = json.loads((folder / TRAINING_STATE / TRAINING_STEP).read_text("utf-8"))
+            state = json.loads((state_dir / TRAINING_STEP).read_text("utf-8"))
+            step = int(state["step"])
             interaction = int(state.get("interaction_step", 0))
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, KeyError, TypeError) as err:
             raise InvalidInput(
                 f"cannot read the training state: {err}",
-                where=str(folder / TRAINING_STATE),
+                where=str(state_dir / TRAINING_STEP),
                 hint="the checkpoint is incomplete; start a new run",
             ) from err
+        if (folder / ALGORITHM / OPTIMIZER_STATE).is_file() and not (
+            state_dir / "actor" / OPTIMIZER_STATE
+        ).is_file():
+            step = trainer.sac.load_legacy_optimizers(folder / ALGORITHM)
+        else:
+            trainer.sac.load_optimizers(state_dir)
+        trainer.sac.optimization_step = step
+        if (state_dir / RNG_STATE).is_file():
+            # As LeRobot's learner resumes: the actor's sampling and the critics' subsampling
+            # go on from where they were.
+            restore_rng(read_tensors(state_dir / RNG_STATE))
         return trainer, interaction
 
 

@@ -246,7 +246,9 @@ class LearnWithSAC:
         self, settings: LearnSettings, trainer: SACTrainer, replay: Replay, interaction_step: int
     ) -> Path:
         root = settings.output_dir / CHECKPOINTS
-        folder = root / f"{trainer.optimization_step:09d}"
+        # LeRobot's name: the step, zero-padded to the digits of the run's last step (6 at least).
+        digits = max(6, len(str(settings.steps)))
+        folder = root / f"{trainer.optimization_step:0{digits}d}"
         trainer.save(folder, interaction_step)
         self._store.save(folder / ONLINE_REPLAY, replay.online)
         if replay.offline is not None:
