@@ -30,6 +30,7 @@ from rlctl.adapters.training import state_files
 from rlctl.adapters.training.allocator import keep_freed_memory
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.adapters.training.checkpoints import confined, find_checkpoint
+from rlctl.adapters.training.column_batches import column_batches
 from rlctl.adapters.training.data import make_loader, sample_positions, sample_probabilities
 from rlctl.adapters.training.distributed import World, start_world
 from rlctl.adapters.training.ema import EmaModel
@@ -52,6 +53,7 @@ from rlctl.application.ports.training import CheckpointRef, TrainingPlan
 from rlctl.domain.config import unstructure
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
+from rlctl.domain.processors import ProcessorPipeline
 from rlctl.domain.run_layout import PRETRAINED_DIR, TRAINING_STATE_DIR
 from rlctl.domain.train_presets import OptimizerSpec, SchedulerSpec
 from rlctl.domain.train_settings import TrainSettings
@@ -82,6 +84,7 @@ class TorchTrainingBackend:
         video_backend: str | None = None,
         fused_optimizer: bool = True,
         keep_freed_memory: bool = False,
+        in_memory_batches: bool = True,
     ) -> None:
         self.video_backend = None if video_backend in (None, "auto") else video_backend
         self.fused_optimizer = fused_optimizer
@@ -89,6 +92,9 @@ class TorchTrainingBackend:
         # (`allocator`): a process-wide setting, so only a command that owns its process
         # (`rlctl train`) turns it on, never a service embedding training.
         self.keep_freed_memory = keep_freed_memory
+        # Numbers-only datasets batched from memory (`column_batches`), normalised once; off:
+        # every dataset through the DataLoader, its batches normalised step by step.
+        self.in_memory_batches = in_memory_batches
 
     def find_checkpoint(self, location: str) -> CheckpointRef | None:
         return find_checkpoint(location)
@@ -144,7 +150,9 @@ class TorchTrainingBackend:
         start_step = 0
         if checkpoint is not None:
             start_step = _restore(checkpoint, optimisation, world, model)
-        batches = _batches(run, settings, world, data_seed, start_step)
+        batches, batch_preprocessor = _batches(
+            run, settings, world, data_seed, start_step, in_memory=self.in_memory_batches
+        )
         _describe(run, model, world, optimisation, start_step)
         parts = RunParts(
             world=world,
@@ -177,6 +185,7 @@ class TorchTrainingBackend:
             ),
             strategy=strategy,
             grad_accum_steps=settings.grad_accum_steps,
+            batch_preprocessor=batch_preprocessor,
         )
         return TorchTrainingSession(parts, start_step)
 
@@ -234,8 +243,15 @@ class TorchProcesses:
 
 
 def _batches(
-    run: PreparedRun, settings: TrainSettings, world: World, data_seed: int, start_step: int
-) -> Iterator[dict[str, Any]]:
+    run: PreparedRun,
+    settings: TrainSettings,
+    world: World,
+    data_seed: int,
+    start_step: int,
+    *,
+    in_memory: bool,
+) -> tuple[Iterator[dict[str, Any]], ProcessorPipeline | None]:
+    """The run's batches, and the pre-processing they still need when not all of it (None)."""
     augment = ImageAugmentations(settings.dataset.image_transforms)
     pin_memory = world.device.type == "cuda"
     if run.data.streaming:
@@ -243,7 +259,7 @@ def _batches(
         from rlctl.adapters.training.streaming_data import stream_batches
 
         assert isinstance(run.data.dataset, StreamingLeRobotDataset)
-        return stream_batches(
+        streamed = stream_batches(
             run.data.dataset,
             augment,
             batch_size=settings.batch_size,
@@ -252,6 +268,7 @@ def _batches(
             seed=data_seed,
             start_epoch=start_step * settings.grad_accum_steps,
         )
+        return streamed, None
     positions = sample_positions(run.data, settings.policy)
     sampler = StepBatchSampler(
         positions,
@@ -265,6 +282,10 @@ def _batches(
         world_size=world.size,
         sample_seeds=augment.enabled and bool(run.data.camera_keys),
     )
+    if in_memory:
+        found = column_batches(run.data.dataset, sampler, run.policy.preprocessor)
+        if found is not None:
+            return found
     loader = make_loader(
         run.data,
         sampler,
@@ -273,7 +294,7 @@ def _batches(
         pin_memory=pin_memory,
         seed=data_seed,
     )
-    return iter(loader)
+    return iter(loader), None
 
 
 def _check_statistics(run: PreparedRun, checkpoint: Path | None) -> None:

@@ -95,17 +95,37 @@ class StepBatchSampler:
             self._epoch = epoch
         return self._order
 
+    def epoch_frames(self, epoch: int) -> np.ndarray:
+        """The dataset positions of every sample of `epoch`, in stream order."""
+        return self.positions[self.order(epoch)]
+
+    def spans(self, step: int) -> list[tuple[int, int, int]]:
+        """This rank's samples for step `step` as `(epoch, start, stop)`: samples start..stop-1
+        of those epochs, one after the other (a batch spans two epochs at most, or a few when
+        the dataset holds fewer usable frames than a batch)."""
+        size = len(self.positions)
+        start = (step * self.world_size + self.rank) * self.batch_size
+        end = start + self.batch_size
+        found = []
+        while start < end:
+            epoch, offset = divmod(start, size)
+            stop = min(size, offset + end - start)
+            found.append((epoch, offset, stop))
+            start += stop - offset
+        return found
+
+    def frames(self, step: int) -> np.ndarray:
+        """This rank's dataset positions for step `step` (0-based): `batch`'s, without seeds."""
+        parts = [self.positions[self.order(epoch)[a:b]] for epoch, a, b in self.spans(step)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def batch(self, step: int) -> list[SampleKey]:
         """This rank's samples for optimisation step `step` (0-based)."""
-        first = (step * self.world_size + self.rank) * self.batch_size
-        stream = np.arange(first, first + self.batch_size, dtype=np.int64)
-        epochs, offsets = np.divmod(stream, len(self.positions))
-        frames = np.empty(len(stream), dtype=np.int64)
-        for epoch in np.unique(epochs):  # a batch spans two epochs at most (or a few, if small)
-            chosen = epochs == epoch
-            frames[chosen] = self.positions[self.order(int(epoch))[offsets[chosen]]]
+        frames = self.frames(step)
         if not self.sample_seeds:
             return [(frame, 0) for frame in frames.tolist()]
+        first = (step * self.world_size + self.rank) * self.batch_size
+        stream = np.arange(first, first + self.batch_size, dtype=np.int64)
         return [
             (frame, _seed_of(self.seed, p, 1))
             for frame, p in zip(frames.tolist(), stream.tolist(), strict=True)

@@ -79,6 +79,9 @@ class RunParts:
     strategy: str = "ddp"
     # Micro-batches whose gradients add up to one optimisation step.
     grad_accum_steps: int = 1
+    # What `batches` still need of the pre-processor, when they come partly processed (columns
+    # normalised once: `column_batches`); None: all of it.
+    batch_preprocessor: ProcessorPipeline | None = None
 
     @property
     def sharded(self) -> bool:
@@ -114,10 +117,11 @@ class TorchTrainingSession:
         losses: list[torch.Tensor] = []
         parts: dict[str, float] = {}
         data_s = 0.0
+        preprocessor = p.preprocessor if p.batch_preprocessor is None else p.batch_preprocessor
         for micro in range(accum):
             before = self._clock()
             raw = next(p.batches)
-            batch = p.preprocessor.process_batch(raw)
+            batch = preprocessor.process_batch(raw)
             if p.channels_last_keys:
                 batch = images_channels_last(batch, p.channels_last_keys)
             data_s += self._clock() - before

@@ -83,6 +83,22 @@ class _Query:
         self.pads: dict[str, np.ndarray] = {}
 
 
+@attrs.frozen(eq=False)
+class NumericColumns:
+    """A numbers-only dataset's rows as `gather` reads them (`reader.numeric_columns()`).
+
+    `columns[key]` is `(positions, *shape)`, in an item's key order; `windows[key]` is
+    `(rows, is_pad)`, each `(positions, len(deltas))`: the positions a windowed key reads for
+    each position, clamped into its episode, and where they were padded; `tasks[task_index[p]]`
+    is position p's task.
+    """
+
+    columns: dict[str, np.ndarray]
+    windows: dict[str, tuple[np.ndarray, np.ndarray]]
+    task_index: np.ndarray
+    tasks: list[str]
+
+
 class LeRobotDatasetReader:
     """A LeRobot v3.0 dataset folder opened for reading: `len(reader)`, `reader[i]`.
 
@@ -354,6 +370,31 @@ class LeRobotDatasetReader:
         # The keys in an item's order, as default_collate leaves them.
         order = [*table.numeric, *(is_pad_key(k) for k in self._deltas), "task"]
         return {key: batch[key] for key in order}
+
+    def numeric_columns(self) -> NumericColumns:
+        """What `gather` reads, for a caller that keeps the batches' sources in memory and
+        gathers them itself (training's column batches): the columns in position order, and for
+        each windowed key its rows and padding at every position, computed once."""
+        if not self.gathers:
+            raise NotSupported(
+                "this dataset's items cannot be gathered from columns (it has cameras or text)",
+                where=str(self.root),
+                hint="read its items with get_items",
+            )
+        table = self._table
+        positions = np.arange(len(table), dtype=np.int64)
+        windows = {}
+        for key, deltas in self._deltas.items():
+            window = window_batch(table.index, table.episode_from, table.episode_to, deltas)
+            rows = positions[:, None] + (window.indices - table.index[:, None])
+            windows[key] = (rows, window.is_pad)
+        return NumericColumns(dict(table.numeric), windows, table.task_index, list(self.meta.tasks))
+
+    def check_unchanged(self) -> None:
+        """Raise `DatasetChanged` when the dataset folder was replaced since it was opened (an
+        edit in place): one `stat`. Rows already read stay the opened dataset's either way."""
+        if self._identity is not None:
+            self._identity.check()
 
     def _positions(self, indices: Sequence[int]) -> np.ndarray:
         """`_position` of every index, checked for the whole batch at once."""
