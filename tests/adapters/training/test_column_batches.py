@@ -200,6 +200,7 @@ def test_a_step_changing_values_before_the_normaliser_keeps_it_per_batch():
     for changing in (
         RenameObservations(RenameConfig({"observation.state": "observation.other"})),
         DeviceStep(DeviceConfig("cpu", float_dtype="bfloat16")),
+        DeviceStep(DeviceConfig("cuda")),  # normalised there per batch, as before
     ):
         steps = [changing, *pipeline.steps]
         normalizer, rest = split_normalizer(ProcessorPipeline(steps))

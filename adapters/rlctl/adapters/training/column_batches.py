@@ -8,10 +8,11 @@ op per column; a step's batch is a slice of them. The batches are those the load
 the reader (`reader.gather`) or collates item by item, key for key and bit for bit.
 
 Normalising once: when every pre-processing step before the policy's normaliser leaves the
-values alone (renames nothing, adds a batch axis, moves tensors without casting them), the
-normaliser — an elementwise map with fixed statistics — runs once on the columns, on the device
-it would have run on, and each step runs the pre-processor without it. The same float
-operations on the same values give the same bits, on a column or on rows gathered from it.
+values alone (renames nothing, adds a batch axis, keeps them on the CPU uncast), the normaliser
+— an elementwise map with fixed statistics — runs once on the columns, and each step runs the
+pre-processor without it. The same float operations on the same values give the same bits, on
+a column or on rows gathered from it. A run normalising on a GPU keeps doing it per batch there
+(a few kernels; not verified bit for bit against the CPU's).
 
 An edit in place swaps another folder in at the dataset's path: the reader notices it by the
 folder's identity. The rows in memory stay the opened dataset's, so it is checked once per epoch
@@ -135,7 +136,7 @@ def column_batches(
     normalizer, rest = split_normalizer(preprocessor)
     normalized = {}
     if normalizer is not None:
-        normalized = normalize_columns(source.columns, normalizer, _device_before(preprocessor))
+        normalized = normalize_columns(source.columns, normalizer)
     batches = ColumnBatches(
         source, sampler, check_unchanged=reader.check_unchanged, normalized=normalized
     )
@@ -152,13 +153,13 @@ def _bytes(source: NumericColumns) -> int:
 
 
 def keeps_values(step: ProcessorStep) -> bool:
-    """Whether `step` leaves every numeric value as it is (keys, shapes and devices aside)."""
+    """Whether `step` leaves every numeric value as it is, on the CPU (keys and shapes aside)."""
     if isinstance(step, RenameObservations):
         return not step.config.rename_map
     if isinstance(step, AddBatchDimension):
         return True
     if isinstance(step, DeviceStep):
-        return step.float_dtype is None
+        return step.device.type == "cpu" and step.float_dtype is None
     return False
 
 
@@ -195,22 +196,10 @@ def split_normalizer(pipeline: ProcessorPipeline) -> tuple[Normalizer | None, Pr
     return None, pipeline
 
 
-def _device_before(pipeline: ProcessorPipeline) -> torch.device:
-    """Where the tensors are when the normaliser sees them: the last move before it."""
-    device = torch.device("cpu")
-    for step in pipeline.steps:
-        if type(step) is Normalizer:
-            break
-        if isinstance(step, DeviceStep):
-            device = step.device
-    return device
-
-
 def normalize_columns(
-    columns: Mapping[str, np.ndarray], normalizer: Normalizer, device: torch.device
+    columns: Mapping[str, np.ndarray], normalizer: Normalizer
 ) -> dict[str, torch.Tensor]:
-    """The columns `normalizer` changes, normalised on `device` as a batch of them would be,
-    kept on the CPU."""
-    moved = {key: _tensor(column).to(device) for key, column in columns.items()}
-    out = from_transition(normalizer(to_transition(moved)))
-    return {key: out[key].cpu() for key in moved if key in out and out[key] is not moved[key]}
+    """The columns `normalizer` changes, normalised as a batch of them would be."""
+    given = {key: _tensor(column) for key, column in columns.items()}
+    out = from_transition(normalizer(to_transition(given)))
+    return {key: out[key] for key in given if key in out and out[key] is not given[key]}
