@@ -1,15 +1,19 @@
 """`rlctl quickstart`'s training phase: its data wait (share of the step spent waiting for the
-batch) and steps per second, with batches gathered from the columns (now) and built item by
-item (before: the path state-only datasets took until batches were gathered by index).
+batch) and steps per second, three ways: batches from memory, normalised once (`memory`: now),
+gathered from the columns batch by batch through the DataLoader (`gathered`: the backend's
+`in_memory_batches=False`), and built item by item (`items`: the path state-only datasets took
+before either).
 
     uv run python benchmarks/quickstart_training.py [--dataset ROOT] [--steps 2000] [--rounds 2]
 
 Without `--dataset`, records quickstart's demonstrations first (`rlctl record` with
 quickstart's arguments: Meta-World drawer-open-v3, 10 episodes, state only). Each run is
 `rlctl train` with quickstart's arguments (MLP, batch 64, num_workers=0) in a fresh process;
-the two loaders alternate for `--rounds` rounds. Reported from the run's metrics.jsonl (every
-logged window after the first): data wait, ms per step (data, update) and steps per second, and
-the train command's wall time.
+the three alternate in each of `--rounds` rounds, each round starting with the next one.
+Reported from the run's metrics.jsonl (every logged window after the first): data wait, ms per
+step (data, update) and steps per second, and the train command's wall time. `--profile DIR`
+runs each under cProfile and keeps its statistics as DIR/<loader>-<round>.prof (`python -m
+pstats`); its figures carry the profiler's overhead, so time without it.
 """
 
 from __future__ import annotations
@@ -31,13 +35,23 @@ import sys
 from rlctl.entrypoints.cli.main import cli
 from rlctl.entrypoints.cli.quickstart import train_args
 
-mode, root, out, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mode, root, out, steps, profile = sys.argv[1:4] + [int(sys.argv[4]), sys.argv[5]]
+if mode in ("items", "gathered"):
+    import functools
+    from rlctl.adapters.training.backend import TorchTrainingBackend
+    TorchTrainingBackend.__init__ = functools.partialmethod(
+        TorchTrainingBackend.__init__, in_memory_batches=False
+    )
 if mode == "items":
     from rlctl.adapters.storage.torch_dataset import LeRobotTorchDataset
     LeRobotTorchDataset.gathers = property(lambda self: False)
 from pathlib import Path
-cli(["train", *train_args(Path(root), Path(out), "mlp", steps, 64), "--log_freq=100"],
-    standalone_mode=True)
+args = ["train", *train_args(Path(root), Path(out), "mlp", steps, 64), "--log_freq=100"]
+if profile:
+    import cProfile
+    cProfile.run("cli(args, standalone_mode=False)", profile)
+else:
+    cli(args, standalone_mode=True)
 """
 
 
@@ -49,10 +63,10 @@ def record(root: Path) -> None:
     subprocess.run([sys.executable, "-m", "rlctl", *command[1:]], check=True)
 
 
-def train(mode: str, root: Path, out: Path, steps: int) -> dict[str, float]:
+def train(mode: str, root: Path, out: Path, steps: int, profile: str = "") -> dict[str, float]:
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(root), str(out), str(steps)],
+        [sys.executable, "-c", CHILD, mode, str(root), str(out), str(steps), profile],
         check=True,
         capture_output=True,
         env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
@@ -77,17 +91,25 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--profile", type=Path, help="a folder for each run's cProfile stats")
     args = parser.parse_args()
     print(host_line())
     with tempfile.TemporaryDirectory() as scratch:
         root = args.dataset or Path(scratch) / "data"
         if args.dataset is None:
             record(root)
-        results: dict[str, list[dict[str, float]]] = {"items": [], "gathered": []}
+        results: dict[str, list[dict[str, float]]] = {"items": [], "gathered": [], "memory": []}
+        modes = list(results)
         for round_ in range(args.rounds):
-            for mode in results:
+            # Each round starts with another loader, so a load that rises or falls during a
+            # round does not always favour the same one.
+            for mode in modes[round_ % 3 :] + modes[: round_ % 3]:
                 out = Path(scratch) / f"{mode}-{round_}"
-                figures = train(mode, root, out, args.steps)
+                profile = ""
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    profile = str(args.profile / f"{mode}-{round_}.prof")
+                figures = train(mode, root, out, args.steps, profile)
                 figures["load_1min"] = os.getloadavg()[0]
                 results[mode].append(figures)
                 print(json.dumps({"loader": mode, "round": round_, **figures}), flush=True)
