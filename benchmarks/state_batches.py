@@ -1,5 +1,6 @@
-"""Batches of a state-only dataset (what `rlctl quickstart` trains on): rlctl gathering each batch
-from its columns, rlctl building it item by item, and LeRobot 0.6.1's LeRobotDataset, in one run.
+"""Batches of a state-only dataset (what `rlctl quickstart` trains on): rlctl's batches from memory
+(what training uses now: `column_batches`), rlctl gathering each batch from its columns through
+a DataLoader, rlctl building it item by item, and LeRobot 0.6.1's LeRobotDataset, in one run.
 
     uv run python benchmarks/state_batches.py [--lerobot /path/to/lerobot/venv/bin/python]
         [--episodes 10] [--frames 500] [--batch 64] [--chunk 10] [--batches 200] [--rounds 3]
@@ -44,7 +45,16 @@ else:
     reader = LeRobotDatasetReader(root, delta_timestamps=deltas)
     order = torch.randperm(len(reader)).tolist()
     keys = [[(p, 0) for p in order[i : i + batch]] for i in range(0, len(order) - batch + 1, batch)]
-    if tool == "rlctl-gathered":
+    if tool == "rlctl-memory":
+        from rlctl.adapters.training.column_batches import ColumnBatches
+        from rlctl.adapters.training.sampling import StepBatchSampler
+        sampler = StepBatchSampler(
+            np.arange(len(reader)), batch_size=batch, seed=0, sample_seeds=False
+        )
+        loader = ColumnBatches(
+            reader.numeric_columns(), sampler, check_unchanged=reader.check_unchanged
+        )
+    elif tool == "rlctl-gathered":
         loader = DataLoader(GatheredBatches(reader), batch_sampler=keys, collate_fn=batch_as_is)
     else:
         items = AugmentedItems(reader, [], None)
@@ -98,7 +108,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(host_line(), flush=True)
-    tools = {"rlctl-gathered": sys.executable, "rlctl-items": sys.executable}
+    tools = {
+        "rlctl-memory": sys.executable,
+        "rlctl-gathered": sys.executable,
+        "rlctl-items": sys.executable,
+    }
     if Path(args.lerobot).exists():
         tools["lerobot"] = args.lerobot
     else:
@@ -120,8 +134,10 @@ def main() -> None:
     median = {tool: statistics.median(values) for tool, values in times.items()}
     summary = {f"{tool}_ms_per_batch": round(ms, 3) for tool, ms in median.items()}
     summary["gathered_vs_items"] = round(median["rlctl-items"] / median["rlctl-gathered"], 1)
+    summary["memory_vs_gathered"] = round(median["rlctl-gathered"] / median["rlctl-memory"], 1)
     if "lerobot" in median:
         summary["gathered_vs_lerobot"] = round(median["lerobot"] / median["rlctl-gathered"], 1)
+        summary["memory_vs_lerobot"] = round(median["lerobot"] / median["rlctl-memory"], 1)
     print(json.dumps(summary))
 
 
