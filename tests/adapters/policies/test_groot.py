@@ -154,7 +154,7 @@ def test_the_model_refuses_sizes_its_base_model_cannot_take(tiny_groot_dir: Path
         create_policy(tiny_config(tiny_groot_dir, max_state_dim=32), stats())
     with pytest.raises(ConfigError, match="at least one camera"):
         create_policy(tiny_config(tiny_groot_dir, cameras={}), stats())
-    with pytest.raises(ConfigError, match="cannot find the GR00T base model"):
+    with pytest.raises(ConfigError, match=r"GR00T base model 'nobody/none'"):
         create_policy(tiny_config(tiny_groot_dir, base_model_path="nobody/none"), stats())
 
 

@@ -352,8 +352,30 @@ def test_without_per_step_statistics_or_action_names_one_message(tiny_groot_dir:
         )
 
 
-def test_a_pack_step_with_raw_checkpoint_options_is_refused() -> None:
+def test_a_raw_checkpoints_state_dropout_acts_only_while_training() -> None:
+    """LeRobot's: `state_dropout_prob` zeroes a row's state on a training run's pipeline while
+    gradients flow; a loaded pipeline, or one under no_grad, keeps every state."""
     from rlctl.adapters.policies.vla.groot_processors import PackConfig
 
     with pytest.raises(ConfigError, match="state_dropout_prob"):
-        GrootPackInputs(PackConfig(state_dropout_prob=0.2))
+        GrootPackInputs(PackConfig(state_dropout_prob=1.5))
+    stats = {"observation.state": {"min": -np.ones(3), "max": np.ones(3)}}
+    pack = GrootPackInputs(PackConfig(state_dropout_prob=1.0, max_state_dim=4), stats)
+    batch = Transition(observation={"observation.state": torch.full((2, 3), 0.5)})
+    kept = pack(batch).observation["state"]
+    assert torch.equal(kept[:, 0, :3], torch.full((2, 3), 0.5))
+    pack.training = True
+    assert not pack(batch).observation["state"].any()
+    with torch.no_grad():
+        assert torch.equal(pack(batch).observation["state"], kept)
+
+
+def test_a_raw_checkpoints_video_horizon_keeps_the_latest_frames_or_repeats_the_first() -> None:
+    from rlctl.adapters.policies.vla.groot_processors import VIDEO, PackConfig
+
+    frames = torch.arange(3, dtype=torch.uint8).view(1, 3, 1, 1, 1).expand(1, 3, 3, 2, 2)
+    camera = {"observation.images.top": frames}
+    short = GrootPackInputs(PackConfig(video_horizon=2))(Transition(observation=camera))
+    assert short.observation[VIDEO][0][0, :, 0, 0, 0].tolist() == [1, 2]
+    long = GrootPackInputs(PackConfig(video_horizon=5))(Transition(observation=camera))
+    assert long.observation[VIDEO][0][0, :, 0, 0, 0].tolist() == [0, 0, 0, 1, 2]

@@ -35,10 +35,12 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+import attrs
+import numpy as np
 import structlog
 import torch
 import torch.nn.functional as F  # noqa: N812
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
 from rlctl.adapters.policies.base import Batch
@@ -54,11 +56,20 @@ from rlctl.adapters.policies.vla.flow_matching import (
     euler_integrate,
     euler_times,
 )
+from rlctl.adapters.policies.vla.groot_checkpoint import (
+    CheckpointAssets,
+    base_folder,
+    checkpoint_action_horizon,
+    checkpoint_assets,
+    model_version,
+)
 from rlctl.adapters.policies.vla.groot_processors import (
     DEFAULT_CROP_SIZE,
     DEFAULT_TARGET_SIZE,
     EMBODIMENT_MAPPING,
+    DecodeConfig,
     EncodeConfig,
+    GrootActionDecode,
     GrootActionUnpack,
     GrootPackInputs,
     GrootVLMEncode,
@@ -74,7 +85,6 @@ from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies.groot import (
     DECODE_LIBERO,
     GROOT_N1_7_BACKBONE_MODEL,
-    GROOT_N1_7_BASE_MODEL,
     N1_5_REMOVAL_GUIDANCE,
     NATIVE_ACTION_HORIZON,
     GrootConfig,
@@ -141,13 +151,15 @@ GR00T_N1_7_DEFAULTS: dict[str, Any] = {
     "max_num_embodiments": 32,
     "rtc_ramp_rate": 6.0,
 }
-N1_7_MODEL_TYPES = {"gr00tn1d7", "gr00t_n1d7", "gr00t_n1_7"}
-N1_5_MODEL_TYPES = {"gr00t_n1_5", "gr00tn1_5", "gr00t_n15", "gr00t_n1d5", "gr00tn1d5"}
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 PREFIX = "_groot_model."
+OBS_STATE_KEY = "observation.state"
+ACTION_KEY = "action"
 LM_HEAD = "_groot_model.backbone.model.lm_head.weight"
 EMBEDDINGS = "_groot_model.backbone.model.model.language_model.embed_tokens.weight"
+# A language layer in NVIDIA's keys: those past `select_layer` are not part of GR00T's backbone.
+CUT_LAYER = re.compile(r"^backbone\.model\.model\.language_model\.layers\.(\d+)\.")
 
 
 # -- the base model ----------------------------------------------------------------------------
@@ -161,50 +173,11 @@ class BaseModel(NamedTuple):
     weights: list[Path]
 
 
-def _local_folder(name: str) -> Path | None:
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return path
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        return None
-    try:
-        return Path(snapshot_download(name, local_files_only=True))
-    except Exception:  # not in the Hub cache, or not a repository id at all
-        return None
-
-
-def _model_version(data: dict[str, Any]) -> str | None:
-    version = data.get("model_version")
-    if isinstance(version, str):
-        return "n1.5" if version.lower() in ("n1.5", "n1_5", "n1d5", "n15", "1.5") else "n1.7"
-    for candidate in [data.get("model_type"), *(data.get("architectures") or [])]:
-        if isinstance(candidate, str):
-            name = candidate.lower().replace("-", "_")
-            if name in N1_7_MODEL_TYPES:
-                return "n1.7"
-            if name in N1_5_MODEL_TYPES:
-                return "n1.5"
-    backbone = data.get("backbone_cfg")
-    if isinstance(backbone, dict) and "eagle_path" in backbone:
-        return "n1.5"
-    return None
-
-
 def base_model(config: GrootConfig) -> BaseModel:
     """The base model `config.base_model_path` names: a local folder, a Hub id in the Hub cache,
     or NVIDIA's N1.7 (its architecture, random weights) when neither is at hand."""
-    name = config.base_model_path
-    folder = _local_folder(name)
+    folder = base_folder(config.base_model_path)
     if folder is None:
-        if name != GROOT_N1_7_BASE_MODEL:
-            raise ConfigError(
-                f"cannot find the GR00T base model {name!r}",
-                where="policy.base_model_path",
-                hint="give a local folder holding a GR00T N1.7 config.json (and its weights), "
-                f"or {GROOT_N1_7_BASE_MODEL} (its architecture, without weights, is built in)",
-            )
         settings = copy.deepcopy(GR00T_N1_7_DEFAULTS)
         return BaseModel(_overridden(settings, config), [])
     path = folder / "config.json"
@@ -218,7 +191,7 @@ def base_model(config: GrootConfig) -> BaseModel:
         ) from err
     if not isinstance(data, dict):
         raise ConfigError("the GR00T base model's config.json is not an object", where=str(path))
-    if _model_version(data) == "n1.5":
+    if model_version(data) == "n1.5":
         raise ConfigError(
             "the base model is a GR00T N1.5 checkpoint", where=str(path), hint=N1_5_REMOVAL_GUIDANCE
         )
@@ -520,6 +493,26 @@ class GR00TN17(nn.Module):
         self.action_head = GrootActionHead(settings)
 
 
+def _image_geometry(assets: CheckpointAssets | None) -> dict[str, Any]:
+    """LeRobot's: the raw checkpoint's image sizing when its processor config gives a target
+    size, else the geometry N1.7's backbone was trained on."""
+    if assets is None or assets.image_target_size is None:
+        return {
+            "image_crop_size": list(DEFAULT_CROP_SIZE),
+            "image_target_size": list(DEFAULT_TARGET_SIZE),
+            "use_albumentations": assets.use_albumentations if assets else False,
+            "letter_box_transform": assets.letter_box_transform if assets else False,
+        }
+    return {
+        "image_crop_size": assets.image_crop_size,
+        "image_target_size": assets.image_target_size,
+        "shortest_image_edge": assets.shortest_image_edge,
+        "crop_fraction": assets.crop_fraction,
+        "use_albumentations": assets.use_albumentations,
+        "letter_box_transform": assets.letter_box_transform,
+    }
+
+
 # -- the policy --------------------------------------------------------------------------------
 
 
@@ -542,6 +535,15 @@ class GrootPolicy(GuidedChunking):
             )
         base = base_model(config)
         self.settings = base.settings
+        # A raw checkpoint's chunk for this embodiment bounds the chunk given back, and its
+        # embodiment ids (embodiment_id.json) pick the projectors (LeRobot's).
+        self._checkpoint_horizon = checkpoint_action_horizon(config)
+        assets = checkpoint_assets(config)
+        self._embodiments = (
+            assets.embodiment_mapping
+            if assets and assets.embodiment_mapping
+            else EMBODIMENT_MAPPING
+        )
         self._check_sizes()
         # With base weights (or a checkpoint) to follow, the model is built on the meta device.
         from_file = not load_backbone_weights or bool(base.weights)
@@ -574,21 +576,56 @@ class GrootPolicy(GuidedChunking):
                 f"({s['max_seq_len']})",
                 where="policy.chunk_size",
             )
-        identity = EMBODIMENT_MAPPING.get(config.embodiment_tag, 0)
+        identity = self._embodiments.get(config.embodiment_tag, 0)
         if identity >= int(s["max_num_embodiments"]):
             raise ConfigError(
                 f"embodiment {config.embodiment_tag!r} has id {identity}, but the base model "
                 f"has projectors for {s['max_num_embodiments']} embodiments",
                 where="policy.embodiment_tag",
-                hint=f"use one of: {', '.join(sorted(EMBODIMENT_MAPPING))}",
+                hint=f"use one of: {', '.join(sorted(self._embodiments))}",
             )
 
     def _load_base_weights(self, files: list[Path]) -> None:
+        """The base model's weights (NVIDIA's keys: `backbone...`, `action_head...`), as
+        transformers loads them into LeRobot's `GR00TN17`: language layers past `select_layer`
+        (cut from the backbone) are skipped, the lm_head may be left to its tie; any other key
+        missing or too many is refused with its name."""
+        cut = int(self.settings["select_layer"])
         state: dict[str, Tensor] = {}
         for path in files:
-            with safe_open(str(path), framework="pt") as handle:
-                for key in handle.keys():  # noqa: SIM118 (safe_open is no mapping)
-                    state[PREFIX + key] = handle.get_tensor(key)
+            try:
+                with safe_open(str(path), framework="pt") as handle:
+                    for key in handle.keys():  # noqa: SIM118 (safe_open is no mapping)
+                        layer = CUT_LAYER.match(key)
+                        if layer is not None and int(layer.group(1)) >= cut:
+                            continue
+                        state[PREFIX + key] = handle.get_tensor(key)
+            except (OSError, ValueError, RuntimeError, SafetensorError) as err:
+                raise ConfigError(
+                    f"cannot read the GR00T base model's weights: {err}",
+                    where=str(path),
+                    hint="the base model folder needs its safetensors files, as the "
+                    "checkpoint's index (model.safetensors.index.json) lists them",
+                ) from err
+        expected = {*self.state_dict(), EMBEDDINGS}
+        given = set(state)
+        missing = sorted(
+            expected - given - ({LM_HEAD, EMBEDDINGS} if given & {LM_HEAD, EMBEDDINGS} else set())
+        )
+        unexpected = sorted(given - expected)
+        if missing or unexpected:
+            parts = []
+            for label, keys in (("missing", missing), ("unknown", unexpected)):
+                if keys:
+                    named = ", ".join(k.removeprefix(PREFIX) for k in keys[:4])
+                    parts.append(f"{len(keys)} {label} ({named})")
+            raise ConfigError(
+                "the GR00T base model's weights do not fit its config.json: " + "; ".join(parts),
+                where=str(files[0].parent),
+                hint="the weights must be a GR00T N1.7 checkpoint's (keys backbone.model... and "
+                "action_head..., as Isaac-GR00T and LeRobot save them) for the architecture "
+                "its config.json describes",
+            )
         self.load_state_dict(state, strict=True)
 
     @property
@@ -661,7 +698,7 @@ class GrootPolicy(GuidedChunking):
         state = state.to(dtype=head.state_encoder.layer1.W.dtype)
         embodiment = batch.get("embodiment_id")
         if embodiment is None:
-            identity = EMBODIMENT_MAPPING.get(self.config.embodiment_tag, 0)
+            identity = self._embodiments.get(self.config.embodiment_tag, 0)
             embodiment = torch.full((rows,), identity, device=features.device)
         return head.encode(features, attention_mask, image_mask, state, embodiment.long())
 
@@ -690,7 +727,10 @@ class GrootPolicy(GuidedChunking):
                 noise = torch.randn(shape, dtype=inputs.features.dtype, device=self.device)
             noise = noise.to(device=self.device, dtype=inputs.features.dtype)
             actions = head.sample_actions(inputs, noise, guidance)
-        horizon = max(1, min(actions.shape[1], self.config.chunk_size, self.config.n_action_steps))
+        limits = [actions.shape[1], self.config.chunk_size, self.config.n_action_steps]
+        if self._checkpoint_horizon is not None:
+            limits.append(self._checkpoint_horizon)
+        horizon = max(1, min(limits))
         return actions[:, :horizon, : self.config.action_dim]
 
     # -- processors -----------------------------------------------------------------------------
@@ -700,44 +740,108 @@ class GrootPolicy(GuidedChunking):
         cls, config: GrootConfig, pre: list[ProcessorStep], post: list[ProcessorStep]
     ) -> tuple[list[ProcessorStep], list[ProcessorStep]]:
         """LeRobot's GR00T pipelines: rename, batch, pack (min-max with the dataset's min/max),
-        encode, device; unpack, device. No normaliser: GR00T normalises in its pack step."""
+        encode, device; unpack, device. No normaliser: GR00T normalises in its pack step.
+
+        From a raw NVIDIA checkpoint folder (`groot_checkpoint`), its side files set the pack
+        and encode steps as in LeRobot (prompt, cameras, horizons, image geometry, state
+        dropout, embodiment ids), and when they hold statistics for the embodiment, those
+        normalise (group by group) and decode the actions instead of the dataset's, relative
+        to the state where the checkpoint says so (`use_relative_action`)."""
         normalizer = next(step for step in pre if isinstance(step, Normalizer))
         stats = {key: dict(per) for key, per in normalizer.stats.items()}
         keep = (RenameObservations, AddBatchDimension)
         front = [step for step in pre if isinstance(step, keep)]
         device = [step for step in pre if isinstance(step, DeviceStep)]
         action = config.action_feature
-        horizon = min(config.chunk_size, NATIVE_ACTION_HORIZON)
-        pack = GrootPackInputs(
-            PackConfig(
-                action_horizon=horizon,
-                valid_action_horizon=horizon,
-                max_state_dim=config.max_state_dim,
-                max_action_dim=config.max_action_dim,
-                embodiment_tag=config.embodiment_tag,
-            ),
-            stats,
-        )
-        encode = GrootVLMEncode(
-            EncodeConfig(
-                model_name=backbone_name(config),
-                image_crop_size=list(DEFAULT_CROP_SIZE),
-                image_target_size=list(DEFAULT_TARGET_SIZE),
-                device=config.device,
+        env_action_dim = int(action.shape[0]) if action is not None and action.shape else 0
+        assets = checkpoint_assets(config)
+        native = assets is not None and assets.has_stats
+        if config.use_relative_actions and native:
+            raise ConfigError(
+                "the raw GR00T checkpoint has its own statistics for embodiment "
+                f"{config.embodiment_tag!r}, and --policy.use_relative_actions=true asks for "
+                "relative actions from the dataset's (LeRobot then falls back to its generic "
+                "relative step, which rlctl does not offer for GR00T)",
+                where="policy.use_relative_actions",
+                hint="drop --policy.use_relative_actions (the checkpoint's processor_config says "
+                "whether its actions are relative), or train a new embodiment "
+                "(--policy.embodiment_tag=new_embodiment)",
             )
+        horizon = min(config.chunk_size, NATIVE_ACTION_HORIZON)
+        if assets is not None and assets.max_action_horizon is not None:
+            horizon = assets.max_action_horizon
+        valid = horizon
+        if assets is not None and assets.valid_action_horizon is not None:
+            valid = assets.valid_action_horizon
+        pack_config = PackConfig(
+            action_horizon=horizon,
+            valid_action_horizon=valid,
+            max_state_dim=config.max_state_dim,
+            max_action_dim=config.max_action_dim,
+            embodiment_tag=config.embodiment_tag,
         )
-        unpack: ProcessorStep = GrootActionUnpack(
-            UnpackConfig(
-                env_action_dim=int(action.shape[0]) if action is not None else 0,
-                normalize_min_max=True,
-                clip_normalized_action=True,
-                libero_gripper_action=config.action_decode_transform == DECODE_LIBERO,
-            ),
-            stats,
+        if assets is not None:
+            pack_config = attrs.evolve(
+                pack_config,
+                video_horizon=assets.video_horizon,
+                formalize_language=assets.formalize_language,
+                embodiment_mapping=assets.embodiment_mapping,
+                state_dropout_prob=assets.state_dropout_prob,
+                clip_outliers=assets.clip_outliers,
+                video_modality_keys=assets.video_modality_keys,
+                raw_stats=assets.raw_stats or None,
+                use_percentiles=assets.use_percentiles,
+                modality_config=assets.modality_config or None,
+            )
+        pack_stats: dict[str, Any] = stats
+        if native:
+            assert assets is not None
+            pack_stats = {
+                key: {n: np.asarray(v, np.float32) for n, v in per.items()}
+                for key, per in assets.stats.items()
+            }
+        elif not stats.get(OBS_STATE_KEY) and not stats.get(ACTION_KEY) and assets is not None:
+            raise ConfigError(
+                f"the raw GR00T checkpoint {config.base_model_path!r} has no statistics for "
+                f"embodiment {config.embodiment_tag!r}, and no dataset statistics were given",
+                where="policy.embodiment_tag",
+                hint="train on a dataset (its statistics normalise the actions), or use an "
+                "embodiment the checkpoint's statistics.json holds",
+            )
+        pack = GrootPackInputs(pack_config, pack_stats)
+        pack.training = True  # a policy built here is one about to train (LeRobot's dataset_meta)
+        geometry = _image_geometry(assets)
+        encode = GrootVLMEncode(
+            EncodeConfig(model_name=backbone_name(config), device=config.device, **geometry)
         )
+        encode.training = True
+        unpack: ProcessorStep
+        if native:
+            assert assets is not None
+            unpack = GrootActionDecode(
+                DecodeConfig(
+                    env_action_dim=env_action_dim,
+                    raw_stats=assets.raw_stats,
+                    modality_config=assets.modality_config,
+                    use_percentiles=assets.use_percentiles,
+                    use_relative_action=assets.use_relative_action,
+                    action_decode_transform=config.action_decode_transform,
+                )
+            )
+        else:
+            unpack = GrootActionUnpack(
+                UnpackConfig(
+                    env_action_dim=env_action_dim,
+                    normalize_min_max=True,
+                    clip_normalized_action=True,
+                    libero_gripper_action=config.action_decode_transform == DECODE_LIBERO,
+                ),
+                stats,
+            )
         out_device = [step for step in post if isinstance(step, DeviceStep)]
         if config.use_relative_actions:
             pack, unpack = relative_action_steps(config, stats, pack)
+            pack.training = True
         return [*front, pack, encode, *device], [unpack, *out_device]
 
     @property

@@ -26,14 +26,16 @@ checkpoint's camera order): the training chunk becomes relative to its state and
 group by group, per chunk step for the relative groups; the post-processor's
 `groot_n1_7_action_decode_v1` undoes it on a whole chunk, against the raw state given with it.
 
-Left out, as LeRobot uses them only for NVIDIA's raw N1.7 checkpoints (their sidecar files): the
-cv2 image path (`use_albumentations`), letter-boxing, video horizons and state dropout. A
-pipeline file that asks for them is refused with that said. rlctl also accepts cameras of
-different sizes in one batch (LeRobot stacks them and needs one size).
+What NVIDIA's raw N1.7 checkpoints' side files set (`groot_checkpoint`), as LeRobot honours
+them: the cv2 image path (`use_albumentations`, with its random crop while training),
+letter-boxing, the checkpoint's video horizon, state dropout while training, its embodiment ids,
+its grouped statistics (percentiles) and its relative action groups. rlctl also accepts cameras
+of different sizes in one batch (LeRobot stacks them and needs one size).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,11 +98,6 @@ EMBODIMENT_MAPPING = {
     "new_embodiment": 10,
 }
 log = structlog.get_logger(__name__)
-RAW_CHECKPOINT_HINT = (
-    "this pipeline was made from one of NVIDIA's raw GR00T N1.7 checkpoints (grouped statistics, "
-    "checkpoint-specific image or action handling), which rlctl does not read: fine-tune from "
-    "it with LeRobot first, or train with rlctl from the base model"
-)
 
 
 # -- statistics as the steps keep them ---------------------------------------------------------
@@ -237,22 +234,13 @@ class PackConfig:
     modality_config: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
-        used = [
-            name
-            for name, value in (
-                ("video_horizon", self.video_horizon),
-                ("state_dropout_prob", self.state_dropout_prob),
-            )
-            if value
-        ]
-        if used:
-            raise ConfigError(
-                f"the GR00T pack step sets {', '.join(used)}",
-                where=PACK_STEP,
-                hint=RAW_CHECKPOINT_HINT,
-            )
         if self.state_horizon != 1:
             raise ConfigError("GR00T N1.7 reads one state step", where=f"{PACK_STEP}.state_horizon")
+        if not 0.0 <= self.state_dropout_prob <= 1.0:
+            raise ConfigError(
+                f"state_dropout_prob {self.state_dropout_prob} is no probability",
+                where=f"{PACK_STEP}.state_dropout_prob",
+            )
 
 
 class StatsStep[ConfigT](Step[ConfigT]):
@@ -283,6 +271,9 @@ class GrootPackInputs(StatsStep[PackConfig]):
     ) -> None:
         super().__init__(config, stats)
         self._warned = False
+        # LeRobot's `training` (not saved): set on the pipeline a training run builds, so the
+        # state is dropped (state_dropout_prob) only there, and only while gradients flow.
+        self.training = False
 
     def __call__(self, transition: Transition) -> Transition:
         config = self.config
@@ -290,7 +281,10 @@ class GrootPackInputs(StatsStep[PackConfig]):
         complementary = dict(transition.complementary_data)
         keys = self._camera_keys(observation)
         if keys:
-            observation[VIDEO] = [_uint8_frames(observation[key], key) for key in keys]
+            observation[VIDEO] = [
+                _align_video_horizon(_uint8_frames(observation[key], key), config.video_horizon)
+                for key in keys
+            ]
             for key in keys:
                 observation.pop(key)
         observation.pop(OBS_IMAGE, None)
@@ -373,6 +367,13 @@ class GrootPackInputs(StatsStep[PackConfig]):
         if dims < config.max_state_dim:
             pad = state.new_zeros(rows, 1, config.max_state_dim - dims)
             state = torch.cat([state, pad], dim=2)
+        if self.training and torch.is_grad_enabled() and config.state_dropout_prob > 0:
+            dropped = torch.tensor(
+                [random.random() < config.state_dropout_prob for _ in range(rows)],
+                dtype=torch.bool,
+                device=state.device,
+            ).view(rows, 1, 1)
+            state = state.masked_fill(dropped, 0)
         return state
 
     def _action(
@@ -388,6 +389,16 @@ class GrootPackInputs(StatsStep[PackConfig]):
                 where=ACTION,
             )
         rows, horizon, dims = action.shape
+        is_pad = complementary.get(f"{ACTION}_is_pad", complementary.get("action_horizon_is_pad"))
+        if horizon > config.valid_action_horizon:
+            # A raw checkpoint's shorter chunk (its `delta_indices`): LeRobot's dataset gives
+            # only those steps; the ones past it would be masked out anyway.
+            horizon = config.valid_action_horizon
+            action = action[:, :horizon]
+            if is_pad is not None:
+                is_pad = torch.as_tensor(is_pad)
+                if is_pad.ndim == 2 or (is_pad.ndim == 1 and rows == 1):
+                    is_pad = is_pad[..., :horizon]
         if horizon > config.action_horizon:
             raise InvalidInput(
                 f"the action chunk has {horizon} steps, more than action_horizon "
@@ -432,7 +443,6 @@ class GrootPackInputs(StatsStep[PackConfig]):
             horizon = config.action_horizon
         valid = torch.zeros(rows, horizon, dtype=torch.bool, device=action.device)
         valid[:, :valid_horizon] = True
-        is_pad = complementary.get(f"{ACTION}_is_pad", complementary.get("action_horizon_is_pad"))
         if is_pad is not None:
             pad_mask = torch.as_tensor(is_pad, dtype=torch.bool, device=action.device)
             if pad_mask.ndim == 1:
@@ -567,6 +577,17 @@ def _uint8_frames(image: Any, key: str) -> Tensor:
     return frames
 
 
+def _align_video_horizon(frames: Tensor, horizon: int | None) -> Tensor:
+    """LeRobot's `_align_video_horizon`: the checkpoint's frames per camera, the latest kept or
+    the first repeated in front."""
+    if horizon is None or horizon <= 0 or frames.shape[1] == horizon:
+        return frames
+    if frames.shape[1] > horizon:
+        return frames[:, -horizon:]
+    pad = frames[:, :1].expand(-1, horizon - frames.shape[1], -1, -1, -1)
+    return torch.cat([pad, frames], dim=1)
+
+
 # -- VLM encode --------------------------------------------------------------------------------
 
 
@@ -586,14 +607,6 @@ class EncodeConfig:
     use_albumentations: bool = False
     letter_box_transform: bool = False
     device: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.use_albumentations or self.letter_box_transform:
-            raise ConfigError(
-                "the GR00T encode step asks for cv2 image transforms or letter-boxing",
-                where=ENCODE_STEP,
-                hint=RAW_CHECKPOINT_HINT,
-            )
 
 
 def load_vlm_processor(name: str) -> Any:
@@ -627,15 +640,23 @@ def transform_frame(
     crop: list[int] | None,
     shortest_edge: int | None,
     crop_fraction: float | None,
+    letter_box: bool = False,
 ) -> Tensor:
-    """LeRobot's `_transform_n1_7_image_for_vlm_torch` on one (C, H, W) uint8 frame: resized to a
-    square of `shortest_edge` (default: the target height), centre-cropped, resized to target."""
+    """LeRobot's `_transform_n1_7_image_for_vlm_torch` on one (C, H, W) uint8 frame: padded to a
+    square (`letter_box`), resized to a square of `shortest_edge` (default: the target height),
+    centre-cropped, resized to target."""
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms.v2 import functional as tv
 
     if target is None:
         return image
     height, width = target
+    if letter_box and image.shape[-2] != image.shape[-1]:
+        side = max(image.shape[-2:])
+        left, top = (side - image.shape[-1]) // 2, (side - image.shape[-2]) // 2
+        image = tv.pad(
+            image, [left, top, side - image.shape[-1] - left, side - image.shape[-2] - top], fill=0
+        )
     edge = shortest_edge or height
     image = tv.resize(image, [edge, edge], interpolation=InterpolationMode.BICUBIC, antialias=True)
     if crop_fraction is None and crop is not None:
@@ -653,6 +674,54 @@ def transform_frame(
     return image
 
 
+def transform_frame_cv2(
+    image: Tensor,
+    target: list[int] | None,
+    crop: list[int] | None,
+    shortest_edge: int | None,
+    crop_fraction: float | None,
+    letter_box: bool = False,
+    crop_position: tuple[float, float] | None = None,
+) -> Tensor:
+    """LeRobot's `_transform_n1_7_image_for_vlm_albumentations` (checkpoints saved with
+    `use_albumentations`): cv2 INTER_AREA resizes of the shortest edge around a floored crop,
+    centred (`crop_position` None) or placed at (y, x) fractions (training's random crop)."""
+    import cv2
+
+    if target is None:
+        return image
+    frame = np.ascontiguousarray(image.permute(1, 2, 0).cpu().numpy())
+    if letter_box and frame.shape[0] != frame.shape[1]:
+        side = max(frame.shape[:2])
+        top, left = (side - frame.shape[0]) // 2, (side - frame.shape[1]) // 2
+        bottom, right = side - frame.shape[0] - top, side - frame.shape[1] - left
+        frame = cv2.copyMakeBorder(frame, top, bottom, left, right, cv2.BORDER_CONSTANT, value=0)
+    edge = shortest_edge or target[0]
+
+    def shortest_to_edge(values: np.ndarray) -> np.ndarray:
+        height, width = values.shape[:2]
+        if min(height, width) == edge:
+            return values
+        scale = edge / float(min(height, width))
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        return cv2.resize(values, size, interpolation=cv2.INTER_AREA)
+
+    frame = shortest_to_edge(frame)
+    if crop_fraction is None and crop is not None:
+        crop_fraction = crop[0] / float(target[0])
+    if crop_fraction is not None and 0.0 < crop_fraction < 1.0:
+        height, width = frame.shape[:2]
+        crop_h, crop_w = max(1, int(height * crop_fraction)), max(1, int(width * crop_fraction))
+        if crop_position is None:
+            top, left = max(0, (height - crop_h) // 2), max(0, (width - crop_w) // 2)
+        else:
+            top = round((height - crop_h) * min(max(crop_position[0], 0.0), 1.0))
+            left = round((width - crop_w) * min(max(crop_position[1], 0.0), 1.0))
+        frame = frame[top : top + crop_h, left : left + crop_w]
+    frame = shortest_to_edge(np.ascontiguousarray(frame))
+    return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)
+
+
 @register_step(ENCODE_STEP)
 class GrootVLMEncode(Step[EncodeConfig]):
     """The frames and the prompt as one Qwen3-VL chat message per row, tokenised."""
@@ -664,6 +733,9 @@ class GrootVLMEncode(Step[EncodeConfig]):
         self.processor = (
             processor if processor is not None else load_vlm_processor(self.config.model_name)
         )
+        # LeRobot's `training` (not saved): the cv2 path's random crop, on a training run's
+        # pipeline only, while gradients flow.
+        self.training = False
 
     def __call__(self, transition: Transition) -> Transition:
         observation = dict(transition.observation)
@@ -674,19 +746,38 @@ class GrootVLMEncode(Step[EncodeConfig]):
         rows = int(cameras[0].shape[0])
         texts = prompt_texts(transition.complementary_data.get("language"), rows, formalize=False)
         prompts, images = [], []
+        random_crop = config.use_albumentations and self.training and torch.is_grad_enabled()
         for row in range(rows):
             steps = int(cameras[0].shape[1])
-            frames = [
-                transform_frame(
-                    camera[row, step].cpu(),
-                    config.image_target_size,
-                    config.image_crop_size,
-                    config.shortest_image_edge,
-                    config.crop_fraction,
-                )
-                for step in range(steps)
-                for camera in cameras
-            ]
+            if config.use_albumentations:
+                # Isaac-GR00T's one crop window per sample, the same for every camera and step.
+                position = (random.random(), random.random()) if random_crop else None
+                frames = [
+                    transform_frame_cv2(
+                        camera[row, step].cpu(),
+                        config.image_target_size,
+                        config.image_crop_size,
+                        config.shortest_image_edge,
+                        config.crop_fraction,
+                        config.letter_box_transform,
+                        position,
+                    )
+                    for step in range(steps)
+                    for camera in cameras
+                ]
+            else:
+                frames = [
+                    transform_frame(
+                        camera[row, step].cpu(),
+                        config.image_target_size,
+                        config.image_crop_size,
+                        config.shortest_image_edge,
+                        config.crop_fraction,
+                        config.letter_box_transform,
+                    )
+                    for step in range(steps)
+                    for camera in cameras
+                ]
             content = [{"type": "image", "image": frame} for frame in frames]
             content.append({"type": "text", "text": texts[row]})
             prompts.append(

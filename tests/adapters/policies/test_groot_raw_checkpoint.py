@@ -1,0 +1,228 @@
+"""NVIDIA's own GR00T N1.7 checkpoint layout as a base model (`base_model_path`, as LeRobot reads
+`nvidia/GR00T-N1.7-3B`), at tiny size (raw_groot.py): sharded weights under NVIDIA's key names
+load into rlctl's modules, the side files (processor_config.json, statistics.json,
+embodiment_id.json) set the processors as LeRobot sets them, native relative actions decode
+against the state, a Hub id is fetched into the Hub cache (then served offline), and weights
+that do not fit are named."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers", reason="GR00T needs the smolvla extra")
+
+from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy
+from rlctl.adapters.policies.vla import groot_checkpoint
+from rlctl.adapters.policies.vla.groot_processors import (
+    GrootActionDecode,
+    GrootActionUnpack,
+    GrootPackInputs,
+    GrootVLMEncode,
+)
+from rlctl.domain.errors import ConfigError, NotSupported
+from rlctl.domain.features import typed_feature
+from rlctl.domain.policies.groot import GrootConfig
+from tests.adapters.hub.conftest import FakeHub, fake_hub, hub_env  # noqa: F401 (fixtures)
+
+HERE = Path(__file__).parent
+RAW = runpy.run_path(str(HERE / "raw_groot.py"))
+TAG, HORIZON = RAW["TAG"], RAW["HORIZON"]
+STATE = np.array([[0.1, -0.2, 0.3, 0.6, 0.5]], np.float32)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("groot") / "tiny"
+    written: Path = runpy.run_path(str(HERE / "tiny_groot.py"))["write_tiny_groot"](out)
+    return written
+
+
+@pytest.fixture(scope="module")
+def raw(tiny: Path) -> Path:
+    folder: Path = RAW["write_raw_groot"](tiny, tiny.parent / "raw")
+    return folder
+
+
+def raw_config(base: str | Path, **overrides: Any) -> GrootConfig:
+    settings: dict[str, Any] = {
+        "base_model_path": str(base),
+        "embodiment_tag": TAG,
+        "chunk_size": 8,
+        "n_action_steps": 8,
+        "max_state_dim": 16,
+        "max_action_dim": 16,
+        "use_bf16": False,
+        "device": "cpu",
+        **overrides,
+    }
+    return GrootConfig(
+        input_features={
+            "observation.state": typed_feature("STATE", (5,)),
+            "observation.images.front": typed_feature("VISUAL", (3, 32, 32)),
+        },
+        output_features={"action": typed_feature("ACTION", (4,))},
+        **settings,
+    )
+
+
+def dataset_stats() -> dict[str, dict[str, np.ndarray]]:
+    return {
+        "observation.state": {"min": -np.ones(5), "max": np.ones(5)},
+        "action": {"min": -2 * np.ones(4), "max": 2 * np.ones(4)},
+    }
+
+
+def observation() -> dict[str, Any]:
+    return {
+        "observation.state": STATE,
+        "observation.images.front": np.full((1, 3, 32, 32), 0.4, np.float32),
+        "task": "close the drawer",
+    }
+
+
+def file_tensor(folder: Path, key: str) -> torch.Tensor:
+    from safetensors import safe_open
+
+    index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    with safe_open(str(folder / index[key]), framework="pt") as handle:
+        return handle.get_tensor(key).float()
+
+
+def assert_weights_are_the_files(policy: LoadedPolicy, folder: Path) -> None:
+    state = policy.model.state_dict()
+    for key in (
+        "action_head.state_encoder.layer1.W",
+        "action_head.model.transformer_blocks.0.attn1.to_q.weight",
+        "backbone.model.model.language_model.layers.1.mlp.up_proj.weight",
+        "backbone.model.model.visual.blocks.0.attn.qkv.weight",
+    ):
+        assert torch.equal(state[f"_groot_model.{key}"].float(), file_tensor(folder, key)), key
+    embeddings = file_tensor(folder, "backbone.model.model.language_model.embed_tokens.weight")
+    assert torch.equal(state["_groot_model.backbone.model.lm_head.weight"].float(), embeddings)
+
+
+@pytest.mark.slow
+def test_a_raw_checkpoint_loads_and_its_side_files_set_the_processors(raw: Path) -> None:
+    policy = create_policy(raw_config(raw), dataset_stats())
+    assert_weights_are_the_files(policy, raw)
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())  # fp32 params
+
+    [pack] = [s for s in policy.preprocessor if isinstance(s, GrootPackInputs)]
+    [encode] = [s for s in policy.preprocessor if isinstance(s, GrootVLMEncode)]
+    statistics = json.loads((raw / "statistics.json").read_text())[TAG]
+    assert pack.config.raw_stats == statistics and pack.config.use_percentiles
+    assert pack.config.embodiment_mapping[TAG] == 5
+    assert (pack.config.action_horizon, pack.config.valid_action_horizon) == (8, HORIZON)
+    assert pack.config.video_modality_keys == ["front"]
+    # The checkpoint's own statistics normalise the state (q01/q99 with percentiles).
+    low = np.concatenate([statistics["state"][k]["q01"] for k in ("arm", "gripper", "load")])
+    assert np.allclose(pack.stats["observation.state"]["min"], low)
+    assert (encode.config.image_target_size, encode.config.image_crop_size) == ([32, 32], [28, 28])
+    [decode] = [s for s in policy.postprocessor if isinstance(s, GrootActionDecode)]
+    assert decode.config.use_relative_action
+
+    processed = policy.preprocessor.process_batch(observation())
+    assert processed["embodiment_id"].tolist() == [5]
+    chunk = policy.predict_chunk(observation()).actions.numpy()
+    assert chunk.shape == (1, HORIZON, 4)  # the checkpoint's chunk for this embodiment
+    # The relative arm comes back around the state, per step; the absolute gripper in q01..q99.
+    relative = statistics["relative_action"]["arm"]
+    arm_low = np.asarray(relative["min"]) + STATE[:, None, :3]
+    arm_high = np.asarray(relative["max"]) + STATE[:, None, :3]
+    assert ((chunk[..., :3] >= arm_low - 1e-5) & (chunk[..., :3] <= arm_high + 1e-5)).all()
+    gripper = statistics["action"]["gripper"]
+    assert (chunk[..., 3] >= gripper["q01"][0] - 1e-5).all()
+    assert (chunk[..., 3] <= gripper["q99"][0] + 1e-5).all()
+    with pytest.raises(NotSupported, match="whole chunk at a time"):
+        policy.select_action(observation())
+
+
+@pytest.mark.slow
+def test_weights_that_do_not_fit_the_config_are_named(raw: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "broken"
+    shutil.copytree(raw, broken)
+    index = json.loads((broken / "model.safetensors.index.json").read_text())["weight_map"]
+    key = "action_head.state_encoder.layer1.W"
+    shard = broken / index[key]
+    tensors = load_file(str(shard))
+    tensors.pop(key)
+    tensors["action_head.not_a_module.weight"] = torch.zeros(2)
+    save_file(tensors, str(shard))
+    with pytest.raises(ConfigError) as raised:
+        create_policy(raw_config(broken), dataset_stats())
+    message = raised.value.message
+    assert "1 missing (action_head.state_encoder.layer1.W)" in message
+    assert "1 unknown (action_head.not_a_module.weight)" in message
+    (broken / index[key]).unlink()
+    with pytest.raises(ConfigError, match="cannot read the GR00T base model's weights"):
+        create_policy(raw_config(broken), dataset_stats())
+
+
+def test_side_files_are_read_for_the_embodiment_asked(tmp_path: Path) -> None:
+    raw = RAW["write_side_files"](tmp_path / "raw")
+    assets = groot_checkpoint.checkpoint_assets(raw_config(raw))
+    assert assets is not None and assets.has_stats and assets.use_relative_action
+    assert (assets.valid_action_horizon, assets.max_action_horizon) == (HORIZON, 8)
+    assert assets.embodiment_mapping == {TAG: 5, "new_embodiment": 10}
+    # An embodiment the statistics do not hold: the dataset's statistics normalise (LeRobot's).
+    other = groot_checkpoint.checkpoint_assets(raw_config(raw, embodiment_tag="new_embodiment"))
+    assert other is not None and not other.has_stats
+    assert groot_checkpoint.checkpoint_action_horizon(raw_config(raw)) == HORIZON
+    # A LeRobot checkpoint folder (config.json with a `type`) is no raw checkpoint.
+    lerobot = tmp_path / "lerobot"
+    lerobot.mkdir()
+    (lerobot / "config.json").write_text(json.dumps({"type": "groot"}))
+    assert not groot_checkpoint.is_raw_checkpoint(str(lerobot))
+    broken = tmp_path / "broken"
+    shutil.copytree(raw, broken)
+    (broken / "statistics.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"cannot read the GR00T checkpoint's statistics.json"):
+        groot_checkpoint.checkpoint_assets(raw_config(broken))
+
+
+def test_a_base_model_that_is_neither_folder_nor_repo_id_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such folder, and not a Hub repo id"):
+        groot_checkpoint.base_folder(str(tmp_path / "no" / "such" / "folder"))
+
+
+@pytest.mark.slow
+def test_a_raw_checkpoint_on_the_hub_is_fetched_then_served_offline(
+    raw: Path,
+    fake_hub: FakeHub,  # noqa: F811 (the Hub tests' fixture)
+    hub_env: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo_id = "nvidia-tiny/GR00T-N1.7-tiny"
+    repo = fake_hub.create("model", repo_id)
+    commit = "a" * 40
+    repo.commits[commit] = {p.name: p.read_bytes() for p in raw.iterdir() if p.is_file()}
+    repo.commits[commit]["README.md"] = b"not fetched"
+    repo.branches["main"] = commit
+    monkeypatch.setattr(groot_checkpoint, "_fetched", {})
+
+    policy = create_policy(raw_config(repo_id), dataset_stats())
+    assert_weights_are_the_files(policy, raw)
+    snapshot = hub_env / "hub" / "models--nvidia-tiny--GR00T-N1.7-tiny" / "snapshots" / commit
+    assert (snapshot / "statistics.json").is_file() and not (snapshot / "README.md").exists()
+    # As in LeRobot, a Hub id gives the architecture and the weights; its side files are read
+    # only from a local folder, so the dataset's statistics normalise.
+    assert not [s for s in policy.postprocessor if isinstance(s, GrootActionDecode)]
+    assert [s for s in policy.postprocessor if isinstance(s, GrootActionUnpack)]
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(groot_checkpoint, "_fetched", {})
+    requests = len(fake_hub.requests)
+    assert groot_checkpoint.base_folder(repo_id) == snapshot
+    assert len(fake_hub.requests) == requests
+    with pytest.raises(ConfigError, match="nobody/none"):
+        groot_checkpoint.base_folder("nobody/none")
