@@ -88,4 +88,13 @@ def test_episodes_shorter_than_the_chunk_are_one_line(fixtures_dir: Path, tmp_pa
     assert result.exit_code == 1
     assert "per step of 40-frame chunks" in result.output and "Traceback" not in result.output
     assert "more than 40 frames" in result.output
-    assert not (out / "checkpoints").exists()  # refused before any model is built
+    # Refused before any model is built, and nothing of the run is left: the folder it made for
+    # its settings is gone (its parent, which was there, stays).
+    assert not out.exists() and tmp_path.is_dir()
+
+    # A folder the user had keeps what it held; only the run's settings file goes.
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(cli, [a for a in args if "relative_exclude" not in a])
+    assert result.exit_code == 1 and "per step of 40-frame chunks" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

@@ -7,7 +7,8 @@
     torchrun --nproc_per_node=2 --no-python rlctl train ...   # DDP, one process per GPU/CPU
 
 The output dir gets `rlctl_config.json` (the resolved settings), `metrics.jsonl` and
-`checkpoints/<step>/{pretrained_model,training_state}` with a `last` link. Resuming reads the
+`checkpoints/<step>/{pretrained_model,training_state}` with a `last` link (a run refused before
+it writes anything else takes its `rlctl_config.json` back). Resuming reads the
 run's `rlctl_config.json` and applies the command line's overrides on top (e.g. `--steps`).
 Fine-tuning (`--policy.path`, as LeRobot spells it, or `--policy.pretrained_path`) starts from
 the checkpoint's policy config and weights; `--policy.<field>` may be any field of its type.
@@ -24,6 +25,7 @@ from typing import Literal
 import attrs
 import click
 
+from rlctl.domain.errors import RlctlError
 from rlctl.domain.train_settings import DatasetSource, TrainSettings
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.errors import EXIT_INTERRUPTED
@@ -109,6 +111,49 @@ Common settings (all: --print-config):
 """
 
 
+@attrs.frozen
+class _WrittenConfig:
+    """What the output folder held before the run wrote its settings there: a refused run
+    (one that wrote nothing else) takes back only what it wrote, never what was there."""
+
+    config: Path
+    had_config: bool
+    entries: frozenset[str]
+    created: Path | None  # the first folder on the way that the run created
+
+    @classmethod
+    def before(cls, out: Path) -> _WrittenConfig:
+        from rlctl.entrypoints.settings import RESOLVED_CONFIG_NAME
+
+        created = None
+        for folder in (out, *out.parents):
+            if folder.exists():
+                break
+            created = folder
+        entries = frozenset(p.name for p in out.iterdir()) if out.is_dir() else frozenset()
+        config = out / RESOLVED_CONFIG_NAME
+        return cls(config, config.exists(), entries, created)
+
+    def forget(self) -> None:
+        out = self.config.parent
+        if self.had_config or not out.is_dir():
+            return
+        if {p.name for p in out.iterdir()} - self.entries != {self.config.name}:
+            return  # the run wrote more than its settings: they stay beside what it wrote
+        self.config.unlink(missing_ok=True)
+        if self.created is None:
+            return
+        folder = out
+        while True:
+            try:
+                folder.rmdir()  # only while empty
+            except OSError:
+                return
+            if folder == self.created:
+                return
+            folder = folder.parent
+
+
 def train_settings(ctx: click.Context, config_file: str | None) -> TrainCommandSettings:
     """The run's settings: a fine-tuned checkpoint's policy config or a resumed run's saved
     settings under the file, the environment and the command line (see `train_config`)."""
@@ -134,7 +179,9 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     main = is_main_process()
     # A new run aimed at an existing run's folder is refused by the use case; its settings
     # must not overwrite that run's before it is.
+    written: _WrittenConfig | None = None
     if main and (config.resume or container.training_backend().find_checkpoint(str(out)) is None):
+        written = _WrittenConfig.before(out)
         write_resolved_config(config, out)
     metrics = container.training_metrics(
         out,
@@ -152,7 +199,13 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
         else None
     )
     use_case = container.train_policy(metrics=metrics, evaluator=evaluator)
-    report = use_case(config)
+    try:
+        report = use_case(config)
+    except RlctlError:
+        # A run refused before it wrote anything but its settings leaves nothing behind.
+        if written is not None:
+            written.forget()
+        raise
     if not main:
         return
     checkpoint = report.last_checkpoint.location if report.last_checkpoint else "none"
