@@ -162,3 +162,73 @@ def test_groot_is_served_to_a_client(tiny: Path, tmp_path: Path) -> None:
     finally:
         server.stop()
     assert chunk.shape == (1, 4, 3) and np.isfinite(chunk).all()
+
+
+@pytest.mark.slow
+def test_a_relative_groot_is_refused_by_eval_and_record_before_anything_starts(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """GR00T's relative actions decode a whole chunk at a time (LeRobot's select_action refuses
+    them at the first tick): `rlctl eval` and `rlctl record`, which act one action per tick,
+    refuse such a checkpoint when they load it, in one line naming the paths that act from
+    whole chunks, before an episode (or a dataset) is started."""
+    raw_groot = runpy.run_path(str(TINY_GROOT.parent / "raw_groot.py"))
+    raw = raw_groot["write_raw_groot"](tiny, tmp_path / "raw")
+    config = GrootConfig(
+        input_features={
+            "observation.state": typed_feature("STATE", (5,)),
+            "observation.images.front": typed_feature("VISUAL", (3, SIZE, SIZE)),
+        },
+        output_features={"action": typed_feature("ACTION", (4,))},
+        base_model_path=str(raw),
+        embodiment_tag=raw_groot["TAG"],
+        chunk_size=8,
+        n_action_steps=8,
+        max_state_dim=16,
+        max_action_dim=16,
+        use_bf16=False,
+        device="cpu",
+    )
+    checkpoint = create_policy(config).save(tmp_path / "relative")
+    assert create_policy(config).decodes_whole_chunks
+
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--env.type=pusht",
+            f"--policy.path={checkpoint}",
+            "--eval.n_episodes=1",
+            "--eval.batch_size=1",
+            "--eval.max_episodes_rendered=0",
+            f"--output_dir={out}",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "decoded a whole chunk at a time" in result.output
+    assert "--policy.server=HOST:PORT" in result.output and "Traceback" not in result.output
+    assert not (out / "eval_info.json").exists()
+
+    root = tmp_path / "recorded"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "record",
+            "--robot.type=scripted",
+            "--robot.cameras={front: {type: synthetic, width: 32, height: 32}}",
+            f"--policy.path={checkpoint}",
+            f"--dataset.root={root}",
+            "--dataset.repo_id=me/relative",
+            "--dataset.single_task=close the drawer",
+            "--dataset.num_episodes=1",
+            "--dataset.episode_time_s=0.2",
+            "--dataset.reset_time_s=0",
+            "--controls=off",
+            "--progress=silent",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "decoded a whole chunk at a time" in result.output
+    assert "rlctl rollout --inference.type=async" in result.output
+    assert not root.exists()

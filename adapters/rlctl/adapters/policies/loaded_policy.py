@@ -77,6 +77,12 @@ class LoadedPolicy:
         return self.config.output_features
 
     @property
+    def decodes_whole_chunks(self) -> bool:
+        """A post-processor step decodes only whole chunks (GR00T's relative actions):
+        `select_action` cannot serve this policy, `predict_chunk` can."""
+        return any(getattr(step, "decodes_whole_chunks", False) for step in self.postprocessor)
+
+    @property
     def actions_per_chunk(self) -> int:
         return self.config.n_action_steps
 

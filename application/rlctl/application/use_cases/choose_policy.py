@@ -5,16 +5,29 @@ queue the acting engine fills in a worker (`--inference.type=sync|async|rtc`).""
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import attrs
 
 from rlctl.application.acting_engine import AsyncActing, LocalChunks
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.application.ports.policy_service import PolicyConnector
 from rlctl.application.ports.simulation import Simulation
-from rlctl.domain.errors import ConfigError
+from rlctl.domain.errors import ConfigError, NotSupported
 from rlctl.domain.eval_settings import EvalPolicySettings
 from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.rollout import InferenceConfig, RTCInferenceConfig
+
+
+@runtime_checkable
+class DecodesWholeChunks(Protocol):
+    """A policy that may decode its actions only a whole chunk at a time (GR00T's relative
+    actions, measured from the state the chunk was predicted from): acting one action per tick
+    (`select_action`) is refused; `predict_chunk` serves (a policy server, the acting engine).
+    A policy without the property acts per tick."""
+
+    @property
+    def decodes_whole_chunks(self) -> bool: ...
 
 
 def choose_policy(
@@ -35,12 +48,19 @@ def choose_policy(
             )
         return connector.connect(settings, realtime=False)
     if settings.path:
-        return loader.load(
+        policy = loader.load(
             settings.path,
             device=settings.device,
             rtc=settings.rtc_config,
             rtc_delay=settings.rtc_inference_delay,
         )
+        _check_acts_per_tick(
+            policy,
+            hint="serve it (`rlctl policy serve --policy.path=...`) and evaluate with "
+            "--policy.server=HOST:PORT, where each chunk is decoded whole; or train it with "
+            "absolute actions",
+        )
+        return policy
     return loader.create_for_simulation(settings.type, simulation, seed=seed)
 
 
@@ -82,12 +102,19 @@ def choose_acting_policy(
     if not path:
         return None
     if inference is None or not inference.asynchronous:
-        return loader.load(
+        loaded = loader.load(
             path,
             device=device,
             rtc=settings.rtc_config,
             rtc_delay=settings.rtc_inference_delay,
         )
+        _check_acts_per_tick(
+            loaded,
+            hint="act from whole chunks: `rlctl rollout --inference.type=async` (or rtc; "
+            "--strategy.type=episodic records episodes as `rlctl record` does), or serve it "
+            "(`rlctl policy serve`) and pass --policy.server=HOST:PORT",
+        )
+        return loaded
     # The engine hands the model the actions still queued itself (real-time chunking), so the
     # policy's own select_action buffer is not used: it is loaded as it was saved.
     policy = loader.load(path, device=device)
@@ -101,6 +128,19 @@ def choose_acting_policy(
         label="policy",
         queue_threshold=threshold,
     )
+
+
+def _check_acts_per_tick(policy: Policy, *, hint: str) -> None:
+    """Refuse, before anything starts, a policy that cannot act one action per tick (LeRobot's
+    select_action refuses it at the first tick)."""
+    if isinstance(policy, DecodesWholeChunks) and policy.decodes_whole_chunks:
+        raise NotSupported(
+            f"this {policy.config.type_name} policy's relative actions are decoded a whole chunk "
+            "at a time, against the state the chunk was predicted from, so it cannot act one "
+            "action per tick here (LeRobot's select_action refuses it too)",
+            where="policy.path",
+            hint=hint,
+        )
 
 
 def _with_inference(

@@ -879,6 +879,10 @@ class GrootActionDecode(Step[DecodeConfig]):
 
     config_class = DecodeConfig
 
+    @property
+    def decodes_whole_chunks(self) -> bool:
+        return self.config.use_relative_action
+
     def __call__(self, transition: Transition) -> Transition:
         action = transition.action
         config = self.config
