@@ -6,6 +6,12 @@
         its pre/post processors in LeRobot's format to OUT, and predicts a chunk
     python lerobot_groot.py predict CHECKPOINT TINY_DIR INPUTS_NPZ
         loads a checkpoint (LeRobot's or rlctl's) and predicts a chunk
+    python lerobot_groot.py raw OUT TINY_DIR SPEC_JSON INPUTS_NPZ
+        writes a raw NVIDIA-layout checkpoint to OUT: LeRobot's GR00TN17 on TINY_DIR/base's
+        config with random weights (seeded), saved by its own `save_pretrained`, beside
+        SPEC_JSON's "side_files" (processor_config.json, statistics.json, ...); then builds
+        LeRobot's GR00T from `base_model_path=OUT` with SPEC_JSON's "config" and its
+        processors (no dataset statistics: the checkpoint's) and predicts a chunk
 
 LeRobot names the backbone's processor `nvidia/Cosmos-Reason2-2B`; this harness (never rlctl)
 reads it from TINY_DIR/backbone. The initial noise is INPUTS_NPZ's `noise`: LeRobot draws it
@@ -131,6 +137,35 @@ def make(out, tiny_dir, spec_text, inputs_path):
     return predict(policy, pre, post, inputs_path, spec.get("rtc"))
 
 
+def make_raw(out, tiny_dir, spec_text, inputs_path):
+    spec = json.loads(spec_text)
+    out = Path(out)
+    torch.manual_seed(spec["seed"])
+    config = groot_n1_7.GR00TN17Config.from_pretrained(Path(tiny_dir) / "base")
+    model = groot_n1_7.GR00TN17(config, load_backbone_weights=False)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn_like(param) * SCALE)
+    model.save_pretrained(out)
+    for name, content in spec["side_files"].items():
+        (out / name).write_text(json.dumps(content))
+    inputs = {"observation.state": PolicyFeature(FeatureType.STATE, (spec["state_dim"],))}
+    for key, shape in spec["cameras"].items():
+        inputs[key] = PolicyFeature(FeatureType.VISUAL, tuple(shape))
+    outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
+    policy_config = GrootConfig(
+        input_features=inputs,
+        output_features=outputs,
+        device="cpu",
+        base_model_path=str(out),
+        **spec["config"],
+    )
+    policy = GrootPolicy(policy_config)
+    policy.eval()
+    pre, post = processor_groot.make_groot_pre_post_processors(policy_config, None)
+    return predict(policy, pre, post, inputs_path)
+
+
 def load(folder):
     return lerobot_common.load(GrootPolicy, folder)
 
@@ -141,6 +176,10 @@ def main():
         out, tiny_dir, spec_text, inputs_path = sys.argv[2:6]
         patch_lerobot(tiny_dir)
         chunk = make(out, tiny_dir, spec_text, inputs_path)
+    elif mode == "raw":
+        out, tiny_dir, spec_text, inputs_path = sys.argv[2:6]
+        patch_lerobot(tiny_dir)
+        chunk = make_raw(out, tiny_dir, spec_text, inputs_path)
     elif mode == "predict":
         folder, tiny_dir, inputs_path = sys.argv[2:5]
         rtc = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None

@@ -226,3 +226,49 @@ def test_a_raw_checkpoint_on_the_hub_is_fetched_then_served_offline(
     assert len(fake_hub.requests) == requests
     with pytest.raises(ConfigError, match="nobody/none"):
         groot_checkpoint.base_folder("nobody/none")
+
+
+@pytest.mark.lerobot
+@pytest.mark.slow
+@pytest.mark.parametrize("relative", [True, False], ids=["native relative", "absolute"])
+def test_a_raw_checkpoint_lerobot_writes_predicts_the_same_chunk_in_rlctl(
+    relative: bool, lerobot, tiny: Path, tmp_path: Path
+) -> None:
+    """LeRobot writes the raw checkpoint with its own GR00TN17.save_pretrained and predicts from
+    it (`base_model_path`, its processors from the side files); rlctl, from the same folder,
+    predicts the same chunk for the same inputs and initial noise."""
+    rng = np.random.default_rng(5)
+    inputs = {
+        "observation.state": rng.normal(scale=0.3, size=(2, 5)).astype(np.float32),
+        "observation.images.front": rng.uniform(size=(2, 3, 32, 32)).astype(np.float32),
+        "noise": rng.normal(size=(2, 8, 16)).astype(np.float32),
+        "task": np.array(["close the drawer", "Put the bowl on the plate!"]),
+    }
+    inputs_path = tmp_path / "inputs.npz"
+    np.savez(inputs_path, **inputs)
+    spec = {
+        "seed": 11,
+        "cameras": {"observation.images.front": [3, 32, 32]},
+        "state_dim": 5,
+        "action_dim": 4,
+        "config": {
+            "embodiment_tag": TAG,
+            "chunk_size": 8,
+            "n_action_steps": 8,
+            "max_state_dim": 16,
+            "max_action_dim": 16,
+            "use_bf16": False,
+        },
+        "side_files": RAW["side_files"](3, relative=relative),
+    }
+    folder = tmp_path / "raw"
+    theirs = lerobot(
+        Path(HERE / "lerobot_groot.py"), "raw", folder, tiny, json.dumps(spec), inputs_path
+    )
+    policy = create_policy(raw_config(folder))
+    given = {k: v for k, v in inputs.items() if k not in ("task", "noise")}
+    given["task"] = [str(t) for t in inputs["task"]]
+    ours = policy.predict_chunk(given, noise=inputs["noise"]).actions.numpy()
+    expected = np.array(theirs["chunk"])
+    assert ours.shape == expected.shape == (2, HORIZON, 4)
+    np.testing.assert_allclose(ours, expected, atol=1e-4)
