@@ -272,3 +272,55 @@ def test_a_raw_checkpoint_lerobot_writes_predicts_the_same_chunk_in_rlctl(
     expected = np.array(theirs["chunk"])
     assert ours.shape == expected.shape == (2, HORIZON, 4)
     np.testing.assert_allclose(ours, expected, atol=1e-4)
+
+
+def frame(height: int = 40, width: int = 56) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(2)
+    return torch.randint(0, 256, (3, height, width), dtype=torch.uint8, generator=generator)
+
+
+def test_the_cv2_image_path_keeps_the_aspect_and_letter_boxing_squares_it() -> None:
+    from rlctl.adapters.policies.vla.groot_processors import transform_frame, transform_frame_cv2
+
+    # Shortest edge to 32 (40x56 -> 32x45), a centred 28/32 crop, shortest edge to 32 again.
+    out = transform_frame_cv2(frame(), [32, 32], [28, 28], None, None)
+    assert out.shape == (3, 32, 45) and out.dtype == torch.uint8
+    boxed = transform_frame_cv2(frame(), [32, 32], [28, 28], None, None, letter_box=True)
+    assert boxed.shape == (3, 32, 32)
+    # Letter-boxing pads the short side with black: the top rows of a wide frame stay black.
+    assert not transform_frame(frame(), [32, 32], None, None, None, letter_box=True)[:, :3].any()
+    corner = transform_frame_cv2(frame(), [32, 32], [28, 28], None, None, crop_position=(0, 0))
+    assert corner.shape == out.shape and not torch.equal(corner, out)
+
+
+CASES = (("centre", False, None), ("boxed", True, None), ("placed", False, (0.2, 0.7)))
+
+
+@pytest.mark.lerobot
+@pytest.mark.slow
+def test_the_cv2_image_path_and_letter_boxing_match_lerobots(lerobot, tmp_path: Path) -> None:
+    from rlctl.adapters.policies.vla.groot_processors import transform_frame, transform_frame_cv2
+
+    image = frame()
+    np.save(tmp_path / "frame.npy", image.numpy())
+    code = f"""
+import json, numpy as np, torch
+from lerobot.policies.groot import processor_groot as p
+chw = np.load({str(tmp_path / "frame.npy")!r})
+hwc = np.ascontiguousarray(chw.transpose(1, 2, 0))
+out = {{}}
+for name, box, pos in {CASES!r}:
+    out[name] = p._transform_n1_7_image_for_vlm_albumentations(
+        hwc, image_crop_size=[28, 28], image_target_size=[32, 32], shortest_image_edge=None,
+        crop_fraction=None, letter_box_transform=box, crop_position=pos).tolist()
+out["torch_boxed"] = p._transform_n1_7_image_for_vlm_torch(
+    torch.from_numpy(chw), image_crop_size=[28, 28], image_target_size=[32, 32],
+    shortest_image_edge=None, crop_fraction=None, letter_box_transform=True).tolist()
+print(json.dumps(out))
+"""
+    theirs = lerobot("-c", code)
+    for name, box, pos in CASES:
+        ours = transform_frame_cv2(image, [32, 32], [28, 28], None, None, box, pos)
+        assert np.array_equal(ours.permute(1, 2, 0).numpy(), np.array(theirs[name])), name
+    boxed = transform_frame(image, [32, 32], [28, 28], None, None, letter_box=True)
+    assert np.array_equal(boxed.numpy(), np.array(theirs["torch_boxed"]))
