@@ -129,6 +129,7 @@ def test_a_raw_checkpoint_loads_and_its_side_files_set_the_processors(raw: Path)
     [decode] = [s for s in policy.postprocessor if isinstance(s, GrootActionDecode)]
     assert decode.config.use_relative_action
 
+    assert policy.model.action_buffer().n_action_steps == HORIZON  # LeRobot's queue steps
     processed = policy.preprocessor.process_batch(observation())
     assert processed["embodiment_id"].tolist() == [5]
     chunk = policy.predict_chunk(observation()).actions.numpy()
@@ -178,6 +179,7 @@ def test_side_files_are_read_for_the_embodiment_asked(tmp_path: Path) -> None:
     other = groot_checkpoint.checkpoint_assets(raw_config(raw, embodiment_tag="new_embodiment"))
     assert other is not None and not other.has_stats
     assert groot_checkpoint.checkpoint_action_horizon(raw_config(raw)) == HORIZON
+    assert groot_checkpoint.checkpoint_action_horizon(raw_config(raw, embodiment_tag="x")) is None
     # A LeRobot checkpoint folder (config.json with a `type`) is no raw checkpoint.
     lerobot = tmp_path / "lerobot"
     lerobot.mkdir()

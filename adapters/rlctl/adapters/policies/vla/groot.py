@@ -80,6 +80,7 @@ from rlctl.adapters.policies.vla.groot_processors import (
 from rlctl.adapters.policies.vla.loading import built_dtypes, finish_meta_load, is_on_meta
 from rlctl.adapters.policies.vla.policy import GuidedChunking
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance, overlap_blend, strengthened
+from rlctl.domain.acting import ActionBuffer, ActionQueue
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind
 from rlctl.domain.policies.groot import (
@@ -155,6 +156,7 @@ WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 PREFIX = "_groot_model."
 OBS_STATE_KEY = "observation.state"
+LIBERO_EXECUTION_HORIZON = 8
 ACTION_KEY = "action"
 LM_HEAD = "_groot_model.backbone.model.lm_head.weight"
 EMBEDDINGS = "_groot_model.backbone.model.model.language_model.embed_tokens.weight"
@@ -627,6 +629,17 @@ class GrootPolicy(GuidedChunking):
                 "its config.json describes",
             )
         self.load_state_dict(state, strict=True)
+
+    def action_buffer(self) -> ActionBuffer:
+        """LeRobot's `_resolve_action_queue_steps`: at most `n_action_steps` of a chunk, and of a
+        raw checkpoint's chunk for this embodiment; on `libero_sim`, 8 (NVIDIA's LIBERO rollout
+        replans after 8 of its 16 actions)."""
+        steps = [self.config.n_action_steps]
+        if self._checkpoint_horizon is not None:
+            steps.append(self._checkpoint_horizon)
+            if self.config.embodiment_tag == "libero_sim":
+                steps.append(min(self._checkpoint_horizon, LIBERO_EXECUTION_HORIZON))
+        return ActionQueue(min(steps))
 
     @property
     def model(self) -> GrootActionHead:
