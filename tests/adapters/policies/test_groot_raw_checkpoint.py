@@ -192,9 +192,17 @@ def test_side_files_are_read_for_the_embodiment_asked(tmp_path: Path) -> None:
         groot_checkpoint.checkpoint_assets(raw_config(broken))
 
 
-def test_a_base_model_that_is_neither_folder_nor_repo_id_is_named(tmp_path: Path) -> None:
+def test_a_base_model_that_is_neither_folder_nor_repo_id_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(ConfigError, match="no such folder, and not a Hub repo id"):
         groot_checkpoint.base_folder(str(tmp_path / "no" / "such" / "folder"))
+    # NVIDIA's default base model out of reach (the tests' Hub is a closed port, the cache
+    # empty): its built-in architecture with random weights, asked of the Hub once.
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    monkeypatch.setattr(groot_checkpoint, "_fetched", {})
+    assert groot_checkpoint.base_folder("nvidia/GR00T-N1.7-3B") is None
+    assert list(groot_checkpoint._fetched.values()) == [None]
 
 
 @pytest.mark.slow

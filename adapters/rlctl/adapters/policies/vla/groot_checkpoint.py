@@ -49,7 +49,8 @@ HUB_FILES = [
 ]
 N1_7_MODEL_TYPES = {"gr00tn1d7", "gr00t_n1d7", "gr00t_n1_7"}
 N1_5_MODEL_TYPES = {"gr00t_n1_5", "gr00tn1_5", "gr00t_n15", "gr00t_n1d5", "gr00tn1d5"}
-_fetched: dict[tuple[str, ...], Path] = {}
+# Per process: one Hub round trip per base model (a run reads it for the model and processors).
+_fetched: dict[tuple[str, ...], Path | None] = {}
 
 
 def model_version(data: Mapping[str, Any]) -> str | None:
@@ -129,6 +130,7 @@ def base_folder(name: str) -> Path | None:
                 base_model_path=name,
                 reason=err.message,
             )
+            _fetched[key] = None
             return None
         raise ConfigError(
             f"cannot fetch the GR00T base model {name!r}: {err.message}",
