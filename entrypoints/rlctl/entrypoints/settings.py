@@ -180,6 +180,47 @@ def _only_known(layer: Mapping[str, Any], cls: type) -> dict[str, Any]:
     return {k: v for k, v in layer.items() if k in names}
 
 
+@attrs.frozen
+class WrittenConfig:
+    """What the output folder held before the run wrote its settings there: a refused run
+    (one that wrote nothing else) takes back only what it wrote, never what was there."""
+
+    config: Path
+    had_config: bool
+    entries: frozenset[str]
+    created: Path | None  # the first folder on the way that the run created
+
+    @classmethod
+    def before(cls, out: Path) -> WrittenConfig:
+        created = None
+        for folder in (out, *out.parents):
+            if folder.exists():
+                break
+            created = folder
+        entries = frozenset(p.name for p in out.iterdir()) if out.is_dir() else frozenset()
+        config = out / RESOLVED_CONFIG_NAME
+        return cls(config, config.exists(), entries, created)
+
+    def forget(self) -> None:
+        out = self.config.parent
+        if self.had_config or not out.is_dir():
+            return
+        if {p.name for p in out.iterdir()} - self.entries != {self.config.name}:
+            return  # the run wrote more than its settings: they stay beside what it wrote
+        self.config.unlink(missing_ok=True)
+        if self.created is None:
+            return
+        folder = out
+        while True:
+            try:
+                folder.rmdir()  # only while empty
+            except OSError:
+                return
+            if folder == self.created:
+                return
+            folder = folder.parent
+
+
 def write_resolved_config(config: Any, out_dir: str | os.PathLike[str]) -> Path:
     """Every run leaves the configuration it really used beside its outputs."""
     path = Path(out_dir) / RESOLVED_CONFIG_NAME

@@ -69,8 +69,9 @@ def default_output_dir(settings: EvalCommandSettings, now: dt.datetime | None = 
 @config_options(EvalCommandSettings)
 def eval_command(config: EvalCommandSettings) -> None:
     """Evaluate a policy in simulation; write eval_info.json and videos to the output dir."""
+    from rlctl.domain.errors import RlctlError
     from rlctl.entrypoints.container import build_container
-    from rlctl.entrypoints.settings import write_resolved_config
+    from rlctl.entrypoints.settings import WrittenConfig, write_resolved_config
 
     out = Path(config.output_dir) if config.output_dir else default_output_dir(config)
     settings = config.eval
@@ -79,12 +80,20 @@ def eval_command(config: EvalCommandSettings) -> None:
     if config.display_data and config.display.rrd is None:
         display = attrs.evolve(config.display, rrd=str(out / "display.rrd"))
         config = attrs.evolve(config, display=display)
+    written = WrittenConfig.before(out)
     write_resolved_config(config, out)
-    # A saved policy's path (folder, run folder or Hub repo id) is resolved once, by the container.
-    use_case = build_container(config).evaluation(
-        config.env, config.policy, seed=settings.seed, rename_map=config.rename_map
-    )
-    report = use_case(settings)
+    try:
+        # A saved policy's path (folder, run folder or Hub repo id) is resolved once, by the
+        # container.
+        use_case = build_container(config).evaluation(
+            config.env, config.policy, seed=settings.seed, rename_map=config.rename_map
+        )
+        report = use_case(settings)
+    except RlctlError:
+        # Refused before anything was evaluated (a policy the env cannot run, a missing
+        # checkpoint): the output folder is left as it was.
+        written.forget()
+        raise
     info = report.to_info()
     (out / EVAL_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     overall = info["overall"]

@@ -111,49 +111,6 @@ Common settings (all: --print-config):
 """
 
 
-@attrs.frozen
-class _WrittenConfig:
-    """What the output folder held before the run wrote its settings there: a refused run
-    (one that wrote nothing else) takes back only what it wrote, never what was there."""
-
-    config: Path
-    had_config: bool
-    entries: frozenset[str]
-    created: Path | None  # the first folder on the way that the run created
-
-    @classmethod
-    def before(cls, out: Path) -> _WrittenConfig:
-        from rlctl.entrypoints.settings import RESOLVED_CONFIG_NAME
-
-        created = None
-        for folder in (out, *out.parents):
-            if folder.exists():
-                break
-            created = folder
-        entries = frozenset(p.name for p in out.iterdir()) if out.is_dir() else frozenset()
-        config = out / RESOLVED_CONFIG_NAME
-        return cls(config, config.exists(), entries, created)
-
-    def forget(self) -> None:
-        out = self.config.parent
-        if self.had_config or not out.is_dir():
-            return
-        if {p.name for p in out.iterdir()} - self.entries != {self.config.name}:
-            return  # the run wrote more than its settings: they stay beside what it wrote
-        self.config.unlink(missing_ok=True)
-        if self.created is None:
-            return
-        folder = out
-        while True:
-            try:
-                folder.rmdir()  # only while empty
-            except OSError:
-                return
-            if folder == self.created:
-                return
-            folder = folder.parent
-
-
 def train_settings(ctx: click.Context, config_file: str | None) -> TrainCommandSettings:
     """The run's settings: a fine-tuned checkpoint's policy config or a resumed run's saved
     settings under the file, the environment and the command line (see `train_config`)."""
@@ -168,7 +125,7 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     --policy.type names it (see below), --resume=DIR continues a run."""
     from rlctl.domain.config import unstructure
     from rlctl.entrypoints.container import build_container
-    from rlctl.entrypoints.settings import write_resolved_config
+    from rlctl.entrypoints.settings import WrittenConfig, write_resolved_config
 
     if config.output_dir is None:
         config = attrs.evolve(config, output_dir=str(default_output_dir(config)))
@@ -179,9 +136,9 @@ def train_command(ctx: click.Context, config: TrainCommandSettings) -> None:
     main = is_main_process()
     # A new run aimed at an existing run's folder is refused by the use case; its settings
     # must not overwrite that run's before it is.
-    written: _WrittenConfig | None = None
+    written: WrittenConfig | None = None
     if main and (config.resume or container.training_backend().find_checkpoint(str(out)) is None):
-        written = _WrittenConfig.before(out)
+        written = WrittenConfig.before(out)
         write_resolved_config(config, out)
     metrics = container.training_metrics(
         out,
