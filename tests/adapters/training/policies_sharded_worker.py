@@ -4,8 +4,8 @@ shard by shard.
 
 `python -m torch.distributed.run --standalone --nproc_per_node=N policies_sharded_worker.py SPEC`,
 SPEC a JSON object: cases, each {kind, config (a folder holding config.json and
-batch.safetensors), out}. Writes OUT/rank<r>.json (losses, parameters held, units) and
-OUT/model.safetensors for each case.
+batch.safetensors), out, lr (SGD's step, 0.05 unless given)}. Writes OUT/rank<r>.json
+(losses, parameters held, units) and OUT/model.safetensors for each case.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def main() -> None:
         units = len(model.fsdp_units())
         shard_model(model, world, settings, Precision())
         # SGD, as the one-process reference (Adam would turn float noise into full steps).
-        optimiser = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.05)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        optimiser = torch.optim.SGD(trained, lr=case.get("lr", 0.05))
         batch = load_file(str(folder / "batch.safetensors"))
         losses = []
         for _ in range(2):
