@@ -173,6 +173,8 @@ def test_every_type_on_two_fsdp_ranks_trains_as_one_process(
         ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
         np.testing.assert_allclose(ranks[0]["losses"], losses, rtol=1e-5, err_msg=kind)
         assert ranks[0]["units"] >= 2
+        # Rank 1 built the model on the meta device, its shards filled from rank 0's weights.
+        assert (ranks[0]["meta"], ranks[1]["meta"]) == (False, True), kind
         assert ranks[0]["held"] + ranks[1]["held"] == total, kind
         exported = load_file(str(out / "model.safetensors"))
         assert exported.keys() == weights.keys(), kind

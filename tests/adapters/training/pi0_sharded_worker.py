@@ -22,7 +22,12 @@ from rlctl.adapters.policies.checkpoint import read_config
 from rlctl.adapters.training.distributed import start_world
 from rlctl.adapters.training.precision import Precision
 from rlctl.adapters.training.sharded_checkpoint import export_weights, save_sharded
-from rlctl.adapters.training.sharding import shard_model, sharded_numel
+from rlctl.adapters.training.sharding import (
+    builds_on_meta,
+    empty_model,
+    shard_model,
+    sharded_numel,
+)
 from rlctl.domain.train_settings import DistributedSettings
 
 
@@ -36,7 +41,10 @@ def main() -> None:
     )
     world = start_world("cpu", settings)
     torch.manual_seed(0)
-    model = build_policy(read_config(Path(spec["config"]))).train()
+    config = read_config(Path(spec["config"]))
+    # As training builds it: whole on rank 0, on the meta device on the others.
+    model = empty_model(config) if builds_on_meta(world) else None
+    model = (build_policy(config) if model is None else model).train()
     shard_model(model, world, settings, Precision())
     # SGD: Adam would turn the float noise of gradients that are zero in exact arithmetic
     # (attention key biases) into full-size steps, differently in each run.

@@ -5,7 +5,8 @@ shard by shard.
 `python -m torch.distributed.run --standalone --nproc_per_node=N policies_sharded_worker.py SPEC`,
 SPEC a JSON object: cases, each {kind, config (a folder holding config.json and
 batch.safetensors), out, lr (SGD's step, 0.05 unless given)}. Writes OUT/rank<r>.json
-(losses, parameters held, units) and OUT/model.safetensors for each case.
+(losses, parameters held, units, whether built on the meta device) and OUT/model.safetensors
+for each case.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from rlctl.adapters.policies.checkpoint import read_config
 from rlctl.adapters.training.distributed import start_world
 from rlctl.adapters.training.precision import Precision
 from rlctl.adapters.training.sharded_checkpoint import export_weights
-from rlctl.adapters.training.sharding import shard_model, sharded_numel
+from rlctl.adapters.training.sharding import (
+    builds_on_meta,
+    empty_model,
+    shard_model,
+    sharded_numel,
+)
 from rlctl.domain.train_settings import DistributedSettings
 
 
@@ -36,7 +42,11 @@ def main() -> None:
         folder, out = Path(case["config"]), Path(case["out"])
         out.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(0)
-        model = build_policy(read_config(folder)).train()
+        config = read_config(folder)
+        # As training builds it: whole on rank 0, on the meta device on the others.
+        model = empty_model(config) if builds_on_meta(world) else None
+        on_meta = model is not None
+        model = (build_policy(config) if model is None else model).train()
         units = len(model.fsdp_units())
         shard_model(model, world, settings, Precision())
         # SGD, as the one-process reference (Adam would turn float noise into full steps).
@@ -53,7 +63,9 @@ def main() -> None:
             losses.append(float(loss.item()))
         export_weights(out / "model.safetensors", model, world)
         (out / f"rank{world.rank}.json").write_text(
-            json.dumps({"losses": losses, "held": sharded_numel(model), "units": units})
+            json.dumps(
+                {"losses": losses, "held": sharded_numel(model), "units": units, "meta": on_meta}
+            )
         )
     world.close()
 

@@ -82,6 +82,8 @@ def test_fsdp_on_two_ranks_is_one_process_with_accumulation_and_resumes_in_one(
     assert rank0["optimizer_held"] == 2 * rank0["held"]  # and half the optimiser state
     assert rank0["optimizer_held"] + rank1["optimizer_held"] == 2 * rank0["total"]
     assert "declares no FSDP wrap units" in log  # the MLP is one unit, and says so
+    # Rank 1 built no weights of its own: its shards were filled from rank 0's.
+    assert "built on the meta device" in log and "rank=1" in log
 
     checkpoint = tmp_path / "fsdp" / "checkpoints" / "000003"
     state = checkpoint / "training_state"

@@ -117,6 +117,8 @@ def _output_shape(module: nn.Module, input_shape: tuple[int, ...]) -> tuple[int,
     was_training = module.training
     module.eval()
     with torch.no_grad():
-        shape = tuple(module(torch.zeros(input_shape)).shape[1:])
+        # On the parameters' device: the meta device where a sharded rank builds (no compute).
+        device = next(module.parameters()).device
+        shape = tuple(module(torch.zeros(input_shape, device=device)).shape[1:])
     module.train(was_training)
     return shape

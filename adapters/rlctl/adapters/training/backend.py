@@ -125,6 +125,10 @@ class TorchTrainingBackend:
             # Each rank its own stream (dropout, noise); DDP copies rank 0's initial weights.
             seed_everything(settings.seed + world.rank)
         run = prepare_run(plan, world, video_backend=self.video_backend)
+        if settings.seed is not None and not world.is_main:
+            # Ranks after the first take their weights from it (a sharded run's build theirs
+            # on the meta device, drawing nothing): their streams start after the build alike.
+            seed_everything(settings.seed + world.rank)
         _check_statistics(run, checkpoint)
         settings = run.settings
         model = run.policy.model.train()

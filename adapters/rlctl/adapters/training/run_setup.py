@@ -8,6 +8,9 @@ normalises alike; a resumed run takes the checkpoint's policy config, weights an
 checkpoint's weights with processors built anew over the *dataset's* statistics, as
 `lerobot-train` overrides the pretrained processors' statistics unless it resumes.
 
+Under fsdp/hsdp only rank 0 builds (or reads) the whole model; the other ranks build it on the
+meta device, and `shard_model` fills their shards from rank 0's weights.
+
 Everything was decided and resolved by the application (`PlanTraining`): nothing here pulls
 from the Hub or checks a config.
 """
@@ -21,7 +24,13 @@ from typing import Any
 import attrs
 import structlog
 
-from rlctl.adapters.policies.checkpoint import checkpoint_folder, read_model
+from rlctl.adapters.policies.base import PolicyModel
+from rlctl.adapters.policies.checkpoint import (
+    checkpoint_folder,
+    read_config,
+    read_model,
+    read_processors,
+)
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy, load_policy_folder
 from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.training.data import (
@@ -31,8 +40,9 @@ from rlctl.adapters.training.data import (
     open_training_data,
 )
 from rlctl.adapters.training.distributed import World
+from rlctl.adapters.training.sharding import builds_on_meta, empty_model
 from rlctl.application.ports.training import TrainingPlan
-from rlctl.domain.policies import ACTION, RELATIVE_ACTION
+from rlctl.domain.policies import ACTION, RELATIVE_ACTION, PolicyConfig
 from rlctl.domain.run_layout import PRETRAINED_DIR
 from rlctl.domain.train_settings import TrainSettings
 
@@ -54,7 +64,7 @@ def prepare_run(
     loaded = None
     if plan.resume is not None:
         checkpoint = Path(plan.resume.location)
-        loaded = load_policy_folder(checkpoint / PRETRAINED_DIR, device=str(world.device))
+        loaded = _resumed_policy(checkpoint / PRETRAINED_DIR, world)
         settings = attrs.evolve(settings, policy=loaded.config)
     data = open_training_data(
         plan.dataset_root,
@@ -73,6 +83,27 @@ def prepare_run(
     return PreparedRun(settings, loaded, data)
 
 
+def _resumed_policy(folder: Path, world: World) -> LoadedPolicy:
+    """The checkpoint's policy; on a sharded run's ranks after the first, its config and
+    processors with an empty model (rank 0's weights fill its shards, then the sharded state)."""
+    model = _empty_model(read_config(folder), world)
+    if model is None:
+        return load_policy_folder(folder, device=str(world.device))
+    pre, post = read_processors(folder, device=str(world.device))
+    return LoadedPolicy(model, pre, post)
+
+
+def _empty_model(config: PolicyConfig, world: World) -> PolicyModel | None:
+    """This rank's model with its parameters on the meta device, where a sharded run's rank
+    after the first (`builds_on_meta`) and the type allows it; None: build it whole."""
+    if not builds_on_meta(world):
+        return None
+    model = empty_model(config)
+    if model is not None:
+        log.info("built on the meta device", rank=world.rank, policy=config.type_name)
+    return model
+
+
 def new_policy(
     settings: TrainSettings,
     data: TrainingData,
@@ -86,10 +117,15 @@ def new_policy(
         training_stats(settings, data, action_stats) if world.is_main else None
     )
     device = str(world.device)
-    if pretrained is None:
+    if pretrained is not None:
+        log.info("fine-tuning", pretrained=str(pretrained), policy=settings.policy.type_name)
+    # Sharded: this rank's weights come from rank 0's once sharded (`shard_model`); it
+    # neither initialises nor reads the whole model.
+    model = _empty_model(settings.policy, world)
+    if model is None and pretrained is None:
         return create_policy(settings.policy, stats, device=device)
-    log.info("fine-tuning", pretrained=str(pretrained), policy=settings.policy.type_name)
-    model = read_model(checkpoint_folder(pretrained), settings.policy, device=device)
+    if model is None:
+        model = read_model(checkpoint_folder(pretrained), settings.policy, device=device)
     pre, post = make_pre_post_processors(settings.policy, stats, device=device)
     return LoadedPolicy(model, pre, post)
 

@@ -11,6 +11,12 @@ Methods other than `forward` that compute with a unit's parameters (the joint la
 registered with FSDP (`fsdp_forward_methods` on the unit's class), so gathering and the backward
 pass's hooks happen around them too.
 
+Only the first rank builds the whole model. The others build its parameters on the meta device
+(shapes, no storage: `empty_model`), are sharded like it, then hold storage for their shards
+only (`to_empty`), which the first rank's weights fill tensor by tensor
+(`set_model_state_dict(broadcast_from_rank0=True)`), buffers — the non-persistent ones too —
+broadcast whole. N ranks on one host take one model's memory and N shards at start, not N models.
+
 Mixed precision follows the run's precision: bf16 parameters and compute with float32 gradient
 reduction and float32 master weights (the sharded parameters) when mixed precision is on (CUDA);
 float32 otherwise (the CPU, and gloo).
@@ -24,9 +30,10 @@ import structlog
 import torch
 from torch import nn
 
-from rlctl.adapters.policies.base import PolicyModel
+from rlctl.adapters.policies.base import PolicyModel, policy_class
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.precision import Precision
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.train_settings import DistributedSettings
 
 log = structlog.get_logger(__name__)
@@ -52,10 +59,11 @@ def shard_model(
         "mp_policy": mp,
         "reshard_after_forward": settings.reshard_after_forward,
     }
-    _same_weights_everywhere(model, world)
     units = model.fsdp_units()
     if settings.activation_checkpointing:
         model.enable_activation_checkpointing()
+    # The first rank's whole state, by reference (no copy), to fill the others' shards from.
+    first = dict(model.state_dict()) if world.distributed and world.is_main else {}
     if not units and world.is_main:
         log.warning(
             "this policy type declares no FSDP wrap units: the whole model is one unit, "
@@ -69,6 +77,8 @@ def shard_model(
             for name in getattr(type(module), "fsdp_forward_methods", ()):
                 register_fsdp_forward_method(module, name)
     fully_shard(model, **options)
+    _first_ranks_weights(model, world, first)
+    del first
     if world.is_main:
         log.info(
             "sharded",
@@ -80,16 +90,62 @@ def shard_model(
         )
 
 
-def _same_weights_everywhere(model: nn.Module, world: World) -> None:
-    """Rank 0's initial weights on every rank, as DDP starts (each rank drew its own, and each
-    will keep the rows of its shard)."""
+def builds_on_meta(world: World) -> bool:
+    """Whether this rank builds its model without storage: a sharded run's ranks after the
+    first, whose weights come from the first rank's once sharded."""
+    return world.mesh is not None and world.distributed and not world.is_main
+
+
+def empty_model(config: PolicyConfig) -> PolicyModel | None:
+    """The model `config` describes with its parameters on the meta device (shapes, no storage,
+    no backbone read), for a rank where `builds_on_meta`: `shard_model` gives it its shards of
+    rank 0's weights.
+
+    Each parameter moves to the meta device as it is registered, so one at most is ever held;
+    the initialisers then run on the meta device (no compute). Buffers and the plain tensors
+    models keep (a noise scheduler's tables) are built as usual: they are small, and a tensor
+    that is no parameter or buffer is in no state dict to fill it from. None (with a warning)
+    where the type computes with its parameters while it is built: build that one whole."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(module, name, param)
+        if param is None or param.is_meta or type(param) is not nn.Parameter:
+            return  # a tied parameter, already moved, stays the same object
+        empty = nn.Parameter(param.detach().to("meta"), requires_grad=param.requires_grad)
+        empty.__dict__.update(param.__dict__)
+        module._parameters[name] = empty
+
+    nn.Module.register_parameter = on_meta  # type: ignore[method-assign]
+    try:
+        return policy_class(config)(config, load_backbone_weights=False)
+    except (RuntimeError, NotImplementedError) as err:  # a computation on the meta device
+        log.warning(
+            "this policy type computes with its weights while it is built: this rank builds "
+            "it whole (memory as rank 0's until sharded)",
+            policy=config.type_name,
+            reason=str(err).splitlines()[0][:200],
+        )
+        return None
+    finally:
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
+
+
+def _first_ranks_weights(model: nn.Module, world: World, first: dict[str, Any]) -> None:
+    """Rank 0's weights and buffers on every rank, each rank keeping its shards (each rank drew
+    its own initial weights, or none on the meta device; DDP starts from rank 0's likewise)."""
     import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
     if not world.distributed:
         return
+    if any(local(t).is_meta for t in [*model.parameters(), *model.buffers()]):
+        model.to_empty(device=world.device)  # storage for this rank's shards, uninitialised
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, first, options=options)
     with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            dist.broadcast(tensor.data, src=0)
+        for buffer in model.buffers():  # unsharded; the non-persistent ones are in no state dict
+            dist.broadcast(buffer.data, src=0)
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
