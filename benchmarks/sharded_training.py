@@ -4,6 +4,7 @@ ranks, and a DCP checkpoint's save and resume against a gathered (full state dic
     uv run python benchmarks/sharded_training.py                      # both tables
     uv run python benchmarks/sharded_training.py --sizes tiny small --ranks 1 2
     uv run python benchmarks/sharded_training.py --checkpoint-only --checkpoint-size medium
+    uv run python benchmarks/sharded_training.py --build-only --build-size medium --build-ranks 2
 
 Each configuration runs in fresh processes (`torch.distributed.run --standalone`; one rank: a
 plain process). A rank builds the model (seed 0), shards it (FSDP2 with π0's wrap units: the
@@ -21,6 +22,11 @@ torch.distributed.checkpoint) and `load_sharded`; `gathered` is the full state d
 (`get_model_state_dict`/`get_optimizer_state_dict` with full_state_dict and cpu_offload) saved by
 rank 0 with torch.save, and read back by rank 0 and broadcast (`set_*_state_dict` with
 broadcast_from_rank0). Best of `--repeat` rounds, with rank 0's peak memory during the save.
+
+Build table (FSDP): each rank's peak resident memory while building and sharding the model
+(VmHWM over the rank's base) and its RSS once sharded, with every rank building the whole model,
+against training's way: rank 0 builds it whole, the others on the meta device, holding storage
+for their shards only (`empty_model`, `shard_model`). The memory table builds as training does.
 
 π0's sizes here are custom sizes (`custom:` variants: the Gemma layers and the SigLIP tower) with
 a 4096-token vocabulary, so the layers, not the embeddings, make up the model; 56x56 images.
@@ -123,7 +129,7 @@ def child(spec: dict[str, Any]) -> None:
     from rlctl.adapters.policies.base import build_policy
     from rlctl.adapters.training.distributed import start_world
     from rlctl.adapters.training.precision import Precision
-    from rlctl.adapters.training.sharding import local, shard_model
+    from rlctl.adapters.training.sharding import builds_on_meta, empty_model, local, shard_model
     from rlctl.domain.train_settings import DistributedSettings
 
     torch.set_num_threads(1)
@@ -132,16 +138,24 @@ def child(spec: dict[str, Any]) -> None:
     settings = DistributedSettings(strategy=strategy if launched else "ddp")
     world = start_world("cpu", settings)
     base = rss_mb()
+    reset_hwm()
     torch.manual_seed(0)
-    model = build_policy(config(spec["size"])).train()
+    policy = config(spec["size"])
+    # As training builds it (`--meta`): whole on rank 0, on the meta device on the others.
+    on_meta = spec.get("meta", False) and builds_on_meta(world)
+    model = empty_model(policy) if on_meta else None
+    model = (build_policy(policy) if model is None else model).train()
     total = sum(p.numel() for p in model.parameters())
     trained: Any = model
     if launched and strategy == "fsdp":
         shard_model(model, world, settings, Precision())
+        gc.collect()
     elif launched:
         from torch.nn.parallel import DistributedDataParallel
 
         trained = DistributedDataParallel(model, find_unused_parameters=True)  # as training
+    build_peak = hwm_mb()  # building (and sharding) the model
+    built = rss_mb()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     inputs = batch(model)
     reset_hwm()
@@ -160,6 +174,8 @@ def child(spec: dict[str, Any]) -> None:
         "rank": world.rank,
         "parameters": total,
         "base_mb": base,
+        "build_peak_mb": build_peak,
+        "built_mb": built,
         "held_mb": held * 4 / 2**20,
         "peak_mb": peak,
         "rss_mb": rss_mb(),
@@ -192,6 +208,11 @@ def checkpoint_times(model: Any, optimizer: Any, world: Any, spec: dict[str, Any
     folder = Path(spec["folder"])
     full = StateDictOptions(full_state_dict=True, cpu_offload=True)
     loading = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    # π0's last PaliGemma layer feeds nothing the loss reads (its o_proj and MLP get no
+    # gradient): AdamW keeps no state for them, so, as `load_sharded`, not strict.
+    optimizer_loading = StateDictOptions(
+        full_state_dict=True, broadcast_from_rank0=True, strict=False
+    )
     best: dict[str, float] = {}
 
     def timed(name: str, work: Any) -> None:
@@ -210,6 +231,8 @@ def checkpoint_times(model: Any, optimizer: Any, world: Any, spec: dict[str, Any
             "optimizer": get_optimizer_state_dict(model, optimizer, options=full),
         }
         if world.is_main:
+            # A new file: the last round's load may still map the old one (mmap).
+            (folder / "gathered.pt").unlink(missing_ok=True)
             torch.save(state, folder / "gathered.pt")
 
     def gathered_load() -> None:
@@ -217,7 +240,7 @@ def checkpoint_times(model: Any, optimizer: Any, world: Any, spec: dict[str, Any
         if world.is_main:
             state = torch.load(folder / "gathered.pt", weights_only=False, mmap=True)
         set_model_state_dict(model, state["model"], options=loading)
-        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=loading)
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=optimizer_loading)
 
     for _ in range(spec["repeat"]):
         timed("dcp_save", lambda: save_sharded(folder / "dcp", model, optimizer))
@@ -256,7 +279,7 @@ def memory_table(sizes: list[str], ranks: list[int], steps: int) -> None:
     for size in sizes:
         for count in ranks:
             for strategy in ("ddp", "fsdp") if count > 1 else ("one",):
-                spec = {"size": size, "strategy": strategy, "steps": steps}
+                spec = {"size": size, "strategy": strategy, "steps": steps, "meta": True}
                 result = launch(spec, count)["ranks"]
                 keys = ("held_mb", "peak_mb", "rss_mb", "base_mb")
                 worst = {k: max(r[k] for r in result) for k in keys}
@@ -267,6 +290,27 @@ def memory_table(sizes: list[str], ranks: list[int], steps: int) -> None:
                     f"{max(r['step_s'] for r in result):7.2f}",
                     flush=True,
                 )
+
+
+def build_table(size: str, ranks: int) -> None:
+    """Each rank's peak resident memory while building and sharding the model: every rank
+    building it whole, against rank 0 alone (the others on the meta device, as training)."""
+    for meta in (False, True):
+        spec = {"size": size, "strategy": "fsdp", "steps": 1, "meta": meta}
+        result = sorted(launch(spec, ranks)["ranks"], key=lambda r: r["rank"])
+        if not meta:
+            weights = result[0]["parameters"] * 4 / 2**20
+            print(f"\nbuilding and sharding π0 {size} ({weights:.0f} MB of float32 weights), "
+                  f"fsdp on {ranks} ranks: per-rank peak RSS (MB, above the rank's base) "
+                  f"while building / RSS once sharded")  # fmt: skip
+        label = "rank 0 whole, others on meta" if meta else "every rank whole"
+        cells = "  ".join(
+            f"r{r['rank']} {r['build_peak_mb'] - r['base_mb']:6.0f} / "
+            f"{r['built_mb'] - r['base_mb']:5.0f}"
+            for r in result
+        )
+        total = sum(r["build_peak_mb"] - r["base_mb"] for r in result)
+        print(f"{label:30} {cells}   sum of peaks {total:6.0f}", flush=True)
 
 
 def checkpoint_table(size: str, ranks: int, repeat: int) -> None:
@@ -297,16 +341,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--checkpoint-only", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument(
+        "--build-only", action="store_true", help="only the build table (peak RSS before sharding)"
+    )
+    parser.add_argument("--build-size", default="medium", choices=list(SIZES))
+    parser.add_argument("--build-ranks", type=int, default=2)
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
         return
     print(host_line())
     print(f"load average at start: {os.getloadavg()}")
-    if not args.checkpoint_only:
-        memory_table(args.sizes, args.ranks, args.steps)
-    if not args.memory_only:
-        checkpoint_table(args.checkpoint_size, args.checkpoint_ranks, args.repeat)
+    if args.build_only:
+        build_table(args.build_size, args.build_ranks)
+    else:
+        if not args.checkpoint_only:
+            memory_table(args.sizes, args.ranks, args.steps)
+        if not args.memory_only:
+            checkpoint_table(args.checkpoint_size, args.checkpoint_ranks, args.repeat)
+        if not (args.checkpoint_only or args.memory_only):
+            build_table(args.build_size, args.build_ranks)
     print(f"load average at end: {os.getloadavg()}")
 
 
