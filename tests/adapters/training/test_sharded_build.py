@@ -7,6 +7,7 @@ tests/adapters/policies/test_wrap_units.py train such ranks to the single proces
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from rlctl.adapters.training.distributed import World
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import ACTConfig
 
-CONFIG = types.SimpleNamespace(type_name="probe")
+CONFIG: Any = types.SimpleNamespace(type_name="probe")
 
 
 class Tied(nn.Module):

@@ -122,9 +122,9 @@ def new_policy(
     # Sharded: this rank's weights come from rank 0's once sharded (`shard_model`); it
     # neither initialises nor reads the whole model.
     model = _empty_model(settings.policy, world)
-    if model is None and pretrained is None:
-        return create_policy(settings.policy, stats, device=device)
     if model is None:
+        if pretrained is None:
+            return create_policy(settings.policy, stats, device=device)
         model = read_model(checkpoint_folder(pretrained), settings.policy, device=device)
     pre, post = make_pre_post_processors(settings.policy, stats, device=device)
     return LoadedPolicy(model, pre, post)
