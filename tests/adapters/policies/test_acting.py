@@ -194,16 +194,26 @@ def test_each_chunk_is_predicted_from_the_last_observations(
     seen: list[list[int]] = []
     predict = model.predict_chunk
 
+    # LeRobot's processors for the type (the tokenizer, π0.5's state prompt) give it the task it
+    # reads; without statistics the normaliser leaves values as they are. GR00T's base folder is
+    # a raw N1.7 checkpoint without statistics, which (as in LeRobot) needs the dataset's: its
+    # pack step maps [low, high] onto [-1, 1], undone here to read the ticks.
+    low, high, stats = -1.0, 1.0, None
+    if policy_type == "groot":
+        high = 19.0
+        stats = {
+            key: {"min": np.full(dim, low), "max": np.full(dim, high)}
+            for key, dim in (("observation.state", STATE), ("action", ACTION_DIM))
+        }
+
     def spy(batch, noise=None):
         state = batch["observation.state"] if "observation.state" in batch else batch["state"]
         ticks = state[0, :, 0] if state.ndim == 3 else state[0, :1]
-        seen.append([int(t) for t in ticks])
+        seen.append([round((float(t) + 1) * (high - low) / 2 + low) for t in ticks])
         return predict(batch, noise)
 
     model.predict_chunk = spy  # type: ignore[method-assign]
-    # LeRobot's processors for the type (the tokenizer, π0.5's state prompt) give it the task it
-    # reads; without statistics the normaliser leaves values as they are.
-    pre, post = make_pre_post_processors(config, None, device="cpu")
+    pre, post = make_pre_post_processors(config, stats, device="cpu")
     policy = LoadedPolicy(model, pre, post)
     for episode in range(2):
         policy.reset()
