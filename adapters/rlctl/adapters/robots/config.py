@@ -147,6 +147,18 @@ class KochFollowerConfig(ArmFollowerConfig):
     num_read_retries: int = 2
 
 
+@RobotConfig.register("omx_follower")
+@attrs.frozen(kw_only=True)
+class OmxFollowerConfig(ArmFollowerConfig):
+    """ROBOTIS's OpenMANIPULATOR-X (OMX) follower: six Dynamixel servos, ids 11 to 16,
+    calibrated at the factory (LeRobot 0.6.1's `omx_follower`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.omx_follower:omx_follower"
+
+    # Joints in -100..100 of their range (LeRobot's default), or in degrees.
+    use_degrees: bool = False
+
+
 # LeRobot 0.6.1's OpenArm joint limits (degrees), per side; without a side, small ones for safety.
 OPENARM_LEFT_LIMITS: dict[str, tuple[float, float]] = {
     "joint_1": (-75.0, 75.0),

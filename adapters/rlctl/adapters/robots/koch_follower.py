@@ -47,7 +47,8 @@ def koch_operating_modes(arm: ServoArm) -> None:
     arm.bus.write("Operating_Mode", "gripper", CURRENT_POSITION)
 
 
-def _configure(arm: ServoArm) -> None:
+def configure_follower(arm: ServoArm) -> None:
+    """Koch's (and OMX's) follower set-up: position modes, LeRobot's elbow gains, torque on."""
     bus = arm.bus
     bus.disable_torque()
     bus.configure_motors()
@@ -72,7 +73,7 @@ def koch_follower(
         config.calibration_key(ROBOT_TYPE),
         calibration_store,
         CalibrationPlan(full_turn_motors=FULL_TURN),
-        configure=_configure,
+        configure=configure_follower,
         prepare=extended_position_mode,
         writes_drive_modes=True,
     )

@@ -4,7 +4,9 @@ Followers and leaders share this. On `connect` the saved calibration is loaded a
 motors hold another one (a motor was swapped, or LeRobot calibrated it differently), written to
 them — what pressing Enter at LeRobot's "use the calibration file?" prompt does. An arm without
 a saved calibration connects uncalibrated; `CalibrateRobot` then drives `prepare_calibration` and
-`apply_calibration`. The device-specific settings (operating modes, gains, current limits) come
+`apply_calibration` — unless it was calibrated at the factory (`factory_calibration` in its plan,
+ROBOTIS's OMX): then that calibration is written to the motors and saved on connect, as
+LeRobot's `connect` does. The device-specific settings (operating modes, gains, current limits) come
 in as two callables, so an arm type is a motor table and two short functions.
 """
 
@@ -89,8 +91,15 @@ class ServoArm:
         self._bus.connect()
         try:
             saved = self._store.load(self._key)
+            factory = self._plan.factory_calibration
             if saved is not None:
                 self._adopt(saved)
+            elif factory is not None:
+                self._bus.disable_torque()
+                self._prepare(self)
+                self._write(factory)
+                location = self._store.save(self._key, factory)
+                log.info("factory calibration written", device=self._key.label, file=location)
             else:
                 log.warning("no calibration saved", device=self._key.label)
             self._configure(self)

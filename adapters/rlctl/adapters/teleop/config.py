@@ -102,6 +102,19 @@ class KochLeaderConfig(TeleoperatorConfig):
     gripper_open_pos: float = 50.0
 
 
+@TeleoperatorConfig.register("omx_leader")
+@attrs.frozen(kw_only=True)
+class OmxLeaderConfig(TeleoperatorConfig):
+    """ROBOTIS's OMX leader arm: six Dynamixel XL330 servos, ids 1 to 6, calibrated at the
+    factory (LeRobot 0.6.1's `omx_leader`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.omx_leader:omx_leader"
+
+    port: str
+    # The leader's gripper is held (current-limited) here, so it springs back when released.
+    gripper_open_pos: float = 60.0
+
+
 SO_ARM_MOTORS = (
     "shoulder_pan",
     "shoulder_lift",

@@ -60,6 +60,9 @@ class CalibrationPlan:
     (Damiao's), so `rlctl setup-motors` says so before asking for anything. `setup_order` is the
     order `rlctl setup-motors` goes through the motors when it is not the last to the first
     (LeKiwi's: the arm from its gripper, then the wheels from the right one, as LeRobot goes).
+    `factory_calibration` is set for arms that come calibrated from their maker (ROBOTIS's
+    OMX): calibrating writes it to the motors and saves it, with nothing to move, and an arm
+    connected without a saved calibration is given it on the spot, as LeRobot does.
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -69,6 +72,7 @@ class CalibrationPlan:
     fixed_range: tuple[int, int] | None = None
     ids_set_by: str | None = None
     setup_order: tuple[str, ...] = ()
+    factory_calibration: Calibration | None = None
 
 
 class CalibrationTarget(Protocol):

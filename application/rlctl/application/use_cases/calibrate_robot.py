@@ -8,6 +8,9 @@
    Motors zeroed in a described pose instead (`CalibrationPlan.zero_pose`, Damiao's) are put in
    it, and a fixed range (`fixed_range`) replaces the recorded one, as LeRobot's OpenArm does.
 4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
+
+An arm calibrated at the factory (`CalibrationPlan.factory_calibration`, ROBOTIS's OMX) skips
+steps 2 and 3: its factory calibration is written and saved, as LeRobot's `calibrate` does.
 """
 
 from __future__ import annotations
@@ -52,9 +55,13 @@ class CalibrateRobot:
             log.info("calibration reused", device=key.label)
             return CalibrationOutcome(key.label, saved, None, reused=True)
 
+        plan = target.calibration_plan
+        if plan.factory_calibration is not None:
+            self._console.show(f"Writing the factory calibration of {key.label} to its motors")
+            target.prepare_calibration()
+            return self._finish(target, plan.factory_calibration)
         self._console.show(f"Running calibration of {key.label}")
         target.prepare_calibration()
-        plan = target.calibration_plan
         if plan.zero_pose is not None:
             self._console.ask(f"Put {key.label} {plan.zero_pose} and press ENTER...")
         else:
@@ -88,6 +95,10 @@ class CalibrateRobot:
                 for name, motor in target.bus.motors.items()
             }
         )
+        return self._finish(target, calibration)
+
+    def _finish(self, target: CalibrationTarget, calibration: Calibration) -> CalibrationOutcome:
+        key = target.calibration_key
         target.apply_calibration(calibration)
         location = self._store.save(key, calibration)
         self._console.show(f"Calibration saved to {location}")
