@@ -5,7 +5,10 @@ safety guard, a motor that stops answering named."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,3 +204,87 @@ def test_a_follower_missing_from_its_port_is_named_before_anything_is_written(
         robot.connect()
     assert "no answer from 'shoulder_pan' (id 11)" in str(caught.value)
     assert not (tmp_path / "robots").exists()
+
+
+def sdk_path(tmp_path: Path) -> str:
+    """A folder holding this environment's dynamixel-sdk and pyserial (installed packages and
+    their metadata), for LeRobot's Python, which is installed without its `dynamixel` extra;
+    then LEROBOT_EXTRA_PATH (where its bus finds deepdiff)."""
+    folder = tmp_path / "sdk"
+    folder.mkdir()
+    for name in ("dynamixel-sdk", "pyserial"):
+        dist = importlib.metadata.distribution(name)
+        top = dist.read_text("top_level.txt") or ""
+        for package in [*top.split(), Path(str(dist._path)).name]:  # type: ignore[attr-defined]
+            source = Path(str(dist.locate_file(package)))
+            if source.exists():
+                (folder / package).symlink_to(source)
+    extra = os.environ.get("LEROBOT_EXTRA_PATH", "")
+    return os.pathsep.join(p for p in (str(folder), extra) if p)
+
+
+@pytest.mark.lerobot
+@pytest.mark.slow
+def test_lerobot_drives_the_arms_rlctl_calibrated_and_rlctl_those_lerobot_did(
+    virtual, tmp_path, lerobot
+):
+    """LeRobot 0.6.1's own OmxFollower / OmxLeader, on its own Dynamixel bus: the arms rlctl
+    connected (and so calibrated) are calibrated for it too — same file, same place, the motors
+    hold it, the same joints read; fresh arms it calibrates are taken by rlctl as they are."""
+    store = CalibrationFiles(tmp_path)
+    ours = {"follower": virtual(FOLLOWER), "leader": virtual(LEADER)}
+    fresh = {"follower": virtual(FOLLOWER), "leader": virtual(LEADER)}
+    robot = omx_follower(
+        OmxFollowerConfig(port=ours["follower"].port, id="f"), calibration_store=store
+    )
+    leader = omx_leader(OmxLeaderConfig(port=ours["leader"].port, id="l"), calibration_store=store)
+    robot.connect()
+    leader.connect()
+    try:
+        our_state = robot.get_observation()["observation.state"]
+        our_action = leader.get_action({})
+    finally:
+        robot.disconnect()
+        leader.disconnect()
+    job = tmp_path / "job.json"
+    job.write_text(
+        json.dumps(
+            {
+                "calibrated": {k: bus.port for k, bus in ours.items()},
+                "fresh": {k: bus.port for k, bus in fresh.items()},
+            }
+        )
+    )
+    env = {**os.environ, "HF_LEROBOT_CALIBRATION": str(tmp_path), "PYTHONPATH": sdk_path(tmp_path)}
+    theirs = lerobot(Path(__file__).with_name("lerobot_omx.py"), job, env=env, timeout=300)
+
+    for name, key, read in (
+        ("follower", CalibrationKey("robots", "omx_follower", "f"), our_state),
+        ("leader", CalibrationKey("teleoperators", "omx_leader", "l"), our_action),
+    ):
+        device = theirs[name]
+        assert device["path"] == str(store.path_for(key))
+        assert device["calibration"] == store.load(key).to_data()
+        assert device["is_calibrated"]  # the motors hold the file: LeRobot did not recalibrate
+        joints = [device["read"][f"{j}.pos"] for j in OMX_JOINTS[:5]]  # the gripper may move
+        assert joints == pytest.approx(read[:5].tolist(), abs=0.1)
+
+    # Arms LeRobot calibrated first: rlctl loads its files and the motors already hold them.
+    for name, key, build in (
+        ("fresh_follower", CalibrationKey("robots", "omx_follower", "g"), omx_follower),
+        ("fresh_leader", CalibrationKey("teleoperators", "omx_leader", "m"), omx_leader),
+    ):
+        device = theirs[name]
+        assert device["path"] == str(store.path_for(key)) and device["is_calibrated"]
+        written = store.load(key)
+        assert written.to_data() == device["calibration"]
+        bus = fresh[name.removeprefix("fresh_")]
+        config_cls = OmxFollowerConfig if build is omx_follower else OmxLeaderConfig
+        arm = build(config_cls(port=bus.port, id=key.id), calibration_store=store)
+        arm.connect()
+        try:
+            (target,) = arm.calibration_targets()
+            assert target.is_calibrated and target.bus.read_calibration() == written
+            assert target.calibration_plan.factory_calibration == written  # LeRobot's factory's
+        finally:
+            arm.disconnect()
