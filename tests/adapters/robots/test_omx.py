@@ -24,6 +24,7 @@ from rlctl.adapters.teleop.config import OmxLeaderConfig, TeleoperatorConfig
 from rlctl.adapters.teleop.omx_leader import omx_leader
 from rlctl.application.ports.robot import CalibrationKey
 from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
+from rlctl.application.use_cases.setup_motors import SetupMotors
 from rlctl.domain.calibration import Calibration, MotorCalibration
 from rlctl.domain.config import converter
 from rlctl.domain.errors import RlctlError
@@ -288,3 +289,53 @@ def test_lerobot_drives_the_arms_rlctl_calibrated_and_rlctl_those_lerobot_did(
             assert target.calibration_plan.factory_calibration == written  # LeRobot's factory's
         finally:
             arm.disconnect()
+
+
+class OneMotorAtATime(ScriptedConsole):
+    """A person connecting each fresh motor alone when asked, in the order of `fresh`."""
+
+    def __init__(self, bus: VirtualServoBus, fresh: list[int]) -> None:
+        super().__init__()
+        self.bus, self.queue, self.current = bus, [bus.motor(i) for i in fresh], None
+        for motor in self.queue:
+            bus.unplug(motor.id)
+
+    def ask(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if self.current is not None:
+            self.bus.unplug(self.current.id)
+        self.current = self.queue.pop(0)
+        self.bus.plug(self.current.id)
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("build", "config", "models", "ids"),
+    [
+        (omx_follower, OmxFollowerConfig, FOLLOWER, range(11, 17)),
+        (omx_leader, OmxLeaderConfig, LEADER, range(1, 7)),
+    ],
+    ids=["follower", "leader"],
+)
+def test_setup_motors_gives_each_fresh_motor_lerobots_id(
+    build, config, models, ids, virtual, tmp_path, monkeypatch
+):
+    # Only the factory rate is scanned: a scan of every rate is the buses' tests' business.
+    monkeypatch.setattr(DynamixelMotorBus, "_family_baudrates", lambda self: [57_600])
+    # A broadcast ping waits out the window of all 253 ids (1.4 s at 57600 baud); one motor
+    # close by answers well within a fifth of a second.
+    monkeypatch.setattr(DynamixelMotorBus, "_broadcast_window_s", lambda self: 0.2)
+    # Fresh motors, gripper first as they are asked for, each at an id of its own.
+    wanted = list(reversed(models.items()))
+    fresh = {100 + k: model for k, (_, model) in enumerate(wanted)}
+    bus = VirtualServoBus("dynamixel", fresh, baudrate=57_600, tau_s=0.01).start()
+    try:
+        arm = build(config(port=bus.port, id="x"), calibration_store=CalibrationFiles(tmp_path))
+        console = OneMotorAtATime(bus, list(fresh))
+        done = SetupMotors(console)(arm.calibration_targets()[0])
+        assert done == list(reversed(OMX_JOINTS))
+        assert sorted(m.id for m in bus.motors) == list(ids)
+        assert all(m.baudrate == 1_000_000 for m in bus.motors)
+        assert {m.id: m.model.name for m in bus.motors} == models
+    finally:
+        bus.stop()

@@ -1,1 +1,1 @@
-"""Robots: SO-100/101 and Koch followers on motor buses, any simulator as a robot."""
+"""Robots: SO-100/101, Koch and OMX followers on motor buses, any simulator as a robot."""

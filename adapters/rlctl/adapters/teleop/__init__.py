@@ -1,1 +1,1 @@
-"""Teleoperators: SO and Koch leader arms, scripted experts, replay of a recorded episode."""
+"""Teleoperators: SO, Koch and OMX leader arms, scripted experts, replay of a recorded episode."""
