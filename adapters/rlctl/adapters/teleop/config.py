@@ -404,6 +404,64 @@ class BiOpenArmLeaderConfig(TeleoperatorConfig):
         )
 
 
+def _check_mini_side(_: Any, __: attrs.Attribute[str | None], value: str | None) -> None:
+    if value not in (None, "left", "right"):
+        raise ConfigError(
+            f"side must be left, right or unset, got {value!r}",
+            where="teleop.side",
+            hint="`left` and `right` flip the joints LeRobot flips for that arm; unset, none is "
+            "flipped",
+        )
+
+
+# Not slotted: the teleoperator config below inherits it beside TeleoperatorConfig.
+@attrs.frozen(kw_only=True, slots=False)
+class OpenArmMiniArmConfig:
+    """One OpenArm Mini's settings (LeRobot 0.6.1's `OpenArmMiniConfigBase`): eight Feetech
+    STS3215 servos on one motors board, moved by hand."""
+
+    # The arm's motors board (`rlctl find-port`).
+    port: str
+    # left / right: the joints whose direction LeRobot flips for that arm; unset, none.
+    side: str | None = attrs.field(default=None, validator=_check_mini_side)
+    # Kept for LeRobot's configs: the joints are read in degrees either way, as LeRobot does.
+    use_degrees: bool = True
+    # rlctl's: extra attempts of a read the motors did not answer.
+    num_read_retries: int = 2
+
+
+@TeleoperatorConfig.register("openarm_mini")
+@attrs.frozen(kw_only=True)
+class OpenArmMiniConfig(TeleoperatorConfig, OpenArmMiniArmConfig):
+    """An OpenArm Mini as the leader of an OpenArm follower: its settings, an id and a
+    calibration folder (`teleoperators/openarm_mini/<id>.json`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_mini:openarm_mini"
+
+
+@TeleoperatorConfig.register("bi_openarm_mini")
+@attrs.frozen(kw_only=True)
+class BiOpenArmMiniConfig(TeleoperatorConfig):
+    """Two OpenArm Minis as one teleoperator (LeRobot's `bi_openarm_mini`): actions `left_*`
+    then `right_*`, each arm calibrated as `openarm_mini` `<id>_left` / `<id>_right`, its side
+    the one it is on whatever its `side` says (as LeRobot does)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.openarm_mini:bi_openarm_mini"
+
+    # The left arm: an OpenArm Mini's settings, less its id (`<id>_left`) and type.
+    left_arm_config: OpenArmMiniArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: OpenArmMiniArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> OpenArmMiniConfig:
+        arm: OpenArmMiniArmConfig = getattr(self, f"{side}_arm_config")
+        return OpenArmMiniConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **{**attrs.asdict(arm, recurse=False), "side": side},
+        )
+
+
 @TeleoperatorConfig.register("scripted")
 @attrs.frozen(kw_only=True)
 class ScriptedTeleopConfig(TeleoperatorConfig):

@@ -63,6 +63,8 @@ class CalibrationPlan:
     `factory_calibration` is set for arms that come calibrated from their maker (ROBOTIS's
     OMX): calibrating writes it to the motors and saves it, with nothing to move, and an arm
     connected without a saved calibration is given it on the spot, as LeRobot does.
+    `closed_open_motors` get their range from two poses asked for in turn, fully closed then
+    fully open (LeRobot's OpenArm Mini gripper), and drive mode 1 when closed reads above open.
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -73,6 +75,7 @@ class CalibrationPlan:
     ids_set_by: str | None = None
     setup_order: tuple[str, ...] = ()
     factory_calibration: Calibration | None = None
+    closed_open_motors: tuple[str, ...] = ()
 
 
 class CalibrationTarget(Protocol):

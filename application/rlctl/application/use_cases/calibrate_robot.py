@@ -7,6 +7,8 @@
    extremes kept, until Enter; motors that turn freely get the whole encoder range instead.
    Motors zeroed in a described pose instead (`CalibrationPlan.zero_pose`, Damiao's) are put in
    it, and a fixed range (`fixed_range`) replaces the recorded one, as LeRobot's OpenArm does.
+   A gripper calibrated by its ends (`closed_open_motors`, the OpenArm Mini's) is read fully
+   closed, then fully open; its direction follows which of the two reads higher.
 4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
 
 An arm calibrated at the factory (`CalibrationPlan.factory_calibration`, ROBOTIS's OMX) skips
@@ -70,11 +72,15 @@ class CalibrateRobot:
             )
         homings = target.bus.set_half_turn_homings()
         motors = list(target.bus.motors)
+        ends = [m for m in motors if m in plan.closed_open_motors]
+        drive_modes = dict(plan.drive_modes)
+        ranged = [m for m in motors if m not in plan.full_turn_motors and m not in ends]
         if plan.fixed_range is not None:
             low, high = plan.fixed_range
             mins, maxes = dict.fromkeys(motors, low), dict.fromkeys(motors, high)
+        elif ends and not ranged:
+            mins, maxes = {}, {}
         else:
-            ranged = [m for m in motors if m not in plan.full_turn_motors]
             free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
             self._console.show(
                 f"Move all joints{free} sequentially through their entire ranges of motion.\n"
@@ -83,11 +89,13 @@ class CalibrateRobot:
             mins, maxes = self._record_ranges(target, ranged)
         for motor in plan.full_turn_motors:
             mins[motor], maxes[motor] = 0, plan.resolution - 1
+        for motor in ends:
+            mins[motor], maxes[motor], drive_modes[motor] = self._closed_open(target, motor)
         calibration = Calibration(
             {
                 name: MotorCalibration(
                     id=motor.id,
-                    drive_mode=int(plan.drive_modes.get(name, 0)),
+                    drive_mode=int(drive_modes.get(name, 0)),
                     homing_offset=int(homings[name]),
                     range_min=int(mins[name]),
                     range_max=int(maxes[name]),
@@ -113,6 +121,22 @@ class CalibrateRobot:
             "to run calibration: "
         )
         return answer.strip().lower() != "c"
+
+    def _closed_open(self, target: CalibrationTarget, motor: str) -> tuple[int, int, int]:
+        """LeRobot's OpenArm Mini gripper: the raw reading fully closed, then fully open."""
+        label = target.calibration_key.label
+        self._console.ask(f"CLOSE the {motor} of {label} fully and press ENTER...")
+        closed = int(target.bus.read("Present_Position", motor, normalize=False))
+        self._console.ask(f"OPEN the {motor} of {label} fully and press ENTER...")
+        opened = int(target.bus.read("Present_Position", motor, normalize=False))
+        if closed == opened:
+            raise CalibrationError(
+                f"the {motor} read {closed} both closed and open",
+                where=label,
+                hint=f"close the {motor} fully, then open it fully, at each prompt, and run the "
+                "calibration again",
+            )
+        return (closed, opened, 0) if closed < opened else (opened, closed, 1)
 
     def _record_ranges(
         self, target: CalibrationTarget, motors: list[str]
