@@ -1,6 +1,7 @@
-"""`rlctl calibrate | teleoperate --teleop.type=openarm_mini` as a user types them: the Mini's
-eight Feetech servos on a virtual bus the real SDK talks to, the OpenArm follower's Damiao motors
-emulated on python-can's virtual interface; a Mini motor that stops answering is named."""
+"""`rlctl calibrate | teleoperate | setup-motors --teleop.type=openarm_mini` as a user types
+them: the Mini's eight Feetech servos on a virtual bus the real SDK talks to, the OpenArm
+follower's Damiao motors emulated on python-can's virtual interface; a Mini motor that stops
+answering is named."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from rlctl.entrypoints.cli.main import cli
 
 pytestmark = pytest.mark.timeout(60)
 
+TYPE = "--teleop.type=openarm_mini"
 QUIET = ["--controls=off", "--progress=silent"]
 MOTORS = [f"joint_{i}" for i in range(1, 8)] + ["gripper"]
 _channels = itertools.count()
@@ -172,3 +174,30 @@ def test_a_mini_motor_that_stops_answering_mid_run_is_named(follower, mini, tmp_
     assert result.exit_code == 1, result.output
     assert "'joint_4' (id 4)" in result.output and mini.port in result.output
     assert not any(m.enabled for m in follower.motors.values())  # the follower let go
+
+
+@pytest.mark.slow
+def test_setup_motors_gives_the_minis_motors_lerobots_ids(monkeypatch):
+    # One new motor at the factory id 1, plugged in alone for each prompt. Only the factory rate
+    # is scanned: a scan of every rate is the buses' tests' business.
+    monkeypatch.setattr(FeetechMotorBus, "_family_baudrates", lambda self: [1_000_000])
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 250.0)
+    fresh = VirtualServoBus.uniform("feetech", "sts3215", [1]).start()
+    port = fresh.port
+    try:
+        result = CliRunner().invoke(
+            cli,
+            [
+                "setup-motors",
+                "--teleop.type=openarm_mini",
+                f"--teleop.port={port}",
+                "--teleop.id=m",
+            ],
+            input="\n" * 8,
+        )
+        assert result.exit_code == 0, result.output
+        assert "openarm_mini m: 8 motors set up" in result.output
+        # Set up from the gripper (id 8) to joint_1, as LeRobot goes: the last is id 1.
+        assert result.output.index("'gripper'") < result.output.index("'joint_1'")
+    finally:
+        fresh.stop()
