@@ -201,3 +201,51 @@ def test_setup_motors_gives_the_minis_motors_lerobots_ids(monkeypatch):
         assert result.output.index("'gripper'") < result.output.index("'joint_1'")
     finally:
         fresh.stop()
+
+
+@pytest.mark.slow
+def test_two_minis_drive_a_bimanual_openarm(follower, tmp_path):
+    config = OpenArmFollowerConfig(port="x")
+    motors = {send: (recv, model) for send, recv, model in config.motor_config.values()}
+    right = VirtualDamiaoMotors(f"openarm-mini-bi-{next(_channels)}", motors).start()
+    minis = {
+        side: VirtualServoBus.uniform("feetech", "sts3215", range(1, 9), tau_s=0.01).start()
+        for side in ("left", "right")
+    }
+    try:
+        folder = tmp_path / "calibration/teleoperators/openarm_mini"
+        folder.mkdir(parents=True)
+        full_turn = {"drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}
+        for side, bus in minis.items():
+            (folder / f"hands_{side}.json").write_text(
+                json.dumps({name: {"id": i, **full_turn} for i, name in enumerate(MOTORS, 1)})
+            )
+            for motor in bus.motors:
+                motor.move_by_hand(2048)
+            # joint_1 at +10 degrees: negated on either side, as LeRobot does.
+            bus.motor(1).move_by_hand(2047.5 + 10 * 4095 / 360)
+        robot = ["--robot.type=bi_openarm_follower", "--robot.id=duo"]
+        for side, bus in (("left", follower), ("right", right)):
+            robot += [
+                f"--robot.{side}_arm_config.port={bus.channel}",
+                f"--robot.{side}_arm_config.side={side}",
+                f"--robot.{side}_arm_config.can_interface=virtual",
+                f"--robot.{side}_arm_config.can_timeout_s=0.2",
+            ]
+        result = CliRunner().invoke(cli, ["calibrate", *robot], input="\n\n")
+        assert result.exit_code == 0, result.output
+        teleop = ["--teleop.type=bi_openarm_mini", "--teleop.id=hands"] + [
+            f"--teleop.{side}_arm_config.port={bus.port}" for side, bus in minis.items()
+        ]
+        result = CliRunner().invoke(
+            cli,
+            ["teleoperate", *robot, *teleop, "--fps=30", "--teleop_time_s=0.3", *QUIET],
+        )
+        assert result.exit_code == 0, result.output
+        for arm in (follower, right):
+            assert arm.motors[1].position == pytest.approx(-10.0, abs=0.1)
+            assert arm.motors[2].position == pytest.approx(0.0, abs=0.1)
+    finally:
+        right.stop()
+        for bus in minis.values():
+            bus.stop()
