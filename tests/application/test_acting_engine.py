@@ -188,14 +188,15 @@ from rlctl.application.use_cases.serve_policy import PolicyService
 from rlctl.domain.remote_inference import RemotePolicySettings
 
 DIM, CHUNK, CALL_S = 4, 10, {call_s}
-inside, calls, a = threading.Event(), [], torch.randn(256, 256)
+inside, release, calls = threading.Event(), threading.Event(), []
+a = torch.randn(256, 256)
 
 def chunker(batch):
     calls.append(1)
-    if len(calls) > 1:  # the second chunk: the model computes while the engine closes
+    if len(calls) > 1:  # the second chunk: the model computes until the engine has closed
         inside.set()
         end = time.monotonic() + CALL_S
-        while time.monotonic() < end:
+        while not release.is_set() and time.monotonic() < end:
             torch.mm(a, a)
         print("the call returned", flush=True)
     return np.ones((1, CHUNK, DIM), np.float32)
@@ -215,6 +216,7 @@ started = time.monotonic()
 engine.close()
 took = time.monotonic() - started
 print(f"closed after {{took:.2f}} s, workers {{engine.workers_alive}}", flush=True)
+release.set()  # the worker ends its call inside torch as the program ends
 """
 
 
@@ -224,7 +226,8 @@ def test_closing_while_the_model_computes_never_aborts_the_process() -> None:
     op for longer, and the program ends. A daemon worker was cut off inside torch at exit and
     the process aborted (`terminate called without an active exception`, exit -6); the worker
     is let finish its call, and the process exits 0 once it returns."""
-    script = textwrap.dedent(CLOSE_DURING_A_CALL.format(call_s=3.0))
+    # The call lasts until the engine has closed (30 s at most), whatever the machine's load.
+    script = textwrap.dedent(CLOSE_DURING_A_CALL.format(call_s=30.0))
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
