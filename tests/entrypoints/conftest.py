@@ -103,3 +103,27 @@ def install_plugin() -> Callable[[Path, Path], Path]:
     `.dist-info`: a process with `site` on its path finds its entry points through
     `importlib.metadata`, as a `pip install`ed package's, without a wheel build."""
     return _install
+
+
+def fail_at_tick(
+    monkeypatch, robot_class: type, episode: int, tick: int, fail: Callable[[], None]
+) -> None:
+    """Run `fail` (unplug a motor) when `robot_class` reads its `tick`-th observation of the
+    `episode`-th episode (counted by its resets): a fault in the middle of a recording."""
+    reads = {"resets": 0, "ticks": 0}
+    original_reset = robot_class.reset
+    original_read = robot_class.get_observation
+
+    def reset(self):
+        reads["resets"] += 1
+        reads["ticks"] = 0
+        original_reset(self)
+
+    def get_observation(self):
+        reads["ticks"] += 1
+        if reads["resets"] == episode and reads["ticks"] == tick:
+            fail()
+        return original_read(self)
+
+    monkeypatch.setattr(robot_class, "reset", reset)
+    monkeypatch.setattr(robot_class, "get_observation", get_observation)

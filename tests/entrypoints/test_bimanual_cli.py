@@ -27,6 +27,8 @@ from rlctl.application.ports.robot import CalibrationKey
 from rlctl.domain.calibration import Calibration, MotorCalibration
 from rlctl.entrypoints.cli.main import cli
 
+from .conftest import fail_at_tick
+
 QUIET = ["--controls=off", "--progress=silent"]
 NAMES = [f"{side}_{joint}.pos" for side in ("left", "right") for joint in SO_JOINTS]
 
@@ -141,23 +143,7 @@ def test_a_motor_stopping_mid_episode_keeps_the_finished_episodes_and_names_arm_
     rig, tmp_path, monkeypatch
 ):
     """The right arm's elbow stops answering on the 5th tick of the second episode."""
-    reads = {"resets": 0, "ticks": 0}
-    original_reset = BimanualFollower.reset
-    original_read = BimanualFollower.get_observation
-
-    def reset(self):
-        reads["resets"] += 1
-        reads["ticks"] = 0
-        original_reset(self)
-
-    def get_observation(self):
-        reads["ticks"] += 1
-        if reads["resets"] == 2 and reads["ticks"] == 5:
-            rig.buses["right"].unplug(3)
-        return original_read(self)
-
-    monkeypatch.setattr(BimanualFollower, "reset", reset)
-    monkeypatch.setattr(BimanualFollower, "get_observation", get_observation)
+    fail_at_tick(monkeypatch, BimanualFollower, 2, 5, lambda: rig.buses["right"].unplug(3))
     root = tmp_path / "broken"
     result = CliRunner().invoke(
         cli,

@@ -24,6 +24,8 @@ from rlctl.adapters.robots.omx_follower import OMX_JOINTS
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.entrypoints.cli.main import cli
 
+from .conftest import fail_at_tick
+
 QUIET = ["--controls=off", "--progress=silent"]
 NAMES = [f"{joint}.pos" for joint in OMX_JOINTS]
 FOLLOWER = {11: "xl430-w250", 12: "xl430-w250", 13: "xl430-w250"} | dict.fromkeys(
@@ -129,23 +131,7 @@ def test_a_motor_stopping_mid_episode_keeps_the_finished_episodes_and_is_named(
     rig, tmp_path, monkeypatch
 ):
     """The follower's elbow stops answering on the 5th tick of the second episode."""
-    reads = {"resets": 0, "ticks": 0}
-    original_reset = ArmFollower.reset
-    original_read = ArmFollower.get_observation
-
-    def reset(self):
-        reads["resets"] += 1
-        reads["ticks"] = 0
-        original_reset(self)
-
-    def get_observation(self):
-        reads["ticks"] += 1
-        if reads["resets"] == 2 and reads["ticks"] == 5:
-            rig.follower.unplug(13)
-        return original_read(self)
-
-    monkeypatch.setattr(ArmFollower, "reset", reset)
-    monkeypatch.setattr(ArmFollower, "get_observation", get_observation)
+    fail_at_tick(monkeypatch, ArmFollower, 2, 5, lambda: rig.follower.unplug(13))
     root = tmp_path / "broken"
     result = CliRunner().invoke(
         cli,
