@@ -126,6 +126,17 @@ def test_calibrate_writes_the_factory_calibration_without_a_question(rig):
     }
 
 
+def test_calibrate_after_a_first_connect_asks_nothing_about_the_factory_file_it_wrote(rig):
+    """Teleoperating a fresh OMX wrote its factory calibration; calibrating it then has nothing
+    to ask (reusing the file or writing it again are the same calibration)."""
+    first = invoke("teleoperate", *rig.args(), "--fps=30", "--teleop_time_s=0.1", *QUIET)
+    assert first.exit_code == 0, first.output
+    result = CliRunner().invoke(cli, ["calibrate", *rig.args(teleop=False)], input="")
+    assert result.exit_code == 0, result.output
+    assert "Enter" not in result.output and "ENTER" not in result.output, result.output
+    assert "using the saved calibration" in result.output
+
+
 @pytest.mark.slow
 def test_a_motor_stopping_mid_episode_keeps_the_finished_episodes_and_is_named(
     rig, tmp_path, monkeypatch

@@ -52,12 +52,18 @@ class CalibrateRobot:
         """`reuse`: what to do with a saved calibration — ask, reuse it, or calibrate anew."""
         key = target.calibration_key
         saved = self._store.load(key)
+        plan = target.calibration_plan
+        if saved is not None and saved == plan.factory_calibration and reuse != "no":
+            # Connecting a fresh factory-calibrated arm saved exactly this: asking whether to
+            # reuse it or write it again would offer the same calibration twice.
+            target.apply_calibration(saved)
+            log.info("factory calibration already saved", device=key.label)
+            return CalibrationOutcome(key.label, saved, None, reused=True)
         if saved is not None and self._reuse(saved, key.label, reuse):
             target.apply_calibration(saved)
             log.info("calibration reused", device=key.label)
             return CalibrationOutcome(key.label, saved, None, reused=True)
 
-        plan = target.calibration_plan
         if plan.factory_calibration is not None:
             self._console.show(f"Writing the factory calibration of {key.label} to its motors")
             target.prepare_calibration()
