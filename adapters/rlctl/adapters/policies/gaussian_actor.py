@@ -42,18 +42,12 @@ class GaussianActorPolicy(PolicyModel):
     def __init__(self, config: GaussianActorConfig, *, load_backbone_weights: bool = True) -> None:
         super().__init__(config)
         config.validate_features()
-        if config.vision_encoder_name is not None:
-            raise ConfigError(
-                f"the pretrained vision encoder {config.vision_encoder_name!r} is not supported "
-                "yet: LeRobot loads it with trust_remote_code (code from the Hub)",
-                where="policy.vision_encoder_name",
-                hint="set --policy.vision_encoder_name=null to use the default convolutional "
-                "encoder",
-            )
         self.shared_encoder = config.shared_encoder
-        self.encoder_critic = ObservationEncoder(config)
+        self.encoder_critic = ObservationEncoder(config, pretrained=load_backbone_weights)
         self.encoder_actor = (
-            self.encoder_critic if self.shared_encoder else ObservationEncoder(config)
+            self.encoder_critic
+            if self.shared_encoder
+            else ObservationEncoder(config, pretrained=load_backbone_weights)
         )
         head = config.policy_kwargs
         self.actor = GaussianHead(
@@ -131,7 +125,9 @@ class GaussianActorPolicy(PolicyModel):
 class ObservationEncoder(nn.Module):
     """Cameras, environment state and robot state, each to `latent_dim`, concatenated."""
 
-    def __init__(self, config: GaussianActorConfig) -> None:
+    def __init__(self, config: GaussianActorConfig, *, pretrained: bool = True) -> None:
+        """`pretrained`: read a pretrained vision encoder's weights (False when a checkpoint's
+        weights follow)."""
         super().__init__()
         self.config = config
         features = config.input_features
@@ -149,7 +145,11 @@ class ObservationEncoder(nn.Module):
                         where="policy.input_features",
                         hint="resize the cameras to one size (crop_dataset_roi, the env's resize)",
                     )
-            self.image_encoder = DefaultImageEncoder(shape[0], config.image_encoder_hidden_dim)
+            self.image_encoder: DefaultImageEncoder | PretrainedImageEncoder = (
+                DefaultImageEncoder(shape[0], config.image_encoder_hidden_dim)
+                if config.vision_encoder_name is None
+                else PretrainedImageEncoder(config.vision_encoder_name, weights=pretrained)
+            )
             if config.freeze_vision_encoder:
                 for param in self.image_encoder.parameters():
                     param.requires_grad = False
@@ -391,6 +391,39 @@ class DefaultImageEncoder(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.image_enc_layers(x)  # type: ignore[no-any-return]
+
+
+class PretrainedImageEncoder(nn.Module):
+    """A pretrained CNN as LeRobot's SAC names it (`vision_encoder_name`), its feature map the
+    last hidden state. HIL-SERL's ResNet-10 (`lerobot/resnet10`, code of its own on the Hub
+    that LeRobot runs) is built by rlctl; other Hugging Face image models load with
+    transformers, never with code from the Hub."""
+
+    def __init__(self, name: str, *, weights: bool) -> None:
+        super().__init__()
+        from rlctl.adapters.policies.vision_encoders import load_vision_encoder
+
+        self.image_enc_layers = load_vision_encoder(
+            name, weights=weights, where="policy.vision_encoder_name"
+        )
+        self._name = name
+
+    def output_shape(self, shape: tuple[int, ...], key: str) -> tuple[int, int, int]:
+        with torch.no_grad():
+            try:
+                out = self(torch.zeros(1, *shape))
+            except RuntimeError as err:
+                raise ConfigError(
+                    f"the camera {key} of shape {tuple(shape)} does not go through "
+                    f"{self._name!r}: {str(err).splitlines()[0]}",
+                    where="policy.input_features",
+                    hint="give the encoder the channels and size it was trained on",
+                ) from err
+        _, channels, height, width = out.shape
+        return int(channels), int(height), int(width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.image_enc_layers(x).last_hidden_state  # type: ignore[no-any-return]
 
 
 class SpatialLearnedEmbeddings(nn.Module):

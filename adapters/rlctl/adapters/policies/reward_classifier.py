@@ -12,7 +12,8 @@ in eval mode while training (see `train`). The parameter names are LeRobot's
 The encoder comes from `model_name` with transformers (`pip install 'rlctl[smolvla]'`): a
 Hub name or a local folder of a Hugging Face image model (a ResNet's last stage gives the
 4x4 feature map the spatial embedding expects, as a 128x128 frame through a ResNet gives).
-Models with code of their own (`trust_remote_code`) are not run.
+Models with code of their own (`trust_remote_code`) are not run; LeRobot's default,
+`lerobot/resnet10`, is one, and rlctl builds it itself (`resnet10.py`).
 """
 
 from __future__ import annotations
@@ -59,30 +60,9 @@ class SpatialLearnedEmbeddings(nn.Module):
 
 def load_encoder(config: RewardClassifierConfig, *, weights: bool) -> nn.Module:
     """The vision encoder `model_name` names; its architecture alone when weights follow."""
-    try:
-        from transformers import AutoConfig, AutoModel
-    except ImportError as error:
-        raise ConfigError(
-            "the reward classifier's encoder needs transformers",
-            where="policy.model_name",
-            hint="install it with: pip install 'rlctl[smolvla]' (or: uv sync --extra smolvla)",
-        ) from error
-    try:
-        if weights:
-            model = AutoModel.from_pretrained(config.model_name, trust_remote_code=False)
-        else:
-            model = AutoModel.from_config(
-                AutoConfig.from_pretrained(config.model_name, trust_remote_code=False)
-            )
-    except (OSError, ValueError, KeyError) as error:
-        raise ConfigError(
-            f"cannot load the vision encoder {config.model_name!r}: "
-            f"{str(error).splitlines()[0] if str(error) else type(error).__name__}",
-            where="policy.model_name",
-            hint="name a Hugging Face image model without code of its own "
-            "(microsoft/resnet-18) or a local folder holding one (config.json + weights); "
-            "offline, it must be in the Hugging Face cache",
-        ) from error
+    from rlctl.adapters.policies.vision_encoders import load_vision_encoder
+
+    model = load_vision_encoder(config.model_name, weights=weights, where="policy.model_name")
     vision = getattr(model, "vision_model", None)
     return vision if vision is not None else model
 

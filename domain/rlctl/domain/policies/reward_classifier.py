@@ -51,8 +51,8 @@ class RewardClassifierConfig(PolicyConfig):
     latent_dim: int = 256
     image_embedding_pooling_dim: int = 8
     dropout_rate: float = 0.1
-    # LeRobot's default is a Hub model with code of its own (trust_remote_code), which rlctl
-    # does not run: name a Hugging Face ResNet (microsoft/resnet-18) or a local folder of one.
+    # LeRobot's default, HIL-SERL's ResNet-10 (built by rlctl, never its Hub code), or a
+    # Hugging Face image model (microsoft/resnet-18), or a local folder of one.
     model_name: str = "lerobot/resnet10"
     device: str | None = "cpu"
     model_type: str = "cnn"
