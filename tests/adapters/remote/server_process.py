@@ -58,7 +58,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, log: Path, *args: str, ready_timeout: float = 60.0) -> None:
+    def __init__(self, log: Path, *args: str, ready_timeout: float = 180.0) -> None:
         self.log = log
         self._seen = len(self._ready_lines()) if log.exists() else 0
         self._out = log.open("a")
@@ -80,7 +80,7 @@ class ServerProcess:
             self.stop()  # never left running when it failed to start
             raise
 
-    def _wait_ready(self, timeout: float = 60.0) -> str:
+    def _wait_ready(self, timeout: float = 180.0) -> str:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             found = self._ready_lines()
