@@ -50,3 +50,46 @@ def test_committing_an_episode_imports_nothing(tmp_path):
     imported = set(json.loads(result.stdout.strip().splitlines()[-1]))
     # PyAV loads its subtitle stream class when it first opens an input: well under 1 ms.
     assert imported <= {"av.subtitles", "av.subtitles.stream"}
+
+
+def test_at_most_two_saved_episodes_wait_for_the_disk_then_saving_waits():
+    """A disk slower than the recording: the third `submit` waits until the first episode is
+    written (episodes piling up in memory would all be lost at a crash)."""
+    import threading
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from rlctl.adapters.storage.lerobot_v3.commit import EpisodeCommitter
+    from rlctl.domain.dataset_meta import EpisodeRecord
+
+    disk = threading.Event()
+    written: list[int] = []
+
+    class SlowFiles:
+        root = Path("slow")
+
+        def commit(self, job):
+            disk.wait(30)
+            written.append(job.episode_index)
+            return EpisodeRecord(
+                index=job.episode_index,
+                length=1,
+                tasks=("t",),
+                dataset_from_index=job.episode_index,
+                dataset_to_index=job.episode_index + 1,
+            )
+
+    committer = EpisodeCommitter(SlowFiles())  # type: ignore[arg-type]
+    jobs = [SimpleNamespace(episode_index=i, discard=lambda: None) for i in range(3)]
+    committer.submit(jobs[0])
+    committer.submit(jobs[1])
+    third = threading.Thread(target=committer.submit, args=(jobs[2],))
+    third.start()
+    third.join(0.5)
+    assert third.is_alive()  # waiting for the disk
+    disk.set()
+    third.join(30)
+    assert not third.is_alive()
+    committer.wait()
+    committer.close()
+    assert written == [0, 1, 2]

@@ -47,6 +47,10 @@ from rlctl.domain.video import VideoEncoding, video_feature_info
 
 log = structlog.get_logger(__name__)
 
+# Episodes saved but not yet on disk, at most: a disk (or encoder) slower than the recording
+# makes `save_episode` wait rather than pile up episodes a crash or power cut would lose.
+MAX_PENDING_EPISODES = 2
+
 
 @attrs.frozen(eq=False)
 class CommitJob:
@@ -211,14 +215,22 @@ class DatasetFiles:
 
 
 class EpisodeCommitter:
-    """Runs `DatasetFiles.commit` for queued jobs in order, on its own thread."""
+    """Runs `DatasetFiles.commit` for queued jobs in order, on its own thread; at most
+    `max_pending` wait (`submit` blocks beyond)."""
 
     def __init__(
-        self, files: DatasetFiles, on_commit: Callable[[EpisodeRecord], None] | None = None
+        self,
+        files: DatasetFiles,
+        on_commit: Callable[[EpisodeRecord], None] | None = None,
+        *,
+        max_pending: int = MAX_PENDING_EPISODES,
     ) -> None:
         self._files = files
         self._on_commit = on_commit
-        self._jobs: queue.Queue[CommitJob | None] = queue.Queue()
+        # One more slot than pending episodes: the stop marker never waits behind them.
+        self._jobs: queue.Queue[CommitJob | None] = queue.Queue(maxsize=max_pending + 1)
+        self._max_pending = max_pending
+        self._pending = threading.Semaphore(max_pending)
         self._failure: DatasetError | None = None
         self._thread = threading.Thread(target=self._run, name="rlctl-commit", daemon=True)
         self._thread.start()
@@ -232,6 +244,13 @@ class EpisodeCommitter:
         return self._failure
 
     def submit(self, job: CommitJob) -> None:
+        if not self._pending.acquire(blocking=False):
+            log.info(
+                "the disk is behind: waiting for an earlier episode to be written",
+                episode=job.episode_index,
+                pending=self._max_pending,
+            )
+            self._pending.acquire()
         self._jobs.put(job)
 
     def wait(self) -> None:
@@ -249,6 +268,7 @@ class EpisodeCommitter:
                     job.discard()
                     continue
                 record = self._files.commit(job)
+                log.debug("episode written", episode=record.index, frames=record.length)
                 if self._on_commit is not None:
                     self._on_commit(record)
             except BaseException as err:
@@ -256,6 +276,7 @@ class EpisodeCommitter:
                 self._failure = _as_dataset_error(err, job.episode_index, self._files.root)
                 log.error("episode not saved", episode=job.episode_index, error=str(self._failure))
             finally:
+                self._pending.release()
                 self._jobs.task_done()
         self._jobs.task_done()
 
