@@ -100,7 +100,9 @@ from rlctl.adapters.memory.training import (
 )
 from rlctl.adapters.memory.video import InMemoryVideos, InMemoryVideoWriter
 from rlctl.adapters.motors.damiao import DamiaoMotorBus
+from rlctl.adapters.motors.damiao_modes import DamiaoModeBus
 from rlctl.adapters.motors.dynamixel import DynamixelMotorBus
+from rlctl.adapters.motors.fashionstar import FashionStarMotorBus
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.robstride import RobstrideMotorBus
 from rlctl.adapters.policies.loaded_policy import LeRobotPolicyLoader, LoadedPolicy
@@ -129,6 +131,7 @@ from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.lekiwi import LeKiwi
 from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
 from rlctl.adapters.robots.openarm_follower import DamiaoArm, OpenArmFollower
+from rlctl.adapters.robots.rebot_b601_follower import RebotB601Arm, RebotB601Follower
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
 from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
@@ -166,6 +169,7 @@ from rlctl.adapters.teleop.lekiwi_keyboard import LeKiwiKeyboardTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
 from rlctl.adapters.teleop.phone import PhoneTeleop
+from rlctl.adapters.teleop.rebot_102_leader import Rebot102Arm, Rebot102Leader
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.adapters.video.auto import AutoVideoDecoder
@@ -278,12 +282,16 @@ def motor_bus(
     damiao: DamiaoMotorBus,
     robstride: RobstrideMotorBus,
     fake: InMemoryMotorBus,
+    damiao_modes: DamiaoModeBus,
+    fashionstar: FashionStarMotorBus,
 ) -> list[MotorBus]:
-    return [feetech, dynamixel, damiao, robstride, fake]
+    return [feetech, dynamixel, damiao, robstride, fake, damiao_modes, fashionstar]
 
 
-def calibration_target(arm: ServoArm, can_arm: DamiaoArm) -> list[CalibrationTarget]:
-    return [arm, can_arm]
+def calibration_target(
+    arm: ServoArm, can_arm: DamiaoArm, rebot: RebotB601Arm, rebot_leader: Rebot102Arm
+) -> list[CalibrationTarget]:
+    return [arm, can_arm, rebot, rebot_leader]
 
 
 def calibration_store(
@@ -300,8 +308,9 @@ def robot(
     kiwi_client: LeKiwiClient,
     sim: SimRobot,
     fake: ScriptedRobot,
+    rebot: RebotB601Follower,
 ) -> list[Robot]:
-    return [arm, arms, openarm, kiwi, kiwi_client, sim, fake]
+    return [arm, arms, openarm, kiwi, kiwi_client, sim, fake, rebot]
 
 
 def teleoperator(
@@ -316,8 +325,10 @@ def teleoperator(
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
+    rebot_leader: Rebot102Leader,
 ) -> list[Teleoperator]:
-    return [arm, arms, openarm_leader, pad, phone, keys, ee_arm, kiwi_keys, replay, expert, fake]
+    teleops: list[Teleoperator] = [arm, arms, openarm_leader, pad, phone, keys, ee_arm]
+    return [*teleops, kiwi_keys, replay, expert, fake, rebot_leader]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

@@ -179,7 +179,7 @@ class CanMotorBus[StateT]:
         if interface == "socketcan" and self._fd and self._data_bitrate is not None:
             kwargs.update(fd=True, data_bitrate=self._data_bitrate)
         try:
-            self._can = can.Bus(**kwargs)
+            self._can = self._open_can(kwargs)
         except (can.CanError, OSError, ValueError, ImportError) as error:
             raise HardwareError(
                 f"cannot open the CAN interface {self._port!r} with python-can's {interface!r} "
@@ -199,6 +199,10 @@ class CanMotorBus[StateT]:
             self._shutdown()
             raise
         self._log.debug("CAN bus connected", port=self._port, interface=interface)
+
+    def _open_can(self, kwargs: dict[str, Any]) -> Any:
+        """python-can's bus (a brand's bus may open another for its own interfaces)."""
+        return can.Bus(**kwargs)
 
     def _handshake(self) -> None:
         self._drain()

@@ -16,6 +16,7 @@ radians scaled to the motor model's [-PMAX, PMAX]; the bus speaks degrees, as Le
 
 from __future__ import annotations
 
+import math
 import struct
 
 import attrs
@@ -207,4 +208,52 @@ def is_param_reply(data: bytes, motor_id: int, rid: int) -> bool:
         and data[1] == (motor_id >> 8) & 0xFF
         and data[2] == CMD_READ_PARAM
         and data[3] == rid
+    )
+
+
+# The other control modes (Damiao's manual; motorbridge drives the reBot B601 with them). Each
+# listens on its own arbitration id, the motor's send id plus an offset, and is answered with a
+# feedback frame like an MIT command:
+# - position-velocity (mode 2): position (rad, float32) and velocity limit (rad/s, float32);
+# - force-position (mode 4): position (rad, float32), velocity limit (rad/s times 100, uint16) and
+#   current limit (a ratio of the maximum times 10000, uint16).
+POS_VEL_MODE = 2
+FORCE_POS_MODE = 4
+MODE_OFFSETS = {POS_VEL_MODE: 0x100, FORCE_POS_MODE: 0x300}
+
+
+def encode_pos_vel(position_deg: float, velocity_limit_dps: float) -> bytes:
+    return struct.pack(
+        "<ff", math.radians(position_deg), math.radians(max(0.0, velocity_limit_dps))
+    )
+
+
+def decode_pos_vel(data: bytes) -> tuple[float, float]:
+    """(position in degrees, velocity limit in degrees per second)."""
+    if len(data) < 8:
+        raise MalformedFrame(f"a {len(data)}-byte position-velocity frame")
+    position, velocity = struct.unpack("<ff", data[:8])
+    return math.degrees(position), math.degrees(velocity)
+
+
+def encode_force_pos(position_deg: float, velocity_limit_dps: float, torque_ratio: float) -> bytes:
+    velocity = int(min(max(math.radians(velocity_limit_dps), 0.0), 100.0) * 100)
+    current = int(min(max(torque_ratio, 0.0), 1.0) * 10_000)
+    return struct.pack(
+        "<fHH", math.radians(position_deg), min(velocity, 10_000), min(current, 10_000)
+    )
+
+
+def decode_force_pos(data: bytes) -> tuple[float, float, float]:
+    """(position in degrees, velocity limit in degrees per second, torque ratio)."""
+    if len(data) < 8:
+        raise MalformedFrame(f"a {len(data)}-byte force-position frame")
+    position, velocity, current = struct.unpack("<fHH", data[:8])
+    return math.degrees(position), math.degrees(velocity / 100), current / 10_000
+
+
+def param_write(motor_id: int, rid: int, value: float | int) -> bytes:
+    """A parameter write (`CMD_WRITE_PARAM`), sent to `PARAM_ID`; answered as a read is."""
+    return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, CMD_WRITE_PARAM, rid]) + encode_param(
+        rid, value
     )

@@ -5,10 +5,11 @@
 
 Each motor keeps an enabled flag, a position (where an MIT command sends it when enabled, or
 where a test puts it as a hand would), a zero set by `CMD_SET_ZERO`, and its parameters (control
-mode, PMAX/VMAX/TMAX, ids). Faults are injected per motor: `silence(id)` (it stops answering),
-`corrupt(id)` (its answers are short frames), `fault(id, code)` (its status nibble reports a
-fault, as an over-current or an overload does). Used by tests and by a person trying rlctl with
-no arm (`interface="virtual"` on both sides).
+mode, PMAX/VMAX/TMAX, ids; a write of the control mode switches it). Position-velocity and
+force-position commands move it in those modes. Faults are injected per motor: `silence(id)`
+(it stops answering), `corrupt(id)` (its answers are short frames), `fault(id, code)` (its
+status nibble reports a fault, as an over-current or an overload does). Used by tests and by a
+person trying rlctl with no arm (`interface="virtual"` on both sides).
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ class EmulatedMotor:
     silent: bool = False
     corrupt: bool = False
     control_mode: int = dm.MIT_MODE
+    locked_mode: bool = False  # refuses mode writes (a test's fault: old firmware)
     # The latest MIT commands received, newest last (bounded: an emulator may run for hours).
     commands: deque[dm.MitCommand] = attrs.field(factory=lambda: deque(maxlen=1000))
+    # The latest position-velocity and force-position commands: (mode, the decoded fields).
+    mode_commands: deque[tuple[int, tuple[float, ...]]] = attrs.field(
+        factory=lambda: deque(maxlen=1000)
+    )
     params: dict[int, float | int] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -83,6 +89,10 @@ class VirtualDamiaoMotors(VirtualCanMotors[EmulatedMotor]):
     def _answer(self, arbitration_id: int, data: bytes) -> list[tuple[int, bytes]]:
         if arbitration_id == dm.PARAM_ID:
             return self._answer_param(data)
+        for mode, offset in dm.MODE_OFFSETS.items():
+            motor = self.motors.get(arbitration_id - offset)
+            if arbitration_id > offset and motor is not None:
+                return self._answer_mode(motor, mode, data)
         motor = self.motors.get(arbitration_id)
         if motor is None or motor.silent or len(data) != 8:
             return []
@@ -100,6 +110,16 @@ class VirtualDamiaoMotors(VirtualCanMotors[EmulatedMotor]):
         motor.commands.append(command)
         if motor.enabled and motor.status_fault is None and motor.control_mode == dm.MIT_MODE:
             motor.position = command.position_deg
+        return [(motor.recv_id, motor.feedback())]
+
+    def _answer_mode(self, motor: EmulatedMotor, mode: int, data: bytes) -> list[tuple[int, bytes]]:
+        """A position-velocity or force-position command: followed only in that mode."""
+        if motor.silent or len(data) != 8:
+            return []
+        fields = dm.decode_pos_vel(data) if mode == dm.POS_VEL_MODE else dm.decode_force_pos(data)
+        motor.mode_commands.append((mode, fields))
+        if motor.enabled and motor.status_fault is None and motor.control_mode == mode:
+            motor.position = fields[0]
         return [(motor.recv_id, motor.feedback())]
 
     def _answer_param(self, data: bytes) -> list[tuple[int, bytes]]:
@@ -120,4 +140,14 @@ class VirtualDamiaoMotors(VirtualCanMotors[EmulatedMotor]):
                 return []
             reply = dm.param_reply(motor.send_id, rid, value)
             return [(motor.recv_id, reply[:5] if motor.corrupt else reply)]
+        if data[2] == dm.CMD_WRITE_PARAM and len(data) == 8:
+            rid = data[3]
+            value = dm.decode_param(rid, data[4:8])
+            if rid == dm.PARAMS["CTRL_MODE"]:
+                if int(value) not in dm.CONTROL_MODES or motor.locked_mode:
+                    return []
+                motor.control_mode = int(value)
+            else:
+                motor.params[rid] = value
+            return [(motor.recv_id, data[:8])]  # the motor echoes the write
         return []

@@ -272,6 +272,122 @@ class BiOpenArmFollowerConfig(BimanualFollowerConfig):
         )
 
 
+# The Seeed reBot B601-DM (LeRobot 0.6.1's `rebot_b601_follower`): six joints and a gripper on
+# Damiao motors, send id n answered on 0x10 + n.
+REBOT_B601_JOINTS = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_yaw",
+    "wrist_roll",
+    "gripper",
+)
+REBOT_B601_LIMITS: dict[str, tuple[float, float]] = {
+    "shoulder_pan": (-150.0, 150.0),
+    "shoulder_lift": (-200.0, 1.0),
+    "elbow_flex": (-200.0, 1.0),
+    "wrist_flex": (-80.0, 90.0),
+    "wrist_yaw": (-90.0, 90.0),
+    "wrist_roll": (-90.0, 90.0),
+    "gripper": (-270.0, 0.0),
+}
+
+
+# A number for every motor, or one per motor (LeRobot's `float | list[float]` gains).
+NumberOrList = float | list[float]
+
+
+def _structure_number_or_list(data: Any, _: type) -> float | list[float]:
+    if isinstance(data, str):
+        data = data.strip()
+        data = [p for p in data.strip("[]").split(",") if p.strip()] if "," in data else data
+    if isinstance(data, list | tuple):
+        return [converter.structure(v, float) for v in data]
+    return converter.structure(data, float)
+
+
+converter.register_structure_hook_func(lambda t: t == NumberOrList, _structure_number_or_list)
+
+
+def _rebot_can_ids() -> dict[str, tuple[int, int]]:
+    return {name: (i, 0x10 + i) for i, name in enumerate(REBOT_B601_JOINTS, 1)}
+
+
+# Not slotted: the robot config below inherits it beside RobotConfig (one slotted base only).
+@attrs.frozen(kw_only=True, slots=False)
+class RebotB601FollowerArmConfig:
+    """One reBot B601-DM's settings (LeRobot 0.6.1's `RebotB601FollowerConfig`)."""
+
+    # The CAN channel (`can0`) with can_adapter=socketcan, or the Damiao USB-CAN bridge's serial
+    # device (`/dev/ttyACM0`) with can_adapter=damiao.
+    port: str
+    # damiao (Damiao's USB-CAN serial bridge), socketcan, or rlctl's virtual (python-can's
+    # in-process bus, for the emulated arm).
+    can_adapter: str = "damiao"
+    # The Damiao bridge's serial baud rate.
+    dm_serial_baud: int = 921600
+    disable_torque_on_disconnect: bool = True
+    max_relative_target: MaxRelativeTarget = None
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # Motor name -> (send CAN id, receive CAN id).
+    motor_can_ids: dict[str, tuple[int, int]] = attrs.field(factory=_rebot_can_ids)
+    # Velocity limit (deg/s) per motor for pos_vel joints and the force_pos gripper: one for
+    # all, or one per motor in motor_can_ids' order.
+    pos_vel_velocity: NumberOrList = attrs.field(
+        factory=lambda: [150.0, 150.0, 150.0, 150.0, 150.0, 150.0, 900.0]
+    )
+    # The arm's joints: mit or pos_vel.
+    control_mode: str = "mit"
+    # MIT gains: one for all, or one per motor in motor_can_ids' order.
+    mit_kp: NumberOrList = attrs.field(factory=lambda: [45.0, 45.0, 45.0, 8.0, 9.0, 8.0, 8.0])
+    mit_kd: NumberOrList = attrs.field(factory=lambda: [12.0, 12.0, 12.0, 1.0, 1.0, 1.0, 1.0])
+    # The gripper: force_pos (position with a grip-force cap) or mit.
+    gripper_control_mode: str = "force_pos"
+    # force_pos only: the grip-force cap, 0..1 of the motor's maximum.
+    gripper_torque_ratio: float = 0.07
+    gripper_mit_kp: float = 8.0
+    gripper_mit_kd: float = 0.3
+    # Degrees each joint may be sent (the safety guard's range) and its calibrated range.
+    joint_limits: dict[str, tuple[float, float]] = attrs.field(
+        factory=lambda: dict(REBOT_B601_LIMITS)
+    )
+    # rlctl's: how long the motors' answers to one exchange may take, and extra attempts.
+    can_timeout_s: float = 0.01
+    can_retries: int = 2
+
+
+@RobotConfig.register("rebot_b601_follower")
+@attrs.frozen(kw_only=True)
+class RebotB601FollowerConfig(RobotConfig, RebotB601FollowerArmConfig):
+    """A Seeed reBot B601-DM arm as a robot: its settings, an id and a calibration folder."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.rebot_b601_follower:rebot_b601_follower"
+
+
+@RobotConfig.register("bi_rebot_b601_follower")
+@attrs.frozen(kw_only=True)
+class BiRebotB601FollowerConfig(BimanualFollowerConfig):
+    """Two reBot B601-DM arms as one robot (LeRobot's `bi_rebot_b601_follower`): features
+    `left_*` then `right_*`, each arm calibrated as `rebot_b601_follower` `<id>_left` /
+    `<id>_right`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.rebot_b601_follower:bi_rebot_b601_follower"
+
+    # The left arm: a B601's settings, less its id (`<id>_left`) and type.
+    left_arm_config: RebotB601FollowerArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: RebotB601FollowerArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> RebotB601FollowerConfig:
+        arm: RebotB601FollowerArmConfig = getattr(self, f"{side}_arm_config")
+        return RebotB601FollowerConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
+
+
 def lekiwi_cameras() -> dict[str, CameraConfig]:
     """LeRobot 0.6.1's LeKiwi cameras: the front one upside down, the wrist one on its side."""
     from rlctl.adapters.cameras.config import OpenCVCameraConfig

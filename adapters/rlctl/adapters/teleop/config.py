@@ -404,6 +404,79 @@ class BiOpenArmLeaderConfig(TeleoperatorConfig):
         )
 
 
+def _rebot_102_ids() -> dict[str, int]:
+    from rlctl.adapters.robots.config import REBOT_B601_JOINTS
+
+    return {name: i for i, name in enumerate(REBOT_B601_JOINTS)}
+
+
+def _rebot_102_ranges() -> dict[str, list[int]]:
+    from rlctl.adapters.robots.config import REBOT_B601_LIMITS
+
+    return {name: [int(low), int(high)] for name, (low, high) in REBOT_B601_LIMITS.items()}
+
+
+# Not slotted: the teleoperator config below inherits it beside TeleoperatorConfig.
+@attrs.frozen(kw_only=True, slots=False)
+class Rebot102LeaderArmConfig:
+    """One Seeed reBot Arm 102 (StarArm102) leader's settings (LeRobot 0.6.1's
+    `RebotArm102LeaderConfig`): seven FashionStar UART servos, moved by hand."""
+
+    # The leader's USB-to-UART adapter (`/dev/ttyUSB0`; `rlctl find-port`).
+    port: str
+    baudrate: int = 1_000_000
+    # Servo id of each joint on the bus.
+    joint_ids: dict[str, int] = attrs.field(factory=_rebot_102_ids)
+    # Sign (and scale: the gripper's -6 widens it to the B601's travel) applied to each angle.
+    joint_directions: dict[str, int] = attrs.field(
+        factory=lambda: {
+            "shoulder_pan": -1,
+            "shoulder_lift": -1,
+            "elbow_flex": 1,
+            "wrist_flex": 1,
+            "wrist_yaw": 1,
+            "wrist_roll": -1,
+            "gripper": -6,
+        }
+    )
+    # Each joint's [min, max] output in degrees (the B601 follower's limits).
+    joint_ranges: dict[str, list[int]] = attrs.field(factory=_rebot_102_ranges)
+    # rlctl's: how long the servos' answers to one read may take, and extra attempts.
+    timeout_s: float = 0.05
+    retries: int = 2
+
+
+@TeleoperatorConfig.register("rebot_102_leader")
+@attrs.frozen(kw_only=True)
+class Rebot102LeaderConfig(TeleoperatorConfig, Rebot102LeaderArmConfig):
+    """A reBot Arm 102 leader: its settings, an id and a calibration folder."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.rebot_102_leader:rebot_102_leader"
+
+
+@TeleoperatorConfig.register("bi_rebot_102_leader")
+@attrs.frozen(kw_only=True)
+class BiRebot102LeaderConfig(TeleoperatorConfig):
+    """Two reBot Arm 102 leaders as one teleoperator (LeRobot's `bi_rebot_102_leader`): actions
+    `left_*` then `right_*`, each arm calibrated as `rebot_102_leader` `<id>_left` /
+    `<id>_right`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.rebot_102_leader:bi_rebot_102_leader"
+
+    # The left arm: a reBot Arm 102 leader's settings, less its id (`<id>_left`) and type.
+    left_arm_config: Rebot102LeaderArmConfig
+    # The right arm, likewise (`<id>_right`).
+    right_arm_config: Rebot102LeaderArmConfig
+
+    def arm(self, side: Literal["left", "right"]) -> Rebot102LeaderConfig:
+        arm: Rebot102LeaderArmConfig = getattr(self, f"{side}_arm_config")
+        return Rebot102LeaderConfig(
+            id=f"{self.id}_{side}" if self.id else None,
+            calibration_dir=self.calibration_dir,
+            **attrs.asdict(arm, recurse=False),
+        )
+
+
 def _check_mini_side(_: Any, __: attrs.Attribute[str | None], value: str | None) -> None:
     if value not in (None, "left", "right"):
         raise ConfigError(

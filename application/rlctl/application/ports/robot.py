@@ -55,7 +55,8 @@ class CalibrationPlan:
     recording one); `drive_modes` are the directions to store per motor (1: inverted).
     `zero_pose` describes the pose the motors' zero is taken in, for motors zeroed rather than
     homed to half a turn (Damiao: "hanging straight down, gripper closed"); `fixed_range` is the
-    range every motor gets instead of a recorded one (LeRobot's OpenArm: -90..90 degrees).
+    range every motor gets instead of a recorded one (LeRobot's OpenArm: -90..90 degrees), and
+    `fixed_ranges` one per motor (LeRobot's reBot arms: their joint limits).
     `ids_set_by` names the vendor's tool when the motors' ids cannot be set through their bus
     (Damiao's), so `rlctl setup-motors` says so before asking for anything. `setup_order` is the
     order `rlctl setup-motors` goes through the motors when it is not the last to the first
@@ -76,6 +77,8 @@ class CalibrationPlan:
     setup_order: tuple[str, ...] = ()
     factory_calibration: Calibration | None = None
     closed_open_motors: tuple[str, ...] = ()
+    # Per motor, a range that replaces the recorded one (the reBot's: its joint limits).
+    fixed_ranges: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
 class CalibrationTarget(Protocol):

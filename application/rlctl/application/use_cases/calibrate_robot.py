@@ -6,7 +6,8 @@
 3. The person moves each joint through its whole range while positions are read and the
    extremes kept, until Enter; motors that turn freely get the whole encoder range instead.
    Motors zeroed in a described pose instead (`CalibrationPlan.zero_pose`, Damiao's) are put in
-   it, and a fixed range (`fixed_range`) replaces the recorded one, as LeRobot's OpenArm does.
+   it, and a fixed range (`fixed_range`) replaces the recorded one, as LeRobot's OpenArm does
+   (or one per motor, `fixed_ranges`: LeRobot's reBot arms get their joint limits).
    A gripper calibrated by its ends (`closed_open_motors`, the OpenArm Mini's) is read fully
    closed, then fully open; its direction follows which of the two reads higher.
 4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
@@ -84,6 +85,9 @@ class CalibrateRobot:
         if plan.fixed_range is not None:
             low, high = plan.fixed_range
             mins, maxes = dict.fromkeys(motors, low), dict.fromkeys(motors, high)
+        elif plan.fixed_ranges and set(motors) <= set(plan.fixed_ranges):
+            mins = {m: plan.fixed_ranges[m][0] for m in motors}
+            maxes = {m: plan.fixed_ranges[m][1] for m in motors}
         elif ends and not ranged:
             mins, maxes = {}, {}
         else:
