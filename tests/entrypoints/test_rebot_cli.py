@@ -34,9 +34,11 @@ def b601_motors() -> dict[int, tuple[int, str]]:
 def rig(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
     channel = f"rebot-cli-{next(_channels)}"
-    with VirtualDamiaoMotors(channel, b601_motors()) as follower:
-        with VirtualFashionStarBus(ids=range(7)) as leader:
-            yield follower, leader
+    with (
+        VirtualDamiaoMotors(channel, b601_motors()) as follower,
+        VirtualFashionStarBus(ids=range(7)) as leader,
+    ):
+        yield follower, leader
 
 
 def robot_args(follower, prefix="--robot.") -> list[str]:

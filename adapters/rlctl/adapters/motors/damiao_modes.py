@@ -81,6 +81,15 @@ class DamiaoModeBus(DamiaoMotorBus):
     def _open_can(self, kwargs: dict[str, Any]) -> Any:
         if kwargs["interface"] != "damiao_serial":
             return super()._open_can(kwargs)
+        try:
+            import serial  # noqa: F401
+        except ImportError as error:
+            raise HardwareError(
+                "Damiao's USB-CAN bridge is a serial device, and pyserial is not installed",
+                where=self.where,
+                hint="`pip install pyserial` (rlctl's `feetech` extra has it), or reach the bus "
+                "through socketcan (`can_adapter=socketcan`)",
+            ) from error
         from rlctl.adapters.motors.damiao_serial import DamiaoSerialBus
 
         return DamiaoSerialBus(kwargs["channel"], baudrate=self._serial_baudrate)

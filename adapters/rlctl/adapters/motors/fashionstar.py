@@ -99,7 +99,7 @@ class FashionStarMotorBus:
             raise HardwareError(
                 "pyserial is not installed",
                 where=self._port,
-                hint="install rlctl's `rebot` extra (`pip install 'rlctl-adapters[rebot]'`)",
+                hint="`pip install pyserial` (rlctl's `feetech` extra has it)",
             ) from error
         try:
             self._serial = serial.Serial(self._port, self._baudrate, timeout=0)
