@@ -4,13 +4,8 @@ calibration file; goals through the safety guard; faults named."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import os
-import select
-import threading
-import tty
 
 import numpy as np
 import pytest
@@ -20,6 +15,7 @@ from rlctl.adapters.memory.control import ScriptedConsole
 from rlctl.adapters.motors import damiao_protocol as dm
 from rlctl.adapters.motors import damiao_serial
 from rlctl.adapters.motors.virtual_damiao import VirtualDamiaoMotors
+from rlctl.adapters.motors.virtual_damiao_bridge import VirtualDamiaoBridge
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.config import REBOT_B601_JOINTS, ROBOT_TYPES, RebotB601FollowerConfig
 from rlctl.adapters.robots.rebot_b601_follower import MOTOR_MODELS, RebotB601Follower
@@ -218,63 +214,9 @@ def test_a_missing_can_channel_and_bad_settings_are_named(tmp_path):
         bridge.connect()
 
 
-class EmulatedBridge:
-    """Damiao's USB-CAN bridge on a pty: 30-byte frames from the host go onto a python-can
-    virtual channel, the motors' answers come back as 16-byte frames."""
-
-    def __init__(self, channel: str) -> None:
-        import can
-
-        self._can = can.Bus(interface="virtual", channel=channel)
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.port = os.ttyname(self._slave)
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._to_can, daemon=True),
-            threading.Thread(target=self._from_can, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _to_can(self) -> None:
-        import can
-
-        buffer = b""
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self._master], [], [], 0.05)
-            if not ready:
-                continue
-            buffer += os.read(self._master, 4096)
-            while len(buffer) >= 30:
-                frame = damiao_serial.decode_tx(buffer[:30])
-                buffer = buffer[30:]
-                if frame is not None:
-                    arbitration_id, data, _ = frame
-                    self._can.send(
-                        can.Message(arbitration_id=arbitration_id, data=data, is_extended_id=False)
-                    )
-
-    def _from_can(self) -> None:
-        while not self._stop.is_set():
-            msg = self._can.recv(timeout=0.05)
-            if msg is not None:
-                os.write(self._master, damiao_serial.encode_rx(msg.arbitration_id, bytes(msg.data)))
-
-    def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=2)
-        self._can.shutdown()
-        for fd in (self._master, self._slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
 def test_the_damiao_serial_bridge_carries_the_same_exchanges(emulated, tmp_path):
     lerobot_calibration_file(tmp_path, "lab")
-    bridge = EmulatedBridge(emulated.channel)
-    try:
+    with VirtualDamiaoBridge(emulated.channel) as bridge:
         robot = build(bridge.port, tmp_path, adapter="damiao")
         robot.connect()
         try:
@@ -289,8 +231,6 @@ def test_the_damiao_serial_bridge_carries_the_same_exchanges(emulated, tmp_path)
             emulated.silence(4, False)
         finally:
             robot.disconnect()
-    finally:
-        bridge.close()
 
 
 def test_the_bridge_frames_are_motorbridges():
