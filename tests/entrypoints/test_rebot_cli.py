@@ -233,3 +233,31 @@ def test_a_bimanual_pair_calibrates_arm_by_arm_and_records(tmp_path, monkeypatch
     finally:
         for part in (*followers, *leaders):
             part.stop()
+
+
+@pytest.mark.slow
+def test_a_missing_leader_or_bridge_is_one_line_with_a_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
+    result = CliRunner().invoke(
+        cli, ["calibrate", "--teleop.type=rebot_102_leader", "--teleop.port=/dev/rlctl-none"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "/dev/rlctl-none" in result.output and "cannot open the serial port" in result.output
+    assert "rlctl find-port" in result.output
+    result = CliRunner().invoke(
+        cli, ["calibrate", "--robot.type=rebot_b601_follower", "--robot.port=/dev/rlctl-none"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "cannot open Damiao's USB-CAN bridge" in result.output
+    assert "/dev/rlctl-none" in result.output and "can_adapter=socketcan" in result.output
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--robot.type=rebot_b601_follower",
+            "--robot.port=x",
+            "--robot.id=a",
+            "--robot.can_adapter=pcan",
+        ],
+    )
+    assert result.exit_code != 0 and "can_adapter" in result.output and "socketcan" in result.output

@@ -92,7 +92,16 @@ class DamiaoModeBus(DamiaoMotorBus):
             ) from error
         from rlctl.adapters.motors.damiao_serial import DamiaoSerialBus
 
-        return DamiaoSerialBus(kwargs["channel"], baudrate=self._serial_baudrate)
+        try:
+            return DamiaoSerialBus(kwargs["channel"], baudrate=self._serial_baudrate)
+        except (OSError, ValueError) as error:  # pyserial's SerialException is an OSError
+            raise HardwareError(
+                f"cannot open Damiao's USB-CAN bridge: {error}",
+                where=self.where,
+                hint="check the bridge's device path (`rlctl find-port`), that it is plugged in, "
+                "and that you may use it (on Linux: be in the dialout group); a SocketCAN "
+                "adapter is `--robot.can_adapter=socketcan --robot.port=can0`",
+            ) from error
 
     def mode(self, motor: str) -> MotorMode:
         return self._modes[self._name(motor)]

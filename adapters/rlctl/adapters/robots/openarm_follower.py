@@ -288,7 +288,7 @@ class OpenArmFollower:
         if decision.first_hold:
             log.warning(
                 "action refused, holding the last safe command",
-                robot=ROBOT_TYPE,
+                robot=self.robot_type,
                 reason=decision.reason,
                 note="said once per episode; every refused action is held the same way",
             )
