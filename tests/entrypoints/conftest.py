@@ -12,11 +12,14 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
+from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.so_follower import SO_JOINTS
 
 
@@ -127,3 +130,32 @@ def fail_at_tick(
 
     monkeypatch.setattr(robot_class, "reset", reset)
     monkeypatch.setattr(robot_class, "get_observation", get_observation)
+
+
+class GoalLog:
+    """Every goal the follower wrote, beside the positions it had read last: what the guard
+    steps from (the arm moves on between the two, so the dataset's states cannot tell)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pairs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._present: np.ndarray | None = None
+        positions, write_goals = ServoArm.positions, ServoArm.write_goals
+        log = self
+
+        def read(arm: ServoArm, motors: Any = None) -> np.ndarray:
+            values = positions(arm, motors)
+            if motors is None:
+                log._present = np.asarray(values, dtype=float)
+            return values
+
+        def write(arm: ServoArm, goals: np.ndarray) -> None:
+            assert log._present is not None, "a goal written before any position was read"
+            log.pairs.append((log._present.copy(), np.asarray(goals, dtype=float)))
+            write_goals(arm, goals)
+
+        monkeypatch.setattr(ServoArm, "positions", read)
+        monkeypatch.setattr(ServoArm, "write_goals", write)
+
+    def largest_step(self) -> float:
+        assert self.pairs, "no goal was written"
+        return max(float(np.abs(goals - present).max()) for present, goals in self.pairs)

@@ -10,7 +10,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.entrypoints.cli.main import cli
 
 from ..adapters.teleop.conftest import synthetic_arm_urdf
+from .conftest import GoalLog
 
 QUIET = ["--controls=off", "--progress=silent"]
 
@@ -35,11 +36,14 @@ def _free_port() -> int:
 
 
 class PhoneHand(threading.Thread):
-    """A phone held with the move button down, raised 1 mm per message to 6 cm, A held."""
+    """A phone held with the move button down, A held; raised to 6 cm at 10 cm a second once
+    `moving()` says so (the arm's first goal: the loop is running), by the clock, so that a
+    loaded machine's slower messages move it as far within the episode."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, moving: Callable[[], bool] = lambda: True) -> None:
         super().__init__(daemon=True)
         self.port = port
+        self.moving = moving
         self.stop = threading.Event()
         self.sent = 0
 
@@ -58,9 +62,12 @@ class PhoneHand(threading.Thread):
         if ws is None:
             return
         try:
-            y = 0.0
+            moving_since = None
             while not self.stop.wait(0.01):
-                y = min(y + 0.001, 0.06) if self.sent > 20 else 0.0
+                if moving_since is None and self.sent >= 20 and self.moving():
+                    moving_since = time.monotonic()
+                moved_s = 0.0 if moving_since is None else time.monotonic() - moving_since
+                y = min(0.1 * moved_s, 0.06)
                 state = {
                     "position": {"x": 0.0, "y": y, "z": 0.0},
                     "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
@@ -110,10 +117,11 @@ def _args(bus: VirtualServoBus, urdf: Path, port: int) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_record_and_teleoperate_with_a_phone_on_a_virtual_so101(arm, tmp_path):
+def test_record_and_teleoperate_with_a_phone_on_a_virtual_so101(arm, tmp_path, monkeypatch):
     bus, urdf = arm
+    goals = GoalLog(monkeypatch)
     port = _free_port()
-    hand = PhoneHand(port)
+    hand = PhoneHand(port, moving=lambda: bool(goals.pairs))
     hand.start()
     root = tmp_path / "phone"
     try:
@@ -156,11 +164,10 @@ def test_record_and_teleoperate_with_a_phone_on_a_virtual_so101(arm, tmp_path):
     # bent the elbow; button A opened the gripper.
     assert actions[-1, 1] < actions[0, 1] - 3.0
     assert actions[-1, 5] > actions[0, 5] + 10.0
-    # Every goal passed the robot's guard: at most 4 degrees from where each joint was when
-    # it was sent. That is read a moment after the observation, the arm still on its way to
-    # the last goal (at most 4 degrees further), so at most 8 from the recorded state.
+    # Every goal passed the robot's guard: at most 4 degrees from where each joint was read
+    # before it was sent (the arm moves on between, so the recorded states cannot tell).
+    assert goals.largest_step() <= 4.0 + 1e-3
     steps = np.abs(actions - states)
-    assert steps.max() <= 8.0, steps.max()
     assert steps[:, :5].max() >= 3.5  # and the goals did drive the joints
     assert math.isfinite(float(actions.sum()))
 
