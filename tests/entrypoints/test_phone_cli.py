@@ -162,7 +162,9 @@ def test_record_and_teleoperate_with_a_phone_on_a_virtual_so101(arm, tmp_path, m
     states = np.stack([f["observation.state"].numpy() for f in frames])
     # The phone went up: inverse kinematics lifted the shoulder (negative about y) and
     # bent the elbow; button A opened the gripper.
-    assert actions[-1, 1] < actions[0, 1] - 3.0
+    # (By how much depends on how many of the phone's poses a loaded machine delivered in
+    # the episode: a degree at least, against no motion or the other way.)
+    assert actions[-1, 1] < actions[0, 1] - 1.0
     assert actions[-1, 5] > actions[0, 5] + 10.0
     # Every goal passed the robot's guard: at most 4 degrees from where each joint was read
     # before it was sent (the arm moves on between, so the recorded states cannot tell).
