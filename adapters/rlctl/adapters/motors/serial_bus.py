@@ -50,16 +50,20 @@ class SerialServoBus(abc.ABC):
         retries: int = DEFAULT_RETRIES,
         timeout_margin_ms: float | None = None,
         broadcast_window_ms: float | None = None,
+        solo_reads: Iterable[str] = (),
     ) -> None:
         """`retries`: extra attempts after a lost or corrupt reply. `timeout_margin_ms`: how long
         past the bytes' transmission time a reply may take. `broadcast_window_ms`: how long a
-        broadcast ping collects replies (default: the vendor SDK's window for 253 ids)."""
+        broadcast ping collects replies (default: the vendor SDK's window for 253 ids).
+        `solo_reads`: motors a sync read asks one by one (the Hope JR arm's SM8512BL, as
+        LeRobot reads it)."""
         if retries < 0:
             raise InvalidInput(f"retries must be >= 0, got {retries}")
         self._port = port
         self._motors = dict(motors)
         self._models = {name: servo_model(m.model, self.family) for name, m in motors.items()}
         self._check_unique_ids()
+        self._solo_reads = frozenset(self._names(solo_reads))
         self.calibration = calibration
         self._baudrate = baudrate
         self._broadcast_window_ms = broadcast_window_ms
@@ -195,6 +199,12 @@ class SerialServoBus(abc.ABC):
         self, register: str, motors: Sequence[str] | None = None, *, normalize: bool = True
     ) -> dict[str, MotorValue]:
         names = self._names(motors)
+        solo = [name for name in names if name in self._solo_reads]
+        if solo:
+            synced = [name for name in names if name not in self._solo_reads]
+            values = self.sync_read(register, synced, normalize=normalize) if synced else {}
+            values.update({name: self.read(register, name, normalize=normalize) for name in solo})
+            return {name: values[name] for name in names}
         entry = self._shared_register(register, names)
         by_id = {self._motors[name].id: name for name in names}
         raw = self._transport.sync_read(

@@ -159,6 +159,18 @@ class OmxFollowerConfig(ArmFollowerConfig):
     use_degrees: bool = False
 
 
+@RobotConfig.register("hope_jr_arm")
+@attrs.frozen(kw_only=True)
+class HopeJrArmConfig(ArmFollowerConfig):
+    """Hugging Face's Hope JR arm (LeRobot 0.6.1's `hope_jr_arm`): a Feetech SM8512BL shoulder
+    pitch (id 1) and six STS3250 servos (ids 2-7), joints in -100..100 of their range."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.hope_jr:hope_jr_arm"
+
+    # rlctl's: extra attempts of a read the motors did not answer.
+    num_read_retries: int = 2
+
+
 # LeRobot 0.6.1's OpenArm joint limits (degrees), per side; without a side, small ones for safety.
 OPENARM_LEFT_LIMITS: dict[str, tuple[float, float]] = {
     "joint_1": (-75.0, 75.0),

@@ -40,11 +40,13 @@ class ServoArm:
         configure: Callable[[ServoArm], None],
         prepare: Callable[[ServoArm], None],
         writes_drive_modes: bool = False,
+        handshake: bool = True,
     ) -> None:
         """`configure(arm)` sets the motors up for use (after connecting and after each
         calibration); `prepare(arm)` readies them to be moved by hand for calibration.
         `writes_drive_modes`: the motors have a Drive_Mode register the calibration sets
-        (Dynamixel); Feetech keeps direction in software."""
+        (Dynamixel); Feetech keeps direction in software. `handshake`: ping every motor on
+        connect (LeRobot's Hope JR arm connects without)."""
         self._bus = bus
         self._key = key
         self._store = store
@@ -52,6 +54,7 @@ class ServoArm:
         self._configure = configure
         self._prepare = prepare
         self._writes_drive_modes = writes_drive_modes
+        self._handshake = handshake
         self._calibrated = False
         self.motor_names: list[str] = list(bus.motors)
 
@@ -88,7 +91,7 @@ class ServoArm:
         return self._bus.is_connected
 
     def connect(self) -> None:
-        self._bus.connect()
+        self._bus.connect(handshake=self._handshake)
         try:
             saved = self._store.load(self._key)
             factory = self._plan.factory_calibration

@@ -66,6 +66,9 @@ class CalibrationPlan:
     connected without a saved calibration is given it on the spot, as LeRobot does.
     `closed_open_motors` get their range from two poses asked for in turn, fully closed then
     fully open (LeRobot's OpenArm Mini gripper), and drive mode 1 when closed reads above open.
+    `keeps_homing`: no middle pose and no half-turn homing; the homing offsets are those the
+    device holds (LeRobot's Hope JR and Homunculus only record ranges). `range_groups` records
+    the ranges group by group, each named in its prompt (a hand's fingers, one at a time).
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -79,6 +82,8 @@ class CalibrationPlan:
     closed_open_motors: tuple[str, ...] = ()
     # Per motor, a range that replaces the recorded one (the reBot's: its joint limits).
     fixed_ranges: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    keeps_homing: bool = False
+    range_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class CalibrationTarget(Protocol):

@@ -12,6 +12,10 @@
    closed, then fully open; its direction follows which of the two reads higher.
 4. The calibration is written to the motors and saved (LeRobot's JSON file, reused next time).
 
+A device that keeps its homing (`CalibrationPlan.keeps_homing`, LeRobot's Hope JR and Homunculus)
+skips step 2: its offsets are read back from it; its ranges may be recorded group by group
+(`range_groups`, a hand's fingers).
+
 An arm calibrated at the factory (`CalibrationPlan.factory_calibration`, ROBOTIS's OMX) skips
 steps 2 and 3: its factory calibration is written and saved, as LeRobot's `calibrate` does.
 """
@@ -71,13 +75,17 @@ class CalibrateRobot:
             return self._finish(target, plan.factory_calibration)
         self._console.show(f"Running calibration of {key.label}")
         target.prepare_calibration()
-        if plan.zero_pose is not None:
-            self._console.ask(f"Put {key.label} {plan.zero_pose} and press ENTER...")
+        if plan.keeps_homing:
+            held = target.bus.read_calibration()
+            homings = {name: held[name].homing_offset for name in target.bus.motors}
         else:
-            self._console.ask(
-                f"Move {key.label} to the middle of its range of motion and press ENTER..."
-            )
-        homings = target.bus.set_half_turn_homings()
+            if plan.zero_pose is not None:
+                self._console.ask(f"Put {key.label} {plan.zero_pose} and press ENTER...")
+            else:
+                self._console.ask(
+                    f"Move {key.label} to the middle of its range of motion and press ENTER..."
+                )
+            homings = target.bus.set_half_turn_homings()
         motors = list(target.bus.motors)
         ends = [m for m in motors if m in plan.closed_open_motors]
         drive_modes = dict(plan.drive_modes)
@@ -90,6 +98,16 @@ class CalibrateRobot:
             maxes = {m: plan.fixed_ranges[m][1] for m in motors}
         elif ends and not ranged:
             mins, maxes = {}, {}
+        elif plan.range_groups:
+            mins, maxes = {}, {}
+            for group, members in plan.range_groups:
+                self._console.show(
+                    f"Move the {group} ({', '.join(members)}) through its entire range of "
+                    "motion.\nRecording positions. Press ENTER to stop..."
+                )
+                low, high = self._record_ranges(target, [m for m in members if m in ranged])
+                mins.update(low)
+                maxes.update(high)
         else:
             free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
             self._console.show(
