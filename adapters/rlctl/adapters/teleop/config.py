@@ -535,6 +535,48 @@ class BiOpenArmMiniConfig(TeleoperatorConfig):
         )
 
 
+def _check_hand_side(_: Any, __: attrs.Attribute[str], value: str) -> None:
+    if value not in ("left", "right"):
+        raise ConfigError(
+            f"side must be left or right, got {value!r}",
+            where="teleop.side",
+            hint="the hand the glove is worn on: it picks the joints LeRobot reads in reverse",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class HomunculusConfig(TeleoperatorConfig):
+    """A Homunculus board (LeRobot 0.6.1's): an ESP32 streaming its joints as text lines."""
+
+    # The board's USB serial port (`rlctl find-port`).
+    port: str
+    baud_rate: int = 115_200
+    # rlctl's: how long a read waits for the board's next line before naming it silent
+    # (twice that for the first line, on connect: LeRobot's 2 s).
+    timeout_s: float = 1.0
+
+
+@TeleoperatorConfig.register("homunculus_arm")
+@attrs.frozen(kw_only=True)
+class HomunculusArmConfig(HomunculusConfig):
+    """The Homunculus exoskeleton arm, the Hope JR arm's leader
+    (`teleoperators/homunculus_arm/<id>.json`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.homunculus:homunculus_arm"
+
+
+@TeleoperatorConfig.register("homunculus_glove")
+@attrs.frozen(kw_only=True)
+class HomunculusGloveConfig(HomunculusConfig):
+    """The Homunculus glove, the Hope JR hand's leader
+    (`teleoperators/homunculus_glove/<id>.json`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.homunculus:homunculus_glove"
+
+    # left / right: the hand it is worn on.
+    side: str = attrs.field(validator=_check_hand_side)
+
+
 @TeleoperatorConfig.register("scripted")
 @attrs.frozen(kw_only=True)
 class ScriptedTeleopConfig(TeleoperatorConfig):
