@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import typing
 
+import attrs
 import numpy as np
 import pytest
 import structlog
@@ -52,10 +53,13 @@ def patient_buses(monkeypatch):
 
 
 def calibration_for(motors, full_turn) -> Calibration:
-    """Ranges of different widths per joint, one inverted joint; free joints turn fully."""
+    """Ranges of different widths per joint, one inverted joint; free joints turn fully. Ranges
+    are of a 4096-tick turn, scaled to the motor's (the SCS0009's 1024)."""
     entries = {}
     for i, (name, motor) in enumerate(motors.items()):
+        scale = servo_model(motor.model).resolution / 4096
         low, high = (0, 4095) if name in full_turn else (700 + 90 * i, 3300 - 70 * i)
+        low, high = int(low * scale), int(high * scale)
         entries[name] = MotorCalibration(motor.id, int(i == 2), 0, low, high)
     return Calibration(entries)
 
@@ -79,7 +83,11 @@ def goals(bus: VirtualServoBus, motors) -> dict[str, int]:
 def test_no_action_moves_a_motor_outside_its_range(robot_type, tmp_path):
     config_cls = registered_types(RobotConfig)[robot_type]
     store = CalibrationFiles(tmp_path)
-    probe = config_cls(port="/dev/null", id="arm").build(store)
+    fields = attrs.fields_dict(config_cls)
+    # A hand needs its side; arms with a choice of units are tried in both.
+    extra = {"side": "right"} if "side" in fields else {}
+    units = [{"use_degrees": True}, {"use_degrees": False}] if "use_degrees" in fields else [{}]
+    probe = config_cls(port="/dev/null", id="arm", **extra).build(store)
     assert isinstance(probe, ArmFollower)
     motors = dict(probe.arm.bus.motors)
     full_turn = probe.arm.calibration_plan.full_turn_motors
@@ -87,10 +95,10 @@ def test_no_action_moves_a_motor_outside_its_range(robot_type, tmp_path):
     with VirtualServoBus(family, {m.id: m.model for m in motors.values()}, tau_s=0.01) as bus:
         calibration = calibration_for(motors, full_turn)
         store.save(CalibrationKey("robots", probe.robot_type, "arm"), calibration)
-        for use_degrees in (True, False):
+        for unit in units:
             for max_step in (None, 5.0):
                 config = config_cls(
-                    port=bus.port, id="arm", use_degrees=use_degrees, max_relative_target=max_step
+                    port=bus.port, id="arm", max_relative_target=max_step, **extra, **unit
                 )
                 robot = config.build(store)
                 robot.connect()

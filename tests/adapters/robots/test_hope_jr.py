@@ -1,7 +1,8 @@
-"""The Hope JR arm (`hope_jr_arm`) on a virtual Feetech bus through the real SDK: LeRobot's
-motor table, calibration that keeps the motors' homing and records the ranges (LeRobot's file
-and place), its motor settings, the shoulder pitch read on its own, and every goal through the
-action guard."""
+"""The Hope JR arm and hand (`hope_jr_arm`, `hope_jr_hand`) on virtual Feetech buses through
+the real SDK (the hand's on protocol 1): LeRobot's motor tables, calibration that keeps the
+motors' homing and records the ranges (LeRobot's file and place; the hand finger by finger,
+its reversed motors per side), the motor settings, the shoulder pitch read on its own, and every
+goal through the action guard."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from rlctl.adapters.memory.control import ScriptedConsole
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
-from rlctl.adapters.robots.config import HopeJrArmConfig, RobotConfig
-from rlctl.adapters.robots.hope_jr import ARM_JOINTS, hope_jr_arm
+from rlctl.adapters.robots.config import HopeJrArmConfig, HopeJrHandConfig, RobotConfig
+from rlctl.adapters.robots.hope_jr import ARM_JOINTS, HAND_MOTORS, hope_jr_arm, hope_jr_hand
 from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
 from rlctl.domain.config import converter
-from rlctl.domain.errors import HardwareError
+from rlctl.domain.errors import HardwareError, InvalidInput
+from rlctl.domain.motors import Motor
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -164,3 +166,79 @@ def test_a_motor_that_stops_answering_is_named(virtual, store, monkeypatch):
     finally:
         virtual.plug(1)
         robot.disconnect()
+
+
+@pytest.fixture
+def hand():
+    bus = VirtualServoBus.uniform("feetech", "scs0009", range(1, 17), tau_s=0.01).start()
+    for motor in bus.motors:
+        motor.move_by_hand(512)
+    yield bus
+    bus.stop()
+
+
+def calibrate_hand(hand, store, robot):
+    def move(poll: int) -> None:  # the finger's motors to both ends of their ranges
+        for motor in hand.motors:
+            motor.move_by_hand(200 if poll % 2 else 800)
+
+    console = ScriptedConsole([], enter_after_polls=3, on_poll=move)
+    target = robot.calibration_targets()[0]
+    return CalibrateRobot(store, console, ManualClock())(target, reuse="no"), console
+
+
+def test_the_hand_calibrates_finger_by_finger_on_protocol_1(hand, store, tmp_path):
+    config = HopeJrHandConfig(port=hand.port, side="right", id="jr")
+    robot = hope_jr_hand(config, calibration_store=store)
+    robot.connect()
+    try:
+        _, console = calibrate_hand(hand, store, robot)
+        fingers = [s.split()[2] for s in console.shown if s.startswith("Move the ")]
+        assert fingers == ["thumb", "index", "middle", "ring", "pinky"]
+        saved = json.loads((tmp_path / "calibration/robots/hope_jr_hand/jr.json").read_text())
+        assert list(saved) == list(HAND_MOTORS)
+        assert saved["thumb_mcp"] == {
+            "id": 2,
+            "drive_mode": 1,
+            "homing_offset": 0,
+            "range_min": 200,
+            "range_max": 800,
+        }
+        right = {"thumb_mcp", "thumb_dip", "index_ulnar_flexor", "middle_ulnar_flexor"}
+        right |= {"ring_ulnar_flexor", "ring_pip_dip", "pinky_ulnar_flexor", "pinky_pip_dip"}
+        assert {m for m, c in saved.items() if c["drive_mode"]} == right
+        motor = hand.motor(16)
+        assert motor.register("Max_Position_Limit") == 800
+        assert motor.read_bytes(11, 2) == (800).to_bytes(2, "big")  # protocol 1: big-endian
+        assert motor.register("Acceleration") == 254 and motor.torque_enabled
+    finally:
+        robot.disconnect()
+
+
+def test_hand_goals_in_0_100_are_mirrored_for_reversed_motors(hand, store):
+    robot = hope_jr_hand(
+        HopeJrHandConfig(port=hand.port, side="left", id="jr"), calibration_store=store
+    )
+    robot.connect()
+    try:
+        calibrate_hand(hand, store, robot)
+        state = robot.get_observation()["observation.state"]  # each motor read on its own
+        assert state.shape == (16,)
+        goal = np.full(16, 25.0, np.float32)
+        robot.send_action(goal)
+        # thumb_cmc is reversed on a left hand: 25 -> 75 % of 200..800; thumb_pip is not.
+        expected = {1: 650, 3: 350}
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and any(
+            hand.motor(i).register("Goal_Position") != g for i, g in expected.items()
+        ):
+            time.sleep(0.01)
+        assert {i: hand.motor(i).register("Goal_Position") for i in expected} == expected
+    finally:
+        robot.disconnect()
+
+
+def test_protocol_0_and_1_motors_cannot_share_a_bus():
+    motors = {"a": Motor(1, "sts3250", "range_m100_100"), "b": Motor(2, "scs0009", "range_0_100")}
+    with pytest.raises(InvalidInput, match="different protocols"):
+        FeetechMotorBus("/dev/null", motors)

@@ -64,6 +64,16 @@ class SerialServoBus(abc.ABC):
         self._models = {name: servo_model(m.model, self.family) for name, m in motors.items()}
         self._check_unique_ids()
         self._solo_reads = frozenset(self._names(solo_reads))
+        orders = {model.byteorder for model in self._models.values()}
+        if len(orders) > 1:
+            raise InvalidInput(
+                "these motors speak different protocols, so one bus cannot serve them: "
+                + ", ".join(f"{n} ({m.name})" for n, m in self._models.items()),
+                where=port,
+                hint="put Feetech's SCS (protocol 1) and STS/SMS (protocol 0) motors on "
+                "separate buses",
+            )
+        self._byteorder = orders.pop() if orders else "little"
         self.calibration = calibration
         self._baudrate = baudrate
         self._broadcast_window_ms = broadcast_window_ms
@@ -183,14 +193,16 @@ class SerialServoBus(abc.ABC):
         raw = self._transport.read(
             motor_id, entry.address, entry.size, motor=motor, action=f"read {register}"
         )
-        return self._from_wire(motor, register, raw, normalize)
+        return self._from_wire(motor, register, self._ordered(raw, entry.size), normalize)
 
     def write(
         self, register: str, motor: str, value: MotorValue, *, normalize: bool = True
     ) -> None:
         motor_id = self._motor(motor).id
         entry = self._models[motor].register(register)
-        payload = self._to_wire(motor, register, value, normalize).to_bytes(entry.size, "little")
+        payload = self._to_wire(motor, register, value, normalize).to_bytes(
+            entry.size, self._byteorder
+        )
         self._transport.write(
             motor_id, entry.address, payload, motor=motor, action=f"write {register}"
         )
@@ -211,7 +223,9 @@ class SerialServoBus(abc.ABC):
             entry.address, entry.size, by_id, action=f"sync read {register}"
         )
         return {
-            by_id[i]: self._from_wire(by_id[i], register, value, normalize)
+            by_id[i]: self._from_wire(
+                by_id[i], register, self._ordered(value, entry.size), normalize
+            )
             for i, value in raw.items()
         }
 
@@ -222,7 +236,7 @@ class SerialServoBus(abc.ABC):
         entry = self._shared_register(register, names)
         payloads = {
             self._motors[name].id: self._to_wire(name, register, values[name], normalize).to_bytes(
-                entry.size, "little"
+                entry.size, self._byteorder
             )
             for name in names
         }
@@ -403,6 +417,12 @@ class SerialServoBus(abc.ABC):
             )
         return value
 
+    def _ordered(self, little_endian: int, size: int) -> int:
+        """A register's value from what the transport decoded little-endian."""
+        if self._byteorder == "little":
+            return little_endian
+        return int.from_bytes(little_endian.to_bytes(size, "little"), self._byteorder)
+
     def _calibration(self) -> Calibration:
         if self.calibration is None:
             raise CalibrationError(
@@ -416,7 +436,7 @@ class SerialServoBus(abc.ABC):
 
     def _write_by_id(self, motor_id: int, model: ServoModel, register: str, value: int) -> None:
         entry = model.register(register)
-        payload = model.to_wire(register, value).to_bytes(entry.size, "little")
+        payload = model.to_wire(register, value).to_bytes(entry.size, model.byteorder)
         self._transport.write(
             motor_id, entry.address, payload, motor=None, action=f"write {register}"
         )
@@ -424,9 +444,10 @@ class SerialServoBus(abc.ABC):
     def _model_number(self, motor_id: int) -> int | None:
         entry = self._family_models()[0].register("Model_Number")
         try:
-            return self._transport.read(
+            number = self._transport.read(
                 motor_id, entry.address, entry.size, motor=None, action="read Model_Number"
             )
+            return self._ordered(number, entry.size)
         except HardwareError:
             return None
 

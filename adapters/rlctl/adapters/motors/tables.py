@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Literal
 
 import attrs
 
@@ -110,6 +111,60 @@ STS_CONTROL_TABLE = _table(
     }
 )
 STS_EEPROM_END = 40  # addresses below are EEPROM
+
+# The SCS series (SCS0009: the Hope JR hand), Feetech's protocol 1: no homing offset, no
+# operating mode, and words stored big-endian.
+SCS_CONTROL_TABLE = _table(
+    {
+        # EEPROM
+        "Firmware_Major_Version": (0, 1, RO),
+        "Firmware_Minor_Version": (1, 1, RO),
+        "Model_Number": (3, 2, RO),
+        "ID": (5, 1),
+        "Baud_Rate": (6, 1),
+        "Return_Delay_Time": (7, 1),
+        "Response_Status_Level": (8, 1),
+        "Min_Position_Limit": (9, 2),
+        "Max_Position_Limit": (11, 2),
+        "Max_Temperature_Limit": (13, 1),
+        "Max_Voltage_Limit": (14, 1),
+        "Min_Voltage_Limit": (15, 1),
+        "Max_Torque_Limit": (16, 2),
+        "Phase": (18, 1),
+        "Unloading_Condition": (19, 1),
+        "LED_Alarm_Condition": (20, 1),
+        "P_Coefficient": (21, 1),
+        "D_Coefficient": (22, 1),
+        "I_Coefficient": (23, 1),
+        "Minimum_Startup_Force": (24, 2),
+        "CW_Dead_Zone": (26, 1),
+        "CCW_Dead_Zone": (27, 1),
+        "Protective_Torque": (37, 1),
+        "Protection_Time": (38, 1),
+        # SRAM
+        "Torque_Enable": (40, 1),
+        "Acceleration": (41, 1),
+        "Goal_Position": (42, 2),
+        "Running_Time": (44, 2),
+        "Goal_Velocity": (46, 2),
+        "Lock": (48, 1),
+        "Present_Position": (56, 2, RO),
+        "Present_Velocity": (58, 2, RO),
+        "Present_Load": (60, 2, RO),
+        "Present_Voltage": (62, 1, RO),
+        "Present_Temperature": (63, 1, RO),
+        "Sync_Write_Flag": (64, 1, RO),
+        "Status": (65, 1, RO),
+        "Moving": (66, 1, RO),
+        # Factory
+        "PWM_Maximum_Step": (78, 1),
+        "Moving_Velocity_Threshold*50": (79, 1),
+        "DTs": (80, 1),
+        "Minimum_Velocity_Limit*50": (81, 1),
+        "Maximum_Velocity_Limit*50": (82, 1),
+        "Acceleration_2": (83, 1),
+    }
+)
 
 X_SERIES_CONTROL_TABLE = _table(
     {
@@ -256,6 +311,28 @@ STS_FACTORY = MappingProxyType(
     }
 )
 
+SCS_FACTORY = MappingProxyType(
+    {
+        "Firmware_Major_Version": 3,
+        "Firmware_Minor_Version": 6,
+        "ID": 1,
+        "Baud_Rate": 0,
+        "Return_Delay_Time": 250,
+        "Response_Status_Level": 1,
+        "Min_Position_Limit": 0,
+        "Max_Position_Limit": 1023,
+        "Max_Temperature_Limit": 70,
+        "Max_Voltage_Limit": 90,
+        "Min_Voltage_Limit": 40,
+        "Max_Torque_Limit": 1000,
+        "P_Coefficient": 15,
+        "D_Coefficient": 32,
+        "Lock": 1,
+        "Present_Voltage": 60,
+        "Present_Temperature": 30,
+    }
+)
+
 X_SERIES_FACTORY = MappingProxyType(
     {
         "Firmware_Version": 46,
@@ -300,6 +377,12 @@ class ServoModel:
     sign_bits: Mapping[str, int]  # Feetech sign-magnitude registers
     twos_complement: frozenset[str]  # Dynamixel signed registers
     factory: Mapping[str, int]
+    # Feetech's protocol 1 (the SCS series): words big-endian, no sync read, no broadcast ping.
+    protocol: int = 0
+
+    @property
+    def byteorder(self) -> Literal["little", "big"]:
+        return "big" if self.protocol == 1 else "little"
 
     def register(self, name: str) -> Register:
         try:
@@ -344,6 +427,22 @@ def _sts(name: str, model_number: int) -> ServoModel:
     )
 
 
+def _scs(name: str, model_number: int) -> ServoModel:
+    return ServoModel(
+        name=name,
+        family=Family.FEETECH,
+        model_number=model_number,
+        resolution=1024,
+        registers=SCS_CONTROL_TABLE,
+        eeprom_end=STS_EEPROM_END,
+        baudrates=STS_BAUDRATES,
+        sign_bits=MappingProxyType({}),
+        twos_complement=frozenset(),
+        factory=SCS_FACTORY,
+        protocol=1,
+    )
+
+
 def _x_series(name: str, model_number: int) -> ServoModel:
     return ServoModel(
         name=name,
@@ -359,13 +458,13 @@ def _x_series(name: str, model_number: int) -> ServoModel:
     )
 
 
-# Only Feetech's protocol-0 (STS/SMS) models: the SCS series speaks protocol 1, which has neither
-# sync read nor broadcast ping and stores words big-endian.
+# Feetech's SCS0009 speaks protocol 1 (`ServoModel.protocol`): a bus holds models of one protocol.
 MODELS: Mapping[str, ServoModel] = MappingProxyType(
     {
         "sts3215": _sts("sts3215", 777),
         "sts3250": _sts("sts3250", 2825),
         "sm8512bl": _sts("sm8512bl", 11272),
+        "scs0009": _scs("scs0009", 1284),
         "xl330-m077": _x_series("xl330-m077", 1190),
         "xl330-m288": _x_series("xl330-m288", 1200),
         "xl430-w250": _x_series("xl430-w250", 1060),

@@ -43,7 +43,12 @@ class _ServoFirmware:
         op, params = self._op(packet), packet.params
         reads = self._group_reads(op, params)
         if reads is not None:
-            listed = [(motors[i], a, n) for i, a, n in reads if i in motors]
+            # Protocol 1 servos (Feetech's SCS series) know no group read: they stay silent.
+            listed = [
+                (motors[i], a, n)
+                for i, a, n in reads
+                if i in motors and motors[i].model.protocol == 0
+            ]
             return [self._status(m.id, m, 0, m.read_bytes(a, n)) for m, a, n in listed]
         if op == self.protocol.Instruction.SYNC_WRITE:
             address, _, data_by_id = self.protocol.parse_sync_write(params)
@@ -53,7 +58,7 @@ class _ServoFirmware:
             return []
         if packet.id == BROADCAST_ID:
             if op == self.protocol.Instruction.PING:
-                pinged = [motors[i] for i in sorted(motors)]
+                pinged = [motors[i] for i in sorted(motors) if motors[i].model.protocol == 0]
                 return [self._status(m.id, m, 0, self._ping_data(m)) for m in pinged]
             for motor in motors.values():
                 self._execute(motor, op, params)

@@ -133,12 +133,13 @@ class VirtualMotor:
         """Set a register as if the host wrote it (read-only ones included)."""
         register = self.model.registers[name]
         wire = self.model.to_wire(name, value)
-        self.write_bytes(register.address, wire.to_bytes(register.size, "little"))
+        self.write_bytes(register.address, wire.to_bytes(register.size, self.model.byteorder))
 
     # The shaft
 
     def _retarget(self) -> None:
-        mode = self._load("Operating_Mode")
+        # The SCS series has no operating mode: it always holds a position.
+        mode = self._load("Operating_Mode") if "Operating_Mode" in self.model.registers else 0
         self._spin = 0.0
         if self.torque_enabled and mode in _POSITION_MODES[self.model.family]:
             self._target = self._shaft_of_register(self._load_signed("Goal_Position"))
@@ -176,6 +177,8 @@ class VirtualMotor:
         self._store("Moving", int(abs(self._target - self._shaft) > _MOVING_THRESHOLD_TICKS))
 
     def _offset(self) -> int:
+        if "Homing_Offset" not in self.model.registers:  # the SCS series
+            return 0
         return self._load_signed("Homing_Offset")
 
     def _register_of_shaft(self, shaft: float) -> int:
@@ -194,12 +197,12 @@ class VirtualMotor:
     def _load(self, name: str) -> int:
         register = self.model.registers[name]
         raw = self._memory[register.address : register.address + register.size]
-        return int.from_bytes(raw, "little")
+        return int.from_bytes(raw, self.model.byteorder)
 
     def _store(self, name: str, value: int) -> None:
         register = self.model.registers[name]
         self._memory[register.address : register.address + register.size] = value.to_bytes(
-            register.size, "little"
+            register.size, self.model.byteorder
         )
 
     def _load_signed(self, name: str) -> int:

@@ -171,6 +171,29 @@ class HopeJrArmConfig(ArmFollowerConfig):
     num_read_retries: int = 2
 
 
+def _check_hand_side(_: Any, __: attrs.Attribute[str], value: str) -> None:
+    if value not in ("left", "right"):
+        raise ConfigError(
+            f"side must be left or right, got {value!r}",
+            where="robot.side",
+            hint="which hand it is: it picks the motors LeRobot drives in reverse",
+        )
+
+
+@RobotConfig.register("hope_jr_hand")
+@attrs.frozen(kw_only=True)
+class HopeJrHandConfig(ArmFollowerConfig):
+    """Hugging Face's Hope JR hand (LeRobot 0.6.1's `hope_jr_hand`): 16 Feetech SCS0009 servos
+    (ids 1-16, Feetech's protocol 1) pulling its fingers' tendons, in 0..100 of their range."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.hope_jr:hope_jr_hand"
+
+    # left / right: which hand it is.
+    side: str = attrs.field(validator=_check_hand_side)
+    # rlctl's: extra attempts of a read the motors did not answer.
+    num_read_retries: int = 2
+
+
 # LeRobot 0.6.1's OpenArm joint limits (degrees), per side; without a side, small ones for safety.
 OPENARM_LEFT_LIMITS: dict[str, tuple[float, float]] = {
     "joint_1": (-75.0, 75.0),
