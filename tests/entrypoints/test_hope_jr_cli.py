@@ -1,8 +1,8 @@
-"""`rlctl calibrate | record | teleoperate` with the Homunculus exoskeleton driving a Hope JR arm,
-as a user types them: the arm's seven Feetech servos on a virtual bus the real SDK talks to, the
-exoskeleton's ESP32 printing its lines on a pty; calibrations in LeRobot's files, the recording
-checked by `rlctl dataset check`; a board that goes silent mid-recording keeps the finished
-episodes and is named."""
+"""`rlctl calibrate | record | teleoperate` with the Homunculus exoskeleton driving a Hope JR arm
+and the glove driving the hand, as a user types them: the Feetech servos on virtual buses the
+real SDK talks to, the boards' ESP32 lines printed on a pty; calibrations in LeRobot's files,
+the recordings checked by `rlctl dataset check`; a board that goes silent mid-recording keeps the
+finished episodes and is named."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from click.testing import CliRunner
 from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.arm_follower import ArmFollower
-from rlctl.adapters.robots.hope_jr import ARM_JOINTS
+from rlctl.adapters.robots.hope_jr import ARM_JOINTS, HAND_INVERSIONS, HAND_MOTORS
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+from rlctl.adapters.teleop.homunculus import GLOVE_JOINTS
 from rlctl.adapters.teleop.virtual_homunculus import VirtualHomunculusBoard
 from rlctl.entrypoints.cli.main import cli
 
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.timeout(120)
 QUIET = ["--controls=off", "--progress=silent"]
 NAMES = [f"{joint}.pos" for joint in ARM_JOINTS]
 ARM = {1: "sm8512bl"} | dict.fromkeys(range(2, 8), "sts3250")
+RIGHT_HAND_REVERSED = set(HAND_INVERSIONS["right"])
 
 
 def invoke(*args: str):
@@ -177,3 +179,80 @@ def test_a_hope_jr_motor_that_stops_answering_is_named(rig, tmp_path, monkeypatc
     )
     assert result.exit_code == 1, result.output
     assert f"{rig.arm.port}: motor 'shoulder_pitch' (id 1)" in result.output
+
+
+@pytest.mark.slow
+def test_the_glove_drives_the_hope_jr_hand_through_record(tmp_path, monkeypatch):
+    """Calibrations made by LeRobot (its files) for a right glove and hand; the glove's
+    readings become the hand's 16 goals; two episodes recorded and checked."""
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 1000.0)
+    root = tmp_path / "calibration"
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(root))
+    span = {"homing_offset": 0}
+    save(
+        root,
+        "robots",
+        "hope_jr_hand",
+        "jr",
+        {
+            name: {
+                "id": i,
+                "drive_mode": int(name in RIGHT_HAND_REVERSED),
+                **span,
+                "range_min": 100,
+                "range_max": 900,
+            }
+            for i, name in enumerate(HAND_MOTORS, 1)
+        },
+    )
+    save(
+        root,
+        "teleoperators",
+        "homunculus_glove",
+        "g",
+        {
+            name: {"id": i, "drive_mode": 0, **span, "range_min": 1000, "range_max": 3000}
+            for i, name in enumerate(GLOVE_JOINTS)
+        },
+    )
+    hand = VirtualServoBus.uniform("feetech", "scs0009", range(1, 17), tau_s=0.02).start()
+    glove = VirtualHomunculusBoard.glove().start()
+    glove.set_all(2500)  # flexions 75, abductions 50
+    args = [
+        "--robot.type=hope_jr_hand",
+        "--robot.side=right",
+        "--robot.id=jr",
+        f"--robot.port={hand.port}",
+        "--teleop.type=homunculus_glove",
+        "--teleop.side=right",
+        "--teleop.id=g",
+        f"--teleop.port={glove.port}",
+    ]
+    try:
+        dataset = tmp_path / "hand"
+        result = invoke(
+            "record",
+            *args,
+            f"--dataset.root={dataset}",
+            "--dataset.single_task=grasp",
+            "--dataset.num_episodes=2",
+            "--dataset.fps=15",
+            "--dataset.episode_time_s=0.5",
+            "--dataset.reset_time_s=0",
+            *QUIET,
+        )
+        assert result.exit_code == 0, result.output
+        reader = LeRobotDatasetReader(dataset)
+        assert reader.meta.robot_type == "hope_jr_hand" and reader.meta.total_episodes == 2
+        assert reader.meta.features["action"].names == [f"{m}.pos" for m in HAND_MOTORS]
+        last = dict(zip(HAND_MOTORS, reader[len(reader) - 1]["action"].numpy(), strict=True))
+        assert last["index_radial_flexor"] == pytest.approx(50 * 0.3 + 75 * 0.7, abs=0.01)
+        assert last["index_ulnar_flexor"] == pytest.approx(-50 * 0.3 + 75 * 0.7, abs=0.01)
+        assert last["pinky_pip_dip"] == pytest.approx(75.0, abs=0.01)
+        # pinky_pip_dip is reversed on a right hand: 75 % of 100..900 from the top.
+        assert hand.motor(16).register("Goal_Position") == 300
+        check = invoke("dataset", "check", str(dataset))
+        assert check.exit_code == 0, check.output
+    finally:
+        glove.stop()
+        hand.stop()
