@@ -105,9 +105,9 @@ class CalibrateRobot:
                     f"Move the {group} ({', '.join(members)}) through its entire range of "
                     "motion.\nRecording positions. Press ENTER to stop..."
                 )
-                low, high = self._record_ranges(target, [m for m in members if m in ranged])
-                mins.update(low)
-                maxes.update(high)
+                lows, highs = self._record_ranges(target, [m for m in members if m in ranged])
+                mins.update(lows)
+                maxes.update(highs)
         else:
             free = f" except {', '.join(plan.full_turn_motors)}" if plan.full_turn_motors else ""
             self._console.show(
