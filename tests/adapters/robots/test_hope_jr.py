@@ -18,7 +18,13 @@ from rlctl.adapters.motors.feetech import FeetechMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.config import HopeJrArmConfig, HopeJrHandConfig, RobotConfig
-from rlctl.adapters.robots.hope_jr import ARM_JOINTS, HAND_MOTORS, hope_jr_arm, hope_jr_hand
+from rlctl.adapters.robots.hope_jr import (
+    ARM_JOINTS,
+    HAND_MOTORS,
+    hope_jr_arm,
+    hope_jr_hand,
+    hope_jr_hand_motors,
+)
 from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
 from rlctl.domain.config import converter
 from rlctl.domain.errors import HardwareError, InvalidInput
@@ -242,3 +248,20 @@ def test_protocol_0_and_1_motors_cannot_share_a_bus():
     motors = {"a": Motor(1, "sts3250", "range_m100_100"), "b": Motor(2, "scs0009", "range_0_100")}
     with pytest.raises(InvalidInput, match="different protocols"):
         FeetechMotorBus("/dev/null", motors)
+
+
+@pytest.mark.slow
+def test_a_new_hand_motor_is_found_by_id_and_given_its_own(monkeypatch):
+    """Protocol 1 has no broadcast ping: the scan asks every id, as LeRobot's does."""
+    monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 15.0)
+    fresh = VirtualServoBus.uniform("feetech", "scs0009", [1]).start()  # the factory's id
+    try:
+        bus = FeetechMotorBus(fresh.port, hope_jr_hand_motors())
+        bus.connect(handshake=False)
+        try:
+            bus.setup_motor("pinky_pip_dip", baudrates=[1_000_000])
+            assert bus.ping(16) == 1284 and bus.ping(1) is None  # big-endian model number
+        finally:
+            bus.disconnect(disable_torque=False)
+    finally:
+        fresh.stop()
