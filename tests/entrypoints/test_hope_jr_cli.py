@@ -28,8 +28,6 @@ from rlctl.entrypoints.cli.main import cli
 
 from .conftest import fail_at_tick
 
-pytestmark = pytest.mark.timeout(120)
-
 QUIET = ["--controls=off", "--progress=silent"]
 NAMES = [f"{joint}.pos" for joint in ARM_JOINTS]
 ARM = {1: "sm8512bl"} | dict.fromkeys(range(2, 8), "sts3250")
