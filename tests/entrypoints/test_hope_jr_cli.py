@@ -169,6 +169,7 @@ def test_an_exoskeleton_going_silent_keeps_the_finished_episode_and_is_named(
     assert check.exit_code == 0, check.output
 
 
+@pytest.mark.slow
 def test_a_hope_jr_motor_that_stops_answering_is_named(rig, tmp_path, monkeypatch):
     monkeypatch.setattr(FeetechMotorBus, "default_timeout_margin_ms", 200.0)  # it will not answer
     fail_at_tick(monkeypatch, ArmFollower, 1, 3, lambda: rig.arm.unplug(1))
