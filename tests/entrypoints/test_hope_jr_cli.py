@@ -228,6 +228,9 @@ def test_the_glove_drives_the_hope_jr_hand_through_record(tmp_path, monkeypatch)
         f"--teleop.port={glove.port}",
     ]
     try:
+        result = invoke("calibrate", *args[4:], "--reuse=yes")  # the glove's file, taken as is
+        assert result.exit_code == 0, result.output
+        assert "homunculus_glove g" in result.output
         dataset = tmp_path / "hand"
         result = invoke(
             "record",
