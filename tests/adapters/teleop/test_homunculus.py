@@ -9,6 +9,7 @@ import contextlib
 import json
 import time
 
+import attrs
 import numpy as np
 import pytest
 
@@ -277,5 +278,20 @@ def test_an_uncalibrated_glove_says_how_to_calibrate_and_cannot_drive_motors(glo
         assert "rlctl calibrate --teleop.type=homunculus_glove" in str(err.value.hint)
         with pytest.raises(NotSupported, match="sensors, not motors"):
             glove.stream.bus.setup_motor("thumb_cmc")
+    finally:
+        glove.disconnect()
+
+
+def test_a_calibration_plan_whose_groups_leave_a_joint_out_is_refused(glove_board, store):
+    glove = homunculus_glove(
+        HomunculusGloveConfig(port=glove_board.port, side="right", id="g"),
+        calibration_store=store,
+    )
+    stream = glove.stream
+    stream._plan = attrs.evolve(stream.calibration_plan, range_groups=(("thumb", ("thumb_cmc",)),))
+    glove.connect()
+    try:
+        with pytest.raises(CalibrationError, match="groups leave out thumb_mcp"):
+            CalibrateRobot(store, ScriptedConsole([]), ManualClock())(stream, reuse="no")
     finally:
         glove.disconnect()

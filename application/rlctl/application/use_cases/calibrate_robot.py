@@ -99,6 +99,13 @@ class CalibrateRobot:
         elif ends and not ranged:
             mins, maxes = {}, {}
         elif plan.range_groups:
+            grouped = {m for _, members in plan.range_groups for m in members}
+            if missing := [m for m in ranged if m not in grouped]:
+                raise CalibrationError(
+                    f"the calibration's groups leave out {', '.join(missing)}",
+                    where=key.label,
+                    hint="the device's adapter must put every recorded motor in a group",
+                )
             mins, maxes = {}, {}
             for group, members in plan.range_groups:
                 self._console.show(
