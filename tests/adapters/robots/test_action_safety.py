@@ -35,9 +35,10 @@ ARM_TYPES = sorted(
     for name, cls in registered_types(RobotConfig).items()
     if issubclass(cls, ArmFollowerConfig)
 )
-# Arms on serial servo buses; the CAN arms (OpenArm) get the same checks on emulated Damiao
-# motors in test_openarm_follower.py.
-CAN_TYPES = {"bi_openarm_follower"}
+# Arms on serial servo buses; the CAN arms get the same checks on emulated Damiao motors in
+# their own files (test_openarm_follower.py, test_rebot_b601_follower.py), and their pairs
+# share the bimanual guard tested here.
+CAN_TYPES = {"bi_openarm_follower", "bi_rebot_b601_follower"}
 BIMANUAL_TYPES = sorted(
     name
     for name, cls in registered_types(RobotConfig).items()
