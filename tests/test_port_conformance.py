@@ -128,6 +128,7 @@ from rlctl.adapters.rl.trainer import (
 from rlctl.adapters.robots.arm_follower import ArmFollower
 from rlctl.adapters.robots.bimanual import BimanualFollower
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
+from rlctl.adapters.robots.earthrover import EarthRoverMiniPlus
 from rlctl.adapters.robots.lekiwi import LeKiwi
 from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
 from rlctl.adapters.robots.openarm_follower import DamiaoArm, OpenArmFollower
@@ -165,6 +166,7 @@ from rlctl.adapters.teleop.ee_arm import EndEffectorArm
 from rlctl.adapters.teleop.episode_replay import EpisodeReplayTeleop
 from rlctl.adapters.teleop.gamepad import GamepadTeleop
 from rlctl.adapters.teleop.keyboard import KeyboardEndEffectorTeleop
+from rlctl.adapters.teleop.keyboard_rover import KeyboardRoverTeleop
 from rlctl.adapters.teleop.lekiwi_keyboard import LeKiwiKeyboardTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
@@ -306,11 +308,12 @@ def robot(
     openarm: OpenArmFollower,
     kiwi: LeKiwi,
     kiwi_client: LeKiwiClient,
+    rover: EarthRoverMiniPlus,
     sim: SimRobot,
     fake: ScriptedRobot,
     rebot: RebotB601Follower,
 ) -> list[Robot]:
-    return [arm, arms, openarm, kiwi, kiwi_client, sim, fake, rebot]
+    return [arm, arms, openarm, kiwi, kiwi_client, rover, sim, fake, rebot]
 
 
 def teleoperator(
@@ -322,13 +325,14 @@ def teleoperator(
     keys: KeyboardEndEffectorTeleop,
     ee_arm: EndEffectorArm,
     kiwi_keys: LeKiwiKeyboardTeleop,
+    rover_keys: KeyboardRoverTeleop,
     replay: EpisodeReplayTeleop,
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
     rebot_leader: Rebot102Leader,
 ) -> list[Teleoperator]:
     teleops: list[Teleoperator] = [arm, arms, openarm_leader, pad, phone, keys, ee_arm]
-    return [*teleops, kiwi_keys, replay, expert, fake, rebot_leader]
+    return [*teleops, kiwi_keys, rover_keys, replay, expert, fake, rebot_leader]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

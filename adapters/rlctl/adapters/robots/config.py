@@ -522,6 +522,65 @@ class LeKiwiClientConfig(RobotConfig, LeKiwiBaseLimits):
                 )
 
 
+@RobotConfig.register("earthrover_mini_plus")
+@attrs.frozen(kw_only=True)
+class EarthRoverMiniPlusConfig(RobotConfig):
+    """FrodoBots' EarthRover Mini Plus, as LeRobot 0.6.1's `earthrover_mini_plus`: driven over
+    HTTP through the vendor's SDK server running beside rlctl (`hypercorn main:app`), which
+    relays to the rover. Actions are `linear_velocity` and `angular_velocity` in the SDK's
+    -1..1; the front and rear cameras come as 640x480 pictures, the telemetry as 22 floats."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.earthrover:earthrover_mini_plus"
+
+    # The SDK server (LeRobot's default; LeRobot 0.6.1 ignores the setting, rlctl uses it).
+    sdk_url: str = "http://localhost:8000"
+    # rlctl's: the fastest linear / angular command the guard lets through (SDK units, 0..1].
+    # Past them by more than a tenth of the range an action is refused and the rover stopped.
+    max_linear_velocity: float = 1.0
+    max_angular_velocity: float = 1.0
+    # rlctl's: how long one request to the SDK may take (a frame, the telemetry, a command).
+    request_timeout_s: float = 1.0
+    # How long connecting waits for the SDK's first telemetry and both cameras' first frames.
+    connect_timeout_s: float = 10.0
+    # rlctl's: no good reading of a camera or the telemetry for this long is a lost robot (one
+    # error naming it); LeRobot serves the last one forever.
+    observation_timeout_s: float = 2.0
+    # rlctl's: no new command for this long stops the rover (zero velocity), so a stalled
+    # loop never leaves it driving; 0 turns the watchdog off.
+    command_timeout_s: float = 0.5
+
+    def __attrs_post_init__(self) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.sdk_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"sdk_url must be an http:// address, got {self.sdk_url!r}",
+                where="robot.sdk_url",
+                hint="the address the FrodoBots SDK server listens on, e.g. http://localhost:8000",
+            )
+        for field in ("max_linear_velocity", "max_angular_velocity"):
+            value = getattr(self, field)
+            if not 0 < value <= 1:
+                raise ConfigError(
+                    f"{field} must be in (0, 1] (the SDK's commands are -1..1), got {value!r}",
+                    where=f"robot.{field}",
+                )
+        for field in ("request_timeout_s", "connect_timeout_s", "observation_timeout_s"):
+            value = getattr(self, field)
+            if not 0 < value < float("inf"):
+                raise ConfigError(
+                    f"{field} must be a positive number of seconds, got {value!r}",
+                    where=f"robot.{field}",
+                )
+        if not 0 <= self.command_timeout_s < float("inf"):
+            raise ConfigError(
+                f"command_timeout_s must be >= 0 seconds, got {self.command_timeout_s!r}",
+                where="robot.command_timeout_s",
+                hint="0 turns the stop-on-silence watchdog off",
+            )
+
+
 def _default_env() -> EnvConfig:
     from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 

@@ -308,6 +308,49 @@ class LeKiwiKeyboardConfig(SOLeaderConfig):
         return self
 
 
+@TeleoperatorConfig.register("keyboard_rover")
+@attrs.frozen(kw_only=True)
+class KeyboardRoverTeleopConfig(TeleoperatorConfig):
+    """A mobile robot driven from the keyboard as LeRobot 0.6.1's `keyboard_rover` drives the
+    EarthRover Mini Plus (pynput, `rlctl[keyboard]`): w/s forward/back, a/d turn while rolling,
+    q/e turn on the spot, x stop, +/= and - faster/slower. Actions are `linear_velocity` and
+    `angular_velocity` in the SDK's -1..1; the speeds never pass 1 (rlctl's cap)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.keyboard_rover:keyboard_rover"
+
+    # The speeds w/s and a/d/q/e start at (0..1].
+    linear_speed: float = 1.0
+    angular_speed: float = 1.0
+    # What one tick with + or - held adds to (takes from) the linear speed.
+    speed_increment: float = 0.1
+    # The share of the linear speed a/d roll forward with, when neither w nor s is held.
+    turn_assist_ratio: float = 0.3
+    # The angular speed changes by speed_increment times this.
+    angular_speed_ratio: float = 0.6
+    # The slowest - brings the speeds to.
+    min_linear_speed: float = 0.1
+    min_angular_speed: float = 0.05
+
+    def __attrs_post_init__(self) -> None:
+        bounded = {
+            "linear_speed": (False, 1.0),
+            "angular_speed": (False, 1.0),
+            "speed_increment": (True, 1.0),
+            "turn_assist_ratio": (True, 1.0),
+            "angular_speed_ratio": (True, 10.0),
+            "min_linear_speed": (True, 1.0),
+            "min_angular_speed": (True, 1.0),
+        }
+        for field, (zero_ok, high) in bounded.items():
+            value = getattr(self, field)
+            low_ok = value >= 0 if zero_ok else value > 0
+            if not (low_ok and value <= high):
+                raise ConfigError(
+                    f"{field} must be in {'[' if zero_ok else '('}0, {high:g}], got {value!r}",
+                    where=f"teleop.{field}",
+                )
+
+
 @TeleoperatorConfig.register("metaworld_expert")
 @attrs.frozen(kw_only=True)
 class MetaWorldExpertConfig(TeleoperatorConfig):
