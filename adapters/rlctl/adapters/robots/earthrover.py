@@ -473,7 +473,10 @@ class EarthRoverMiniPlus:
                 )
             sent = STOP
         else:
-            sent = (float(decision.values[0]), float(decision.values[1]))
+            # The values as asked (float64, not the guard's float32), brought to the limits.
+            limits = self._guard.limits
+            safe = np.clip(values, limits.low, limits.high)
+            sent = (float(safe[0]), float(safe[1]))
         with self._send_lock:
             self._commanded_at = time.monotonic()
             self._post(sent)
