@@ -52,7 +52,7 @@ from rlctl.application.robot_features import (
     state_feature,
 )
 from rlctl.domain.action_guard import ActionGuard, ActionLimits
-from rlctl.domain.errors import HardwareError, InvalidInput
+from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported
 from rlctl.domain.features import FeatureSpec
 
 log = structlog.get_logger(__name__)
@@ -185,7 +185,7 @@ def picture_size(data: bytes) -> tuple[int, int] | None:
 def decode_frame(text: Any) -> np.ndarray:
     """A base64 JPEG (or PNG) from the SDK as LeRobot makes it: 480x640 RGB uint8 (resized with
     OpenCV's bilinear default, then BGR to RGB). ValueError says why it is no picture."""
-    import cv2
+    cv2 = _cv2()
 
     if not isinstance(text, str) or not text:
         raise ValueError("no frame in the answer")
@@ -204,6 +204,18 @@ def decode_frame(text: Any) -> np.ndarray:
     if image.shape[:2] != (HEIGHT, WIDTH):
         image = cv2.resize(image, (WIDTH, HEIGHT))
     return np.ascontiguousarray(cv2.cvtColor(image, cv2.COLOR_BGR2RGB))
+
+
+def _cv2() -> Any:
+    try:
+        import cv2
+    except ImportError as error:
+        raise NotSupported(
+            "OpenCV is not installed: the EarthRover's frames are decoded with it",
+            where=ROBOT_TYPE,
+            hint="pip install 'rlctl[cameras]'",
+        ) from error
+    return cv2
 
 
 def _number(value: Any) -> float | None:
@@ -309,6 +321,7 @@ class EarthRoverMiniPlus:
         then stop the rover, so it starts still."""
         if self._connected:
             return
+        _cv2()  # said before any waiting
         deadline = time.monotonic() + self.config.connect_timeout_s
         self._frames.clear()
         self._unfinite.clear()
