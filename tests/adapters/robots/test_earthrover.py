@@ -108,7 +108,12 @@ def test_features_are_lerobots():
     )
 
 
-def test_the_observation_is_the_sdks_telemetry_and_frames_as_lerobot_reads_them(sdk):
+def test_the_observation_is_the_sdks_telemetry_and_frames_as_lerobot_reads_them(sdk, monkeypatch):
+    # A proxy meant for the internet does not carry the SDK's requests.
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
     robot = rover(sdk)
     robot.connect()
     try:

@@ -107,6 +107,9 @@ class SdkClient:
     def __init__(self, base_url: str, timeout_s: float) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        # The SDK runs beside rlctl (or on the local network): an HTTP_PROXY meant for the
+        # internet must not carry the rover's commands.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def get(self, path: str, *, timeout_s: float | None = None) -> Any:
         return self._request(urllib.request.Request(self.base_url + path), timeout_s)
@@ -122,7 +125,7 @@ class SdkClient:
 
     def _request(self, request: urllib.request.Request, timeout_s: float | None) -> Any:
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as answer:
+            with self._opener.open(request, timeout=timeout_s or self.timeout_s) as answer:
                 status = answer.status
                 body = answer.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as error:
