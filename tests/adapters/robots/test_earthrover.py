@@ -341,6 +341,7 @@ LEROBOT_READS = """
 import base64, json, sys
 import numpy as np
 from lerobot.robots.earthrover_mini_plus import EarthRoverMiniPlus, EarthRoverMiniPlusConfig
+from lerobot.utils.feature_utils import hw_to_dataset_features
 robot = EarthRoverMiniPlus(EarthRoverMiniPlusConfig())
 # LeRobot 0.6.1 hard-codes http://localhost:8000 and ignores sdk_url: point it at the emulator.
 robot.sdk_base_url = sys.argv[1]
@@ -351,7 +352,12 @@ robot.disconnect()
 frames = {k: observation.pop(k) for k in ("front", "rear")}
 for name, frame in frames.items():
     np.save(f"{sys.argv[2]}/{name}.npy", frame)
-print(json.dumps({"observation": observation, "sent": sent,
+dataset = {
+    **hw_to_dataset_features(robot.observation_features, "observation"),
+    **hw_to_dataset_features(robot.action_features, "action"),
+}
+dataset = {k: [v["dtype"], list(v["shape"]), v["names"]] for k, v in dataset.items()}
+print(json.dumps({"observation": observation, "sent": sent, "dataset": dataset,
                   "features": {k: str(v) for k, v in robot.observation_features.items()},
                   "actions": list(robot.action_features)}))
 """
@@ -366,6 +372,9 @@ def test_lerobots_earthrover_reads_the_same_observation_from_the_same_sdk(sdk, l
     assert list(theirs["features"]) == ["front", "rear", *LEROBOT_STATE]
     assert theirs["actions"] == list(ACTION_NAMES)
     robot = rover(sdk)
+    # The dataset features LeRobot's recorder makes of its robot are ours.
+    features = {**robot.observation_features, **robot.action_features}
+    assert {k: [f.dtype, list(f.shape), f.names] for k, f in features.items()} == theirs["dataset"]
     robot.connect()
     try:
         ours = robot.get_observation()
