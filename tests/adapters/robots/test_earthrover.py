@@ -290,10 +290,15 @@ def test_commands_that_never_get_through_are_a_lost_robot(sdk):
     robot = rover(sdk, request_timeout_s=0.2, observation_timeout_s=0.3, command_timeout_s=0)
     robot.connect()
     sdk.stop()
-    with pytest.raises(HardwareError, match=r"taken no command \(/control\)"):
+    with (
+        structlog.testing.capture_logs() as logs,
+        pytest.raises(HardwareError, match=r"taken no command \(/control\)"),
+    ):
         for _ in range(40):
             robot.send_action(np.array([0.1, 0.0]))
             time.sleep(0.03)
+    # Said once, not once a tick, before the error.
+    assert [e["event"] for e in logs].count("a command did not get through") == 1
     robot.disconnect()
 
 

@@ -284,6 +284,8 @@ class EarthRoverMiniPlus:
         self._commanded_at = 0.0
         self._accepted_at = 0.0
         self._moving = False
+        # A command failed and that was said (said again after one gets through).
+        self._refused = False
         self._watchdog: threading.Thread | None = None
         self._stop_watchdog = threading.Event()
         self.watchdog_stops = 0
@@ -511,8 +513,16 @@ class EarthRoverMiniPlus:
                     where=self.where,
                     hint="the SDK server stopped or lost the rover; " + self._hint(),
                 ) from error
-            log.warning("a command did not get through", robot=ROBOT_TYPE, reason=str(error))
+            if not self._refused:
+                self._refused = True
+                log.warning(
+                    "a command did not get through",
+                    robot=ROBOT_TYPE,
+                    reason=str(error),
+                    note="said once until one does",
+                )
             return
+        self._refused = False
         self._accepted_at = time.monotonic()
         self._moving = command != STOP
 
@@ -527,8 +537,17 @@ class EarthRoverMiniPlus:
                 try:
                     self.sdk.post("/control", _command(*STOP))
                 except SdkRequestFailed as error:
-                    log.warning("the watchdog could not stop the rover", reason=str(error))
+                    if not self._refused:
+                        self._refused = True
+                        log.warning(
+                            "the watchdog could not stop the rover",
+                            robot=ROBOT_TYPE,
+                            reason=str(error),
+                            note="said once until a command gets through",
+                        )
                     continue
+                self._refused = False
+                self._accepted_at = time.monotonic()
                 self._moving = False
                 self.watchdog_stops += 1
             log.warning("no command: rover stopped", robot=ROBOT_TYPE, silent_s=round(timeout, 3))
