@@ -79,6 +79,8 @@ class FakeEarthRoverSdk:
         self.corrupt: dict[str, int] = defaultdict(int)
         # Telemetry fields to force (e.g. NaN) whatever the rover does.
         self.forced: dict[str, Any] = {}
+        # Answers to send once as they are, in place of the next one for a path.
+        self.raw: dict[str, list[bytes]] = defaultdict(list)
         handler = type("Handler", (_Handler,), {"sdk": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -176,7 +178,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.sdk._wait(self.path)
-        if self.path == "/data":
+        with self.sdk.lock:
+            raw = self.sdk.raw[self.path].pop(0) if self.sdk.raw[self.path] else None
+        if raw is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+        elif self.path == "/data":
             self._reply(self.sdk._data())
         elif self.path in ("/v2/front", "/v2/rear"):
             camera = self.path.rsplit("/", 1)[1]

@@ -243,7 +243,7 @@ def test_a_late_answer_a_corrupt_frame_and_nan_telemetry_keep_the_last_good_read
         np.testing.assert_array_equal(third["observation.state"], first["observation.state"])
         assert any(e.get("reason") == "no answer in time" for e in logs)
         # Non-finite (or missing) telemetry: those fields keep their last finite values.
-        sdk.forced.update(battery=float("nan"), latitude=float("inf"), accels=[[1, "x"]])
+        sdk.forced.update(battery=float("nan"), latitude=1e300, accels=[[1, "x"]])
         with structlog.testing.capture_logs() as logs:
             fourth = robot.get_observation()["observation.state"]
         assert np.all(np.isfinite(fourth))
@@ -261,6 +261,29 @@ def test_a_late_answer_a_corrupt_frame_and_nan_telemetry_keep_the_last_good_read
         with structlog.testing.capture_logs() as logs:
             robot.get_observation()
         assert not logs  # said once per episode
+    finally:
+        robot.disconnect()
+
+
+def test_answers_that_are_no_sdks_keep_the_last_reading(sdk):
+    robot = rover(sdk, command_timeout_s=0)
+    robot.connect()
+    try:
+        first = robot.get_observation()
+        sdk.raw["/data"] += [b"[" * 200_000, b"[1, 2]", b"{not json", b"\xff\xfe"]
+        sdk.raw["/v2/rear"] += [b'{"rear_frame": 12}', b'{"front_frame": "abc"}']
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(4):
+                later = robot.get_observation()
+                np.testing.assert_array_equal(
+                    later["observation.state"], first["observation.state"]
+                )
+                np.testing.assert_array_equal(
+                    later["observation.images.rear"], first["observation.images.rear"]
+                )
+        said = {e["event"]: e["reason"] for e in logs}
+        assert "not JSON" in said["telemetry: keeping the last reading"]
+        assert "no frame in the answer" in said["rear camera: keeping the last reading"]
     finally:
         robot.disconnect()
 

@@ -141,7 +141,7 @@ class SdkClient:
             raise SdkRequestFailed(f"an answer over {MAX_ANSWER_BYTES // 2**20} MiB")
         try:
             return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
             raise SdkRequestFailed(f"the answer is not JSON ({error})") from error
 
 
@@ -446,12 +446,15 @@ class EarthRoverMiniPlus:
         part.good_at = time.monotonic()
 
     def _take_telemetry(self, data: dict[str, Any]) -> None:
-        values = telemetry_values(data)
-        bad = [name for name, v in zip(STATE_NAMES, values, strict=True) if v is None]
-        state = self._state.copy()
-        for i, value in enumerate(values):
-            if value is not None:
-                state[i] = value
+        wide = np.asarray(
+            [np.nan if v is None else v for v in telemetry_values(data)], dtype=np.float64
+        )
+        # A value past float32's range is no more finite once stored than NaN is.
+        with np.errstate(over="ignore"):
+            values = wide.astype(np.float32)
+        good = np.isfinite(values)
+        state = np.where(good, values, self._state).astype(np.float32)
+        bad = [name for name, ok in zip(STATE_NAMES, good, strict=True) if not ok]
         new = sorted(set(bad) - self._unfinite)
         if new:
             self._unfinite.update(new)
@@ -461,9 +464,6 @@ class EarthRoverMiniPlus:
                 fields=new,
                 note="said once per episode",
             )
-        # A float64 value past float32's range is not finite either once stored.
-        overflow = ~np.isfinite(state)
-        state[overflow] = self._state[overflow]
         self._state = state
 
     # Commands
