@@ -153,10 +153,11 @@ def test_the_sdk_dying_mid_episode_keeps_the_finished_episodes_and_names_the_par
     done = threading.Event()
 
     def stop_the_sdk_in_the_second_episode() -> None:
-        # One telemetry read at connect, ten per episode: the 16th is half-way through the second.
+        # One telemetry read at connect, ten per episode: the 13th is the second's second tick,
+        # leaving eight ticks (0.8 s at 10 fps) to run past observation_timeout_s (0.5 s).
         deadline = time.monotonic() + 120
         while not done.is_set() and time.monotonic() < deadline:
-            if sdk.requests["/data"] >= 16:
+            if sdk.requests["/data"] >= 13:
                 break
             time.sleep(0.01)
         sdk.stop()
