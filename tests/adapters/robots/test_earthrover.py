@@ -176,10 +176,10 @@ def test_a_stale_command_and_disconnecting_stop_the_rover(sdk):
         # Commands keep coming: no stop.
         for _ in range(5):
             time.sleep(0.02)
+            sent_at = time.monotonic()  # the watchdog counts from before the request
             robot.send_action(np.array([0.8, 0.1]))
         assert robot.watchdog_stops == 0
         # The loop stalls: stopped a little after the timeout.
-        sent_at = time.monotonic()
         assert wait_for(lambda: sdk.last_command() == (0.0, 0.0), 5)
         assert time.monotonic() - sent_at >= 0.8
         assert robot.watchdog_stops == 1
