@@ -310,3 +310,19 @@ def test_a_busy_learner_is_asked_again_after_doubling_waits_and_gets_everything(
     assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]  # doubled, then capped
     assert world.holds == 6 and result.reconnections == 1
     assert sum(len(p.batch) for p in wire.link.pushed if p.batch is not None) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("max_backoff_s", 0.0), ("max_backoff_s", float("nan")), ("retry_s", -1.0),
+     ("reconnect_timeout_s", float("inf"))],
+)  # fmt: skip
+def test_waits_that_would_hammer_or_never_end_are_refused_before_any_call(
+    name: str, value: float
+) -> None:
+    wire = InMemoryLearnerWire()
+    world = LineInteraction(length=3)
+    with pytest.raises(ConfigError, match=f"{name} must be a positive number") as err:
+        actor(wire, world)(ActSettings(episodes=1, **{name: value}))
+    assert err.value.where == f"--{name}"
+    assert not wire.link.pushed and world.holds == 0

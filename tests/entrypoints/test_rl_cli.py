@@ -219,3 +219,35 @@ def test_learner_mixes_a_lerobot_dataset_of_demonstrations(tmp_path: Path) -> No
     np.testing.assert_allclose(mean, stats["observation.state"]["mean"], rtol=1e-5)
     saved = json.loads((last / "replay_offline" / "replay.json").read_text())
     assert saved["size"] == frames
+
+
+def test_the_actors_longest_busy_wait_is_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--max_backoff_s` reaches the actor's settings (what the actor does with it, and its
+    refusal of a bad one, are `tests/application/test_reinforcement.py`'s)."""
+    from click.testing import CliRunner
+
+    from rlctl.application.use_cases.rl_act import ActResult, ActSettings
+    from rlctl.entrypoints import container
+    from rlctl.entrypoints.cli.main import cli
+
+    given: list[ActSettings] = []
+
+    class Acting:
+        def __call__(self, settings: ActSettings, **_: object) -> ActResult:
+            given.append(settings)
+            return ActResult(1, 1, (0.0,), (False,), 0, 1, 0)
+
+    class Container:
+        def robot(self, config: object) -> object:
+            return config
+
+        def rl_acting(self, config: object, robot: object) -> Acting:
+            return Acting()
+
+    monkeypatch.setattr(container, "build_container", lambda *a, **k: Container())
+    args = ["rl", "act", "--robot.type=scripted", "--episodes=1", "--max_backoff_s=2.5"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert [s.max_backoff_s for s in given] == [2.5]
+    result = CliRunner().invoke(cli, ["rl", "act", "--help"])
+    assert "--max_backoff_s" in result.output and "doubles" in result.output

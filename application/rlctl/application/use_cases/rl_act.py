@@ -20,6 +20,7 @@ many transitions were not delivered.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -99,6 +100,7 @@ class ActWithPolicy:
             raise ConfigError(
                 "the actor needs a budget", where="--steps", hint="give --steps or --episodes"
             )
+        _check_waits(settings)
         bounds = self._world.action_bounds()
         hello = ActorHello(
             self._world.features,
@@ -275,6 +277,23 @@ class ActWithPolicy:
                     max_pending=settings.max_pending,
                 )
             self._dropped += excess
+
+
+def _check_waits(settings: ActSettings) -> None:
+    for name, value in (
+        ("retry_s", settings.retry_s),
+        ("max_backoff_s", settings.max_backoff_s),
+        ("reconnect_timeout_s", settings.reconnect_timeout_s),
+    ):
+        # Not finite, or not positive, the waits would hammer a busy learner or never end.
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise ConfigError(
+                f"{name} must be a positive number of seconds, got {value!r}",
+                where=f"--{name}",
+                hint="e.g. --max_backoff_s=8 (the wait doubles from 0.5 s up to it)"
+                if name == "max_backoff_s"
+                else None,
+            )
 
 
 def _arrays(observation: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -162,6 +162,9 @@ class ActCommandSettings(AppSettings):
     fps: float | None = None
     # Give up after the learner has been away this long (the arm holds meanwhile).
     reconnect_timeout_s: float = 300.0
+    # The longest wait between two sends while the learner answers busy (its queue full: more
+    # actors than it keeps up with); the wait doubles from 0.5 s up to this.
+    max_backoff_s: float = 8.0
     device: str | None = None
     reward: RewardSettings = attrs.field(factory=RewardSettings)
 
@@ -184,6 +187,7 @@ def act(config: ActCommandSettings) -> None:
             push_every=config.push_every,
             fps=config.fps,
             reconnect_timeout_s=config.reconnect_timeout_s,
+            max_backoff_s=config.max_backoff_s,
         )
     )
     mean = sum(result.returns) / len(result.returns) if result.returns else 0.0
