@@ -150,6 +150,8 @@ def test_loopback_needs_neither(host: str) -> None:
         ("port", 70000),
         ("idle_timeout_s", 0),
         ("idle_timeout_s", float("nan")),
+        ("message_timeout_s", 0),
+        ("message_timeout_s", -1.0),
         ("max_message_bytes", -5),
     ],
 )

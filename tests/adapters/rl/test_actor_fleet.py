@@ -338,3 +338,57 @@ def test_an_actor_gives_up_on_a_learner_busy_too_long_and_says_what_is_lost(
     assert "not delivered" in failure.message
     assert world.holds >= 3
     endpoint.stop()
+
+
+def stalled_calls(address: str, n: int) -> tuple[grpc.Channel, list[Any], threading.Event]:
+    """`n` pushes from this host that send their headers and never their message: what an
+    actor leaves behind when its link drops mid-send, or its process freezes."""
+    channel = grpc.insecure_channel(address)
+    push = channel.stream_unary(f"/{SERVICE}/PushTransitions")
+    never = threading.Event()
+
+    def no_message() -> Iterator[bytes]:
+        never.wait(JOIN_S)
+        yield b""
+
+    metadata = (("authorization", f"Bearer {TOKEN}"),)
+    calls = [push.future(no_message(), timeout=JOIN_S, metadata=metadata) for _ in range(n)]
+    return channel, calls, never
+
+
+def test_calls_stalled_before_their_message_free_their_slots_and_the_other_actors_go_on() -> None:
+    # Both on 127.0.0.1: every actor of one robot computer shares its host's admission slots.
+    server = GrpcPolicyServer(
+        port=0, token=TOKEN, max_message_bytes=1 << 20, workers=8, message_timeout_s=0.5
+    )
+    endpoint = GrpcLearnerEndpoint(server)
+    address = started(endpoint)
+    channel, calls, never = stalled_calls(address, 4)
+    try:
+        deadline = time.monotonic() + JOIN_S
+        while server.in_flight < 4:  # the four hold the host's slots (max_per_peer = 4)...
+            assert time.monotonic() < deadline, server.in_flight
+            time.sleep(0.01)
+        # ... until their message is overdue: then they are cut off, and an actor of the same
+        # host, refused busy meanwhile, delivers everything.
+        world = LineInteraction(length=3)
+        run = actor(
+            address, world, ConstantActingPolicy(0.5), episodes=2, reconnect_timeout_s=20,
+            max_backoff_s=0.1,
+        )  # fmt: skip
+        acting, acted = in_thread(run)
+        received: list[Pushed] = []
+        while acting.is_alive() and time.monotonic() < deadline:
+            received.extend(endpoint.take())
+            time.sleep(0.02)
+        result = joined(acting, acted)
+        received.extend(endpoint.take())
+        assert isinstance(result, ActResult), result
+        assert sum(len(p.batch) for p in received if p.batch is not None) == 6
+        for call in calls:
+            assert call.exception(timeout=JOIN_S).code() is grpc.StatusCode.CANCELLED
+        assert server.in_flight == 0
+    finally:
+        never.set()
+        channel.close()
+        endpoint.stop()

@@ -14,6 +14,12 @@ Every call is checked before a byte of its message is read, cheapest first:
 3. the message's size (gRPC refuses one over the limit with `RESOURCE_EXHAUSTED` unread), then
    its bytes (`wire`: protobuf and safetensors): nothing a client sends is ever unpickled.
 
+A call's message must arrive within `message_timeout_s` of its admission: a client that stalls
+after its call's headers (its network gone mid-send, its process frozen) is cut off there, so
+it holds its worker thread and its admission slots no longer; an honest client's own deadline
+ends its call sooner. Without this bound the slots of a few such calls refused every other
+client of that host (all actors on one robot computer share `max_per_peer`) for good.
+
 Connections are bounded too: `max_connections` at once (the next ones are closed on arrival), a
 connection that has not finished its handshake within seconds is closed, and one without calls
 for `idle_timeout_s` is told to go. A refused call gets its status with a one-line reason, and
@@ -55,6 +61,8 @@ DEFAULT_WORKERS = 8
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
+# Longer than any client's own deadline (the robot's and the actor's are 10 s or less).
+DEFAULT_MESSAGE_TIMEOUT_S = 30.0
 # Threads beyond the admitted requests, so that refusals are answered while every admitted
 # request waits on its policy.
 SPARE_THREADS = 4
@@ -141,6 +149,7 @@ class GrpcPolicyServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S,
         handle_signals: bool = False,
     ) -> None:
         if (tls_cert is None) != (tls_key is None):
@@ -178,6 +187,8 @@ class GrpcPolicyServer:
         self._max_connections = _count(max_connections, "max_connections", 1, 65535)
         self._idle_ms = _milliseconds(idle_timeout_s, "idle_timeout_s")
         self._handshake_ms = _milliseconds(handshake_timeout_s, "handshake_timeout_s")
+        self._message_timeout_s = _milliseconds(message_timeout_s, "message_timeout_s") / 1000
+        self._watchdog = _Watchdog()
         self._handle_signals = handle_signals
         self._server: Any = None
         self._stopped = threading.Event()
@@ -209,6 +220,7 @@ class GrpcPolicyServer:
         service `service_name`, each method a stream of one message, behind this server's token,
         admission caps, size limits and refusals (another service reuses them: the RL learner's).
         Blocks until `stop()`."""
+        self._watchdog = _Watchdog()
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._workers + SPARE_THREADS),
             interceptors=(_TokenGate(self._token, self._refusals),),
@@ -261,6 +273,7 @@ class GrpcPolicyServer:
             on_ready(address)
         self._stopped.wait()
         server.stop(grace=1.0).wait()
+        self._watchdog.stop()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -286,13 +299,32 @@ class GrpcPolicyServer:
                 context.set_trailing_metadata(((REFUSAL_KEY, BUSY),))
                 _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
             try:
-                body = _one_message(requests, context)
+                body = self._awaited_message(requests, context, peer)
                 self.bytes_read += len(body)
                 return self._answer(answer, body, peer, context)
             finally:
                 self._release(host)
 
         return grpc.stream_unary_rpc_method_handler(handle)
+
+    def _awaited_message(
+        self, requests: Iterator[bytes], context: grpc.ServicerContext, peer: str
+    ) -> bytes:
+        """The call's one message, or the call cancelled once `message_timeout_s` has passed
+        without it (gRPC's request iterator itself waits without a bound)."""
+        ticket = self._watchdog.arm(context, self._message_timeout_s)
+        try:
+            return _one_message(requests, context)
+        except BaseException:
+            if ticket.expired:
+                self._refusals.warn(
+                    "dropped a call: its message did not arrive",
+                    peer=peer,
+                    within_s=self._message_timeout_s,
+                )
+            raise
+        finally:
+            self._watchdog.disarm(ticket)
 
     def _answer(
         self,
@@ -375,6 +407,68 @@ class _TokenGate(grpc.ServerInterceptor):  # type: ignore[misc]
         if not _authorised(self._token, details.invocation_metadata):
             return self._refuse
         return continuation(details)
+
+
+class _Ticket:
+    __slots__ = ("context", "deadline", "expired")
+
+    def __init__(self, context: grpc.ServicerContext, deadline: float) -> None:
+        self.context = context
+        self.deadline = deadline
+        self.expired = False
+
+
+class _Watchdog:
+    """Cancels the calls whose message has not arrived by their deadline: one thread for all
+    of them (started with the first), waking at the earliest deadline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._tickets: set[_Ticket] = set()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def arm(self, context: grpc.ServicerContext, timeout_s: float) -> _Ticket:
+        ticket = _Ticket(context, time.monotonic() + timeout_s)
+        with self._lock:
+            self._tickets.add(ticket)
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(
+                    target=self._run, name="grpc-message-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._lock.notify()
+        return ticket
+
+    def disarm(self, ticket: _Ticket) -> None:
+        with self._lock:
+            self._tickets.discard(ticket)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._lock.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopped:
+                    return
+                now = time.monotonic()
+                due = [t for t in self._tickets if t.deadline <= now]
+                for ticket in due:
+                    ticket.expired = True
+                    self._tickets.discard(ticket)
+                if not due:
+                    nearest = min((t.deadline for t in self._tickets), default=now + 60.0)
+                    self._lock.wait(timeout=max(0.0, nearest - now))
+                    continue
+            for ticket in due:
+                # Wakes the handler's wait for the message; it ends and frees its slots.
+                ticket.context.cancel()
 
 
 class _Throttled:
