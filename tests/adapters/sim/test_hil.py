@@ -204,3 +204,70 @@ def test_the_sim_robot_records_what_the_person_executed():
         assert robot.get_observation()["observation.images.wrist"].dtype == np.uint8
     finally:
         robot.disconnect()
+
+
+def test_the_state_only_mode_has_the_cubes_position_and_no_cameras():
+    config = make_env_config("hil", obs_type="environment_state_agent_pos")
+    features = config.env_features()
+    assert set(features) == {"action", "agent_pos", "environment_state"}
+    assert features["environment_state"].shape == (3,)
+    assert features["environment_state"].kind.name == "ENV"
+    assert config.features_map["environment_state"] == "observation.environment_state"
+    assert set(make_env_config("hil").env_features()) == {
+        "action",
+        "agent_pos",
+        "pixels/front",
+        "pixels/wrist",
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"obs_type": "state"}, "env.obs_type"),
+        (
+            {
+                "obs_type": "environment_state_agent_pos",
+                "processor": {"image_preprocessing": {"resize_size": [64, 64]}},
+            },
+            "env.processor.image_preprocessing",
+        ),
+    ],
+)
+def test_a_state_only_mode_named_wrong_or_given_image_steps_says_where(fields, where):
+    with pytest.raises(ConfigError) as caught:
+        make_env_config("hil", **fields)
+    assert caught.value.where == where
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["PandaPickCube", "PandaArrangeBoxes"])
+def test_the_state_only_sim_robot_sees_the_arm_and_the_cube_and_renders_nothing(task):
+    _needs_gym_hil()
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+
+    env = make_env_config("hil", task=task, obs_type="environment_state_agent_pos", **SMALL)
+    robot = SimRobot(SimRobotConfig(env=env))
+    assert set(robot.observation_features) == {
+        "observation.state",
+        "observation.environment_state",
+    }
+    robot.connect()
+    try:
+        robot.reset()
+        before = robot.get_observation()
+        assert before["observation.state"].shape == (18,)
+        assert before["observation.environment_state"].shape == (3,)
+        for _ in range(3):
+            robot.send_action(np.array([0.0, 0.0, -1.0, 1.0], np.float32))
+        after = robot.get_observation()
+        assert not any("images" in key for key in after)
+        # The arm moved down; the cube stayed on the table.
+        assert not np.allclose(after["observation.state"], before["observation.state"])
+        np.testing.assert_allclose(
+            after["observation.environment_state"], before["observation.environment_state"],
+            atol=1e-3,
+        )  # fmt: skip
+    finally:
+        robot.disconnect()

@@ -10,7 +10,11 @@ may be left out.
 
 Observations: `pixels/front`, `pixels/wrist` (two 128x128 cameras by default) and `agent_pos`
 (18 values), mapped to `observation.images.front`, `observation.images.wrist` and
-`observation.state` as LeRobot's processors map them. The action is an end-effector delta
+`observation.state` as LeRobot's processors map them. `obs_type=environment_state_agent_pos`
+(LeRobot's name for its state-only gym envs; LeRobot itself always builds gym-hil with its
+cameras) is gym-hil's own state-only observation (`image_obs=False`): `agent_pos` and
+`environment_state`, the cube's position (3 values, `observation.environment_state`), and
+nothing rendered, so a step costs the physics alone. The action is an end-effector delta
 `(x, y, z)` in [-1, 1] plus a gripper command in [0, 2] (0 close, 1 stay, 2 open).
 
 Each step's `info` carries what gym-hil tags: `is_intervention`, `teleop_action` (the action
@@ -42,6 +46,9 @@ TASK_PATTERN = re.compile(
 # gym-hil registers every task with this step limit.
 GYM_HIL_MAX_STEPS = 100
 STATE_DIM = 18
+# gym-hil's state-only observation adds the cube's (or the first box's) position.
+ENVIRONMENT_STATE_DIM = 3
+OBS_TYPES = ("pixels_agent_pos", "environment_state_agent_pos")
 ACTION_NAMES = ("delta_x", "delta_y", "delta_z", "gripper")
 
 
@@ -51,6 +58,7 @@ def _hil_map() -> dict[str, str]:
         "agent_pos": "observation.state",
         "pixels/front": "observation.images.front",
         "pixels/wrist": "observation.images.wrist",
+        "environment_state": "observation.environment_state",
     }
 
 
@@ -138,6 +146,10 @@ class HilEnv(EnvConfig):
     robot: Any | None = None
     teleop: Any | None = None
     processor: HILSerlProcessorConfig = attrs.field(factory=HILSerlProcessorConfig)
+    # rlctl's: what the robot sees: "pixels_agent_pos" (both cameras and the arm's state) or
+    # "environment_state_agent_pos" (the arm's state and the cube's position, nothing rendered:
+    # gym-hil's state-only observation).
+    obs_type: str = _rlctl_only("pixels_agent_pos")
     # rlctl's: the cameras' size (gym-hil renders 128x128 unless told).
     observation_height: int = _rlctl_only(128)
     observation_width: int = _rlctl_only(128)
@@ -176,6 +188,23 @@ class HilEnv(EnvConfig):
                 "gym-hil takes end-effector actions itself: inverse kinematics does not apply",
                 where="env.processor.inverse_kinematics",
                 hint="leave it out",
+            )
+        if self.obs_type not in OBS_TYPES:
+            raise ConfigError(
+                f"unknown obs_type {self.obs_type!r}",
+                where="env.obs_type",
+                hint=f"one of {', '.join(OBS_TYPES)}",
+            )
+        images = self.processor.image_preprocessing
+        if (
+            not self.has_cameras()
+            and images is not None
+            and (images.crop_params_dict or images.resize_size)
+        ):
+            raise ConfigError(
+                "image_preprocessing crops and resizes the cameras, and a state-only env has none",
+                where="env.processor.image_preprocessing",
+                hint="leave it out, or use --env.obs_type=pixels_agent_pos",
             )
         if self.fps <= 0:
             raise ConfigError(f"fps must be positive, got {self.fps}", where="env.fps")
@@ -238,20 +267,24 @@ class HilEnv(EnvConfig):
             return int(self.processor.reset.control_time_s * self.fps)
         return GYM_HIL_MAX_STEPS
 
+    def has_cameras(self) -> bool:
+        return self.obs_type == "pixels_agent_pos"
+
     def renders_on_gpu(self) -> bool:
         from rlctl.adapters.sim.mujoco_gl import egl_on_gpu
 
         return egl_on_gpu(headless_default=True)
 
     def default_features(self) -> dict[str, FeatureSpec]:
-        image = env_feature("VISUAL", (self.observation_height, self.observation_width, 3))
-        return {
+        features = {
             # LeRobot's names for gym-hil's actions (gym_manipulator's recorded datasets).
             "action": attrs.evolve(env_feature("ACTION", (4,)), names=list(ACTION_NAMES)),
             "agent_pos": env_feature("STATE", (STATE_DIM,)),
-            "pixels/front": image,
-            "pixels/wrist": image,
         }
+        if not self.has_cameras():
+            return features | {"environment_state": env_feature("ENV", (ENVIRONMENT_STATE_DIM,))}
+        image = env_feature("VISUAL", (self.observation_height, self.observation_width, 3))
+        return features | {"pixels/front": image, "pixels/wrist": image}
 
     def tasks(self) -> list[SimTask]:
         return [SimTask("hil", 0, self.gym_id.removeprefix("gym_hil/"))]
@@ -270,6 +303,7 @@ class HilEnv(EnvConfig):
                 device=device,
                 height=self.observation_height,
                 width=self.observation_width,
+                image_obs=self.has_cameras(),
                 use_gripper=self.use_gripper(),
                 gripper_penalty=self.gripper_penalty(),
                 max_steps=self.max_steps(),
@@ -289,6 +323,7 @@ class HilEnvSpec:
     device: str | None
     height: int
     width: int
+    image_obs: bool
     use_gripper: bool
     gripper_penalty: float
     max_steps: int

@@ -97,7 +97,7 @@ def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
         "PandaArrangeBoxes": PandaArrangeBoxesGymEnv,
     }
     options: dict[str, Any] = {
-        "image_obs": True,
+        "image_obs": spec.image_obs,
         "render_mode": "rgb_array",
         "render_spec": GymRenderingSpec(height=spec.height, width=spec.width),
     }
