@@ -3,6 +3,8 @@ Pendulum (swing up and balance), a scripted person intervening in a few early ep
 fixed budget of episodes; prints the return of every episode and whether it rose.
 
     uv run python benchmarks/rl_learning.py [--episodes 30] [--fps 100] [--help-episodes 5]
+    uv run python benchmarks/rl_learning.py --task pick-cube --episodes 80 --fps 10 \
+        --help-from 1 --help-episodes 10
 
 The learner is the `rlctl rl learn` command in its own process; the actor is `rlctl rl act` in
 its own process too (the same command, its intervention source swapped for the scripted person
@@ -13,9 +15,14 @@ ticks (their transitions are tagged `is_intervention`, and go to the learner's o
 too, as LeRobot's learner does). The actor is paced at `--fps` so the learner's updates per
 transition do not depend on how fast the simulator steps.
 
-Why Pendulum and not a gym-hil Panda task: gym-hil's tasks learn from 128x128 camera frames
-(a ResNet-10 encoder per critic in LeRobot's HIL-SERL recipe) and take hours of GPU training;
-on this 2-core CPU they show nothing within a budget a check can afford. Pendulum goes through
+`--task pick-cube` runs gym-hil's PandaPickCube instead, state-only
+(`--robot.env.type=hil --robot.env.obs_type=environment_state_agent_pos`: the arm's 18 values
+and the cube's position, no cameras), at gym-hil's 10 Hz, its sparse reward (1 when the cube is
+lifted 10 cm, which ends the episode), 100 ticks an episode; the person is a scripted grasp
+(over the cube, down, close, lift) that takes whole episodes over. It prints the success of
+every episode, the policy's success rate alone early and late, the SAC updates per second and
+the transitions per second. With cameras (LeRobot's HIL-SERL recipe: 128x128 frames, a
+ResNet-10 encoder per critic) gym-hil's tasks take hours of GPU training; Pendulum goes through
 the same path (sim robot, guard, actor, gRPC, replay, SAC) and learns in minutes.
 LeRobot 0.6.1's actor/learner cannot be given this task: its `make_robot_env` builds gym-hil
 (`gym_hil/<task>`, with render_mode="human") or a real robot, nothing else.
@@ -77,6 +84,43 @@ class ScriptedPerson:
         return np.array([expert(np.asarray(observation["observation.state"]))], np.float32)
 
 
+class ScriptedPicker:
+    """gym-hil's pick-cube by hand, for every tick of the episodes in `episodes`: over the
+    cube with the gripper open, down to it, close, lift. gym-hil's gripper command: 0 opens,
+    2 closes (the Robotiq's control rises to closed), 1 stays."""
+
+    def __init__(self, episodes: range, ticks: int) -> None:
+        self.episodes = episodes
+        self.ticks = ticks
+        self.episode = 0
+        self.tick = 0
+        self.grasp = 0
+        self.taken: list[int] = []
+
+    def reset(self) -> None:
+        self.episode += 1
+        self.tick = self.grasp = 0
+        self.taken.append(0)
+
+    def intervene(self, observation: Any, proposed: np.ndarray) -> np.ndarray | None:
+        tick, self.tick = self.tick, self.tick + 1
+        if self.episode not in self.episodes or tick >= self.ticks:
+            return None
+        self.taken[-1] += 1
+        tcp = np.asarray(observation["observation.state"], np.float64)[15:18]
+        cube = np.asarray(observation["observation.environment_state"], np.float64)
+        step = (cube - tcp) / 0.025  # gym-hil's end-effector step: 2.5 cm per unit
+        if self.grasp == 0:
+            if np.linalg.norm(step[:2]) > 0.4:
+                above = (cube[2] + 0.06 - tcp[2]) / 0.025
+                return np.array([*np.clip(step[:2], -1, 1), np.clip(above, -1, 1), 0], np.float32)
+            if step[2] < -0.2:
+                return np.array([*np.clip(step, -1, 1), 0], np.float32)
+            self.grasp = 1
+        self.grasp += 1
+        return np.array([0, 0, 0 if self.grasp < 6 else 1, 2], np.float32)
+
+
 def expert(state: np.ndarray) -> float:
     cos, sin, speed = (float(v) for v in state)
     if cos > 0.85:
@@ -85,14 +129,17 @@ def expert(state: np.ndarray) -> float:
     return 2.0 * float(np.sign(speed or 1.0)) if energy < 0 else 0.0
 
 
-def act_with_person(args: list[str], help_from: int, help_count: int, ticks: int) -> None:
+def act_with_person(
+    args: list[str], help_from: int, help_count: int, ticks: int, task: str
+) -> None:
     """The actor's process: `rlctl rl act ARGS` with the scripted person as its intervention."""
     from dependency_injector import providers
 
     from rlctl.entrypoints import container as wiring
     from rlctl.entrypoints.cli.main import cli
 
-    person = ScriptedPerson(range(help_from, help_from + help_count), ticks)
+    kind = ScriptedPicker if task == "pick-cube" else ScriptedPerson
+    person = kind(range(help_from, help_from + help_count), ticks)
     build = wiring.build_container
 
     def with_person(*a: Any, **k: Any) -> Any:
@@ -152,15 +199,27 @@ def main() -> None:
     parser.add_argument("--help-ticks", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each process")
+    parser.add_argument("--task", choices=("pendulum", "pick-cube"), default="pendulum")
     parser.add_argument("--actor", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.actor is not None:
-        act_with_person(args.actor, args.help_from, args.help_episodes, args.help_ticks)
+        act_with_person(args.actor, args.help_from, args.help_episodes, args.help_ticks, args.task)
         return
     print(host_line())
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}
+    env.setdefault("MUJOCO_GL", "egl")
     port = free_port()
-    budget = args.episodes * 200
+    pick = args.task == "pick-cube"
+    length = 100 if pick else 200
+    robot = (
+        [
+            "--robot.env.type=hil", "--robot.env.task=PandaPickCube-v0",
+            "--robot.env.obs_type=environment_state_agent_pos",
+        ]
+        if pick
+        else ["--robot.env.type=gym", "--robot.env.id=Pendulum-v1"]
+    )  # fmt: skip
+    budget = args.episodes * length
     with tempfile.TemporaryDirectory(prefix="rl-learning-") as folder:
         work = Path(folder)
         learner_log, actor_log = work / "learner.log", work / "actor.log"
@@ -179,9 +238,8 @@ def main() -> None:
             [
                 sys.executable, __file__, f"--help-from={args.help_from}",
                 f"--help-episodes={args.help_episodes}", f"--help-ticks={args.help_ticks}",
-                "--actor", f"--learner=127.0.0.1:{port}", "--robot.type=sim",
-                "--robot.env.type=gym", "--robot.env.id=Pendulum-v1", f"--steps={budget}",
-                f"--fps={args.fps}",
+                f"--task={args.task}", "--actor", f"--learner=127.0.0.1:{port}",
+                "--robot.type=sim", *robot, f"--episodes={args.episodes}", f"--fps={args.fps}",
             ],
             stdout=actor_log.open("wb"), stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
@@ -199,10 +257,16 @@ def main() -> None:
             raise SystemExit(f"the actor failed:\n{actor_log.read_text()[-3000:]}")
     taken = person[0]["taken"] if person else [0] * len(episodes)
     updates = steps[-1]["step"] if steps else 0
+    transitions = sum(int(r["steps"]) for r in episodes)
     print(
-        f"budget: {len(episodes)} episodes x 200 steps at {args.fps:g} fps; {updates} SAC "
-        f"updates; {elapsed:.0f} s; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"budget: {len(episodes)} episodes of at most {length} steps at {args.fps:g} fps; "
+        f"{transitions} transitions ({transitions / elapsed:.1f}/s); {updates} SAC updates "
+        f"({updates / elapsed:.1f}/s); {elapsed:.0f} s; load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f}"
     )
+    if pick:
+        report_successes(episodes, taken)
+        return
     print("episode  return   person's ticks")
     for index, (record, ticks) in enumerate(zip(episodes, taken, strict=False), 1):
         print(f"{index:7d}  {record['reward']:8.1f}  {ticks:5d}")
@@ -211,6 +275,27 @@ def main() -> None:
     print(
         f"policy alone: first 2 episodes {first:.1f}, last 5 {last:.1f} "
         f"({'rose' if last > first + 100 else 'did not rise'}; the person alone scores about -150)"
+    )
+
+
+def report_successes(episodes: list[dict[str, Any]], taken: list[int]) -> None:
+    # gym-hil's sparse reward is 1 on the tick the cube is lifted (which ends the episode), and
+    # its info says `succeed`, not `is_success`: an episode's return tells its success.
+    won = [float(r["reward"]) > 0.5 for r in episodes]
+    print("episode  success  steps  person's ticks")
+    for index, (record, ticks) in enumerate(zip(episodes, taken, strict=False), 1):
+        print(f"{index:7d}  {won[index - 1]!s:>7}  {record['steps']:5d}  {ticks:5d}")
+    alone = [w for w, t in zip(won, taken, strict=False) if t == 0]
+    half = len(alone) // 2
+    if not half:
+        print("no episodes of the policy alone")
+        return
+    early, late = np.mean(alone[:half]), np.mean(alone[half:])
+    helped = [w for w, t in zip(won, taken, strict=False) if t > 0]
+    print(
+        f"policy alone: success {early:.0%} in its first {half} episodes, {late:.0%} in its "
+        f"last {len(alone) - half} ({'rose' if late > early else 'did not rise'}); the person "
+        f"succeeded in {sum(helped)} of {len(helped)}"
     )
 
 
