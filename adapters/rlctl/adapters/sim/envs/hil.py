@@ -15,7 +15,9 @@ Observations: `pixels/front`, `pixels/wrist` (two 128x128 cameras by default) an
 cameras) is gym-hil's own state-only observation (`image_obs=False`): `agent_pos` and
 `environment_state`, the cube's position (3 values, `observation.environment_state`), and
 nothing rendered, so a step costs the physics alone. The action is an end-effector delta
-`(x, y, z)` in [-1, 1] plus a gripper command in [0, 2] (0 close, 1 stay, 2 open).
+`(x, y, z)` in [-1, 1] plus a gripper command in [0, 2] (1 stays; 2 closes
+the gripper, 0 opens it: gym-hil's keyboard and gamepad call them "open" and "close" the other
+way round, and rlctl's input devices map the keys as gym-hil does).
 
 Each step's `info` carries what gym-hil tags: `is_intervention`, `teleop_action` (the action
 that was executed), `discrete_penalty`, `rerecord_episode`, and `next.success` when the person
