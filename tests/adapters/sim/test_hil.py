@@ -271,3 +271,50 @@ def test_the_state_only_sim_robot_sees_the_arm_and_the_cube_and_renders_nothing(
         )  # fmt: skip
     finally:
         robot.disconnect()
+
+
+def test_gym_hils_own_success_is_the_is_success_every_loop_reads():
+    """gym-hil says `succeed`; the RL actor's episode success and eval's success rate read
+    `is_success` (it was always false on gym-hil)."""
+    gym = pytest.importorskip("gymnasium")
+    from rlctl.adapters.sim.envs.hil_env import HilInputWrapper, TaggedPolicyWrapper
+
+    class Scene(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,))
+        action_space = gym.spaces.Box(-1, 1, (4,))
+
+        def __init__(self, succeed: bool) -> None:
+            self.succeed = succeed
+
+        def reset(self, **kwargs):
+            return np.zeros(2), {}
+
+        def step(self, action):
+            return np.zeros(2), float(self.succeed), self.succeed, False, {"succeed": self.succeed}
+
+    for succeed in (True, False):
+        _, _, _, _, info = TaggedPolicyWrapper(Scene(succeed)).step(np.zeros(4))
+        assert info["is_success"] is succeed
+        _, _, _, _, info = HilInputWrapper(Scene(succeed), Idle(), use_gripper=True).step(
+            np.zeros(4)
+        )
+        assert info["is_success"] is succeed
+
+
+class Idle:
+    """A person who does nothing."""
+
+    def update(self) -> None:
+        pass
+
+    def get_deltas(self) -> list[float]:
+        return [0.0, 0.0, 0.0]
+
+    def gripper_command(self) -> str:
+        return "stay"
+
+    def get_episode_end_status(self) -> None:
+        return None
+
+    def should_intervene(self) -> bool:
+        return False

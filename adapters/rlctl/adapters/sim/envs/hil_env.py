@@ -58,6 +58,7 @@ class HilInputWrapper(gym.Wrapper):  # type: ignore[type-arg]
         info["is_intervention"] = is_intervention
         info["teleop_action"] = np.asarray(action, dtype=np.float32)
         info["rerecord_episode"] = rerecord
+        info["is_success"] = succeeded(info) or success
         if terminated or truncated:
             info["next.success"] = success
         return obs, reward, terminated, truncated, info
@@ -79,7 +80,14 @@ class TaggedPolicyWrapper(gym.Wrapper):  # type: ignore[type-arg]
         info["is_intervention"] = False
         info["teleop_action"] = np.asarray(action, dtype=np.float32)
         info["rerecord_episode"] = False
+        info["is_success"] = succeeded(info)
         return obs, reward, terminated, truncated, info
+
+
+def succeeded(info: dict[str, Any]) -> bool:
+    """gym-hil's own success check (`succeed`), under the name every rlctl loop reads
+    (`is_success`: the RL actor's episode success, eval's success rate)."""
+    return bool(info.get("succeed", False))
 
 
 def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
