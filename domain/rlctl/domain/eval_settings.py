@@ -12,6 +12,7 @@ import attrs
 
 from rlctl.domain.config import converter
 from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.policies.compute_dtype import ComputeDtype
 from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.yes_no import parse_bool
 
@@ -45,6 +46,9 @@ class EvalPolicySettings(RemotePolicySettings):
     # Without a path: a registered policy type that acts untrained (random, metaworld_expert …).
     type: str = "random"
     device: str | None = None
+    # A bfloat16 policy computes in float32 where the device emulates bfloat16 (`auto`), in
+    # its own dtypes (`keep`), or in float32 everywhere (`float32`): docs/guides/vla-policies.md.
+    compute_dtype: ComputeDtype = "auto"
 
 
 @attrs.frozen

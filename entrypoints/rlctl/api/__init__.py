@@ -236,12 +236,24 @@ def _optional(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
 
 
-def load_policy(location: str | Path, *, device: str | None = None, using: Container | None = None):
+def load_policy(
+    location: str | Path,
+    *,
+    device: str | None = None,
+    compute_dtype: str | None = None,
+    using: Container | None = None,
+):
     """A trained policy (rlctl or LeRobot `pretrained_model` folder, or a Hub repo id):
-    its features and `predict_chunk(observation_batch, noise=None)`, processors included."""
+    its features and `predict_chunk(observation_batch, noise=None)`, processors included.
+    `compute_dtype`: what a bfloat16 policy computes in — `auto` (None; float32 where the
+    device only emulates bfloat16), `keep` (its own dtypes, LeRobot's arithmetic) or `float32`."""
     c = using or build_container()
     path = c.resolve_policy()(str(location))
-    return c.policy_loader().load(str(path), device=device)
+    if compute_dtype is None:
+        loader = c.policy_loader()
+    else:
+        loader = c.policy_loader_with(compute_dtype=compute_dtype)
+    return loader.load(str(path), device=device)
 
 
 def connect_policy(

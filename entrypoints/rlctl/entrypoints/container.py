@@ -41,6 +41,12 @@ def display_kind(config: dict[str, Any]) -> str:
     return "rerun" if config.get("display_data") else "off"
 
 
+def policy_compute_dtype(config: dict[str, Any]) -> str | None:
+    """The command's `--policy.compute_dtype` (None where its settings have none: auto)."""
+    policy = config.get("policy")
+    return policy.get("compute_dtype") if isinstance(policy, dict) else None
+
+
 def compose_evaluation(
     env: Any,
     policy: Any,
@@ -259,7 +265,13 @@ class Container(containers.DeclarativeContainer):
         silent=providers.Singleton(lazy("rlctl.adapters.memory.progress:SilentProgress")),
     )
 
+    # `--policy.compute_dtype` of the command (unset: auto) applies to every policy it loads.
     policy_loader = providers.Singleton(
+        lazy("rlctl.adapters.policies.loaded_policy:LeRobotPolicyLoader"),
+        compute_dtype=providers.Callable(policy_compute_dtype, config),
+    )
+    # A loader with a setting of its own: `rlctl.api.load_policy(..., compute_dtype="keep")`.
+    policy_loader_with = providers.Factory(
         lazy("rlctl.adapters.policies.loaded_policy:LeRobotPolicyLoader")
     )
     # `container.eval_policy(EvalPolicySettings, simulation, seed=...)`: saved, or built by type.

@@ -98,7 +98,7 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     # LeRobot's checkpoint, in rlctl.
     theirs = tmp_path / "lerobot_model"
     made = lerobot(LEROBOT_SCRIPT, "make", theirs, tiny, json.dumps(spec), inputs_path)
-    loaded = load_policy_folder(theirs)
+    loaded = load_policy_folder(theirs, compute_dtype="keep")
     expected = np.array(made["chunk"])
     steps = min(spec["config"]["chunk_size"], spec["config"]["n_action_steps"])
     ours = loaded.predict_chunk(observation(inputs), noise=inputs["noise"]).actions.numpy()
@@ -117,6 +117,7 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     # rlctl's checkpoint (started from the base model's weights, then randomised), in LeRobot.
     torch.manual_seed(11)
     config = GrootConfig(
+        compute_dtype="keep",  # LeRobot's bfloat16 arithmetic, whatever this CPU
         input_features={
             "observation.state": typed_feature("STATE", (spec["state_dim"],)),
             **{k: typed_feature("VISUAL", tuple(s)) for k, s in spec["cameras"].items()},

@@ -217,7 +217,9 @@ def test_the_decoding_speed_path_picks_from_the_same_logits(
     padding) no mask: the same logits at every step as the reference decoding over the whole
     padded prompt, hence the same tokens."""
     torch.manual_seed(0)
-    made = create_policy(tiny_config(tiny_fast_tokenizer_dir, dtype=dtype), stats())
+    # the bfloat16 path itself, whatever this CPU (`compute_dtype` keep)
+    config = tiny_config(tiny_fast_tokenizer_dir, dtype=dtype, compute_dtype="keep")
+    made = create_policy(config, stats())
     with torch.no_grad():
         for param in made.model.parameters():
             param.copy_(torch.randn_like(param) * 0.2)

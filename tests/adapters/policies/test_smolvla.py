@@ -233,7 +233,9 @@ def test_a_pretrained_vlm_loads_in_bfloat16_and_its_checkpoint_reloads_the_same(
     from safetensors.torch import load_file
 
     torch.manual_seed(0)
-    policy = create_policy(tiny_config(tiny_smolvlm, load_vlm_weights=True), stats())
+    # LeRobot's dtypes, whatever this CPU's bfloat16 (`compute_dtype` keep).
+    config = tiny_config(tiny_smolvlm, load_vlm_weights=True, compute_dtype="keep")
+    policy = create_policy(config, stats())
     vlm = policy.model.model.vlm_with_expert.vlm
     pretrained = load_file(str(tiny_smolvlm / "model.safetensors"))
     ours = vlm.state_dict()
@@ -243,7 +245,7 @@ def test_a_pretrained_vlm_loads_in_bfloat16_and_its_checkpoint_reloads_the_same(
             assert torch.equal(ours[key], value.to(torch.bfloat16)), key
     first = policy.predict_chunk(raw_batch(), noise=noise()).actions
 
-    reloaded = load_policy_folder(policy.save(tmp_path / "pretrained_model"))
+    reloaded = load_policy_folder(policy.save(tmp_path / "pretrained_model"), compute_dtype="keep")
     dtypes = {n: t.dtype for n, t in policy.model.state_dict().items()}
     assert {n: t.dtype for n, t in reloaded.model.state_dict().items()} == dtypes
     assert torch.equal(reloaded.predict_chunk(raw_batch(), noise=noise()).actions, first)

@@ -146,7 +146,7 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     made = lerobot(
         LEROBOT_SCRIPT, "make", theirs, lerobot_vlm, json.dumps(spec), inputs_path, timeout=900
     )
-    loaded = load_policy_folder(theirs)
+    loaded = load_policy_folder(theirs, compute_dtype="keep")
     ours = rlctl_chunk(loaded, inputs)
     expected = np.array(made["chunk"])
     assert ours.shape == expected.shape == (2, config_fields["chunk_size"], spec["action_dim"])
@@ -161,6 +161,7 @@ def test_checkpoints_predict_the_same_chunks_in_both_tools(
     # rlctl's checkpoint (its own random weights and statistics), in LeRobot.
     torch.manual_seed(11)
     config = SmolVLAConfig(
+        compute_dtype="keep",  # LeRobot's bfloat16 arithmetic, whatever this CPU
         input_features={
             "observation.state": typed_feature("STATE", (spec["state_dim"],)),
             **{k: typed_feature("VISUAL", tuple(s)) for k, s in spec["cameras"].items()},

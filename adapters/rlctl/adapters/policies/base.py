@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 
 Batch = Mapping[str, Any]
+# The attribute a module whose arithmetic follows a config's dtype (not its weights') declares,
+# False; `PolicyModel.compute_in_float32` sets it.
+FLOAT32_COMPUTE = "float32_compute"
 
 
 class PolicyModel(nn.Module, PolicyImplementation[Any]):
@@ -41,6 +44,9 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
     # Trailing action dimensions the post-processor leaves alone (a discrete gripper command
     # chosen by index, as LeRobot's actor leaves SAC's): they are not unnormalised.
     unprocessed_action_tail: int = 0
+    # The dtype a checkpoint stores each tensor in where it differs from the one the model
+    # computes in (by state-dict name): filled by `compute_in_float32`, honoured when saving.
+    checkpoint_dtypes: dict[str, torch.dtype]
 
     def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:
         # Every model takes `load_backbone_weights`: False when a checkpoint's weights follow,
@@ -52,6 +58,7 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
                 f"got {type(config).__name__}"
             )
         self.config = config
+        self.checkpoint_dtypes = {}
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
         """The training loss on a normalised batch, and its parts for logging."""
@@ -113,6 +120,34 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
         for unit in self.fsdp_units():
             for module in unit if isinstance(unit, tuple) else (unit,):
                 checkpoint(module)
+
+    # --- the dtype it computes in (`vla.compute_dtype`) ----------------------------------------
+
+    def computes_in_bfloat16(self) -> bool:
+        """Whether the model computes in bfloat16 (bfloat16 weights; a model that casts under
+        autocast says so itself)."""
+        return any(p.dtype == torch.bfloat16 for p in self.parameters())
+
+    def compute_in_float32(self) -> None:
+        """Compute in float32 from now on: every bfloat16 parameter and buffer is upcast in place
+        (a parameter stays the same object: frozen stays frozen, an optimiser built after sees
+        float32). Submodules whose arithmetic follows a config's dtype rather than their
+        weights' declare `float32_compute = False` and are told. The names and dtype of what was
+        upcast are kept in `checkpoint_dtypes`, which saving writes them back in."""
+        upcast = dict(self.checkpoint_dtypes)
+        for prefix, module in self.named_modules(remove_duplicate=False):
+            prefix = f"{prefix}." if prefix else ""
+            for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+                if param.dtype == torch.bfloat16 or upcast.get(prefix + name) == torch.bfloat16:
+                    upcast[prefix + name] = torch.bfloat16
+                    param.data = param.data.to(torch.float32)
+            for name, buffer in module.named_buffers(recurse=False, remove_duplicate=False):
+                if buffer.dtype == torch.bfloat16:
+                    upcast[prefix + name] = torch.bfloat16
+                    module._buffers[name] = buffer.to(torch.float32)
+            if hasattr(module, FLOAT32_COMPUTE):
+                setattr(module, FLOAT32_COMPUTE, True)
+        self.checkpoint_dtypes = upcast
 
     @property
     def device(self) -> torch.device:

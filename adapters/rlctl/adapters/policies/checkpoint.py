@@ -40,6 +40,7 @@ from rlctl.adapters.policies.processors import (
     read_pipeline,
     write_pipeline,
 )
+from rlctl.adapters.policies.vla.compute_dtype import use_compute_dtype
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
@@ -82,9 +83,15 @@ def write_config(config: PolicyConfig, folder: Path) -> Path:
 
 
 def read_model(
-    folder: Path, config: PolicyConfig, device: str | torch.device = "cpu"
+    folder: Path,
+    config: PolicyConfig,
+    device: str | torch.device = "cpu",
+    *,
+    compute_dtype: str | None = None,
 ) -> PolicyModel:
-    """The model `config` describes, with the weights of `model.safetensors`, in eval mode."""
+    """The model `config` describes, with the weights of `model.safetensors`, in eval mode, on
+    `device`, computing in the dtype `compute_dtype` gives there (None: the config's own; see
+    `vla.compute_dtype`)."""
     try:
         cls = policy_class(config)
     except ConfigError as err:
@@ -99,7 +106,9 @@ def read_model(
         ) from err
     weights = inside_checkpoint(folder, folder / MODEL_FILE, where=str(folder / MODEL_FILE))
     load_weights(model, weights)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    use_compute_dtype(model, compute_dtype or config.compute_dtype, device)
+    return model
 
 
 def load_weights(model: PolicyModel, path: Path) -> None:
@@ -189,8 +198,7 @@ def save_pretrained(
     staging.mkdir()
     try:
         write_config(model.config, staging)
-        state = {k: v.detach().to("cpu").contiguous() for k, v in untied_state(model).items()}
-        save_file(state, str(staging / MODEL_FILE), metadata={"format": "pt"})
+        save_file(saved_state(model), str(staging / MODEL_FILE), metadata={"format": "pt"})
         write_pipeline(preprocessor, staging)
         write_pipeline(postprocessor, staging)
         _publish(staging, target)
@@ -198,6 +206,16 @@ def save_pretrained(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def saved_state(model: PolicyModel) -> dict[str, torch.Tensor]:
+    """The tensors `model.safetensors` holds, on the CPU: each in the dtype the checkpoint had
+    (a bfloat16 model computing in float32 on a CPU without bfloat16 is saved in bfloat16)."""
+    dtypes = getattr(model, "checkpoint_dtypes", {})
+    return {
+        name: tensor.detach().to("cpu", dtypes.get(name, tensor.dtype)).contiguous()
+        for name, tensor in untied_state(model).items()
+    }
 
 
 def _publish(staging: Path, target: Path) -> None:

@@ -26,6 +26,7 @@ from rlctl.adapters.policies.checkpoint import (
 )
 from rlctl.adapters.policies.implementations import implementation_of
 from rlctl.adapters.policies.processors import make_pre_post_processors
+from rlctl.adapters.policies.vla.compute_dtype import use_compute_dtype
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
@@ -195,14 +196,17 @@ def load_policy_folder(
     device: str | None = None,
     rtc: RTCConfig | None = None,
     rtc_delay: int | None = None,
+    compute_dtype: str | None = None,
 ) -> LoadedPolicy:
     """Load a policy folder; `device` defaults to the one it was trained on, if present here.
-    `rtc` replaces the checkpoint's real-time chunking settings (see `LoadedPolicy`)."""
+    `rtc` replaces the checkpoint's real-time chunking settings (see `LoadedPolicy`);
+    `compute_dtype` says whether a bfloat16 model computes in float32 on a device that only
+    emulates bfloat16 (`vla.compute_dtype`; None: auto)."""
     folder = checkpoint_folder(location)
     config = read_config(folder)
     _real_time_chunking(config, rtc)  # refused before the weights are read
     target = _pick_device(device, config.device)
-    model = read_model(folder, config, device=target)
+    model = read_model(folder, config, device=target, compute_dtype=compute_dtype)
     preprocessor, postprocessor = read_processors(folder, device=target)
     return LoadedPolicy(model, preprocessor, postprocessor, rtc=rtc, rtc_delay=rtc_delay)
 
@@ -214,16 +218,24 @@ def create_policy(
     device: str | None = None,
     rename_map: Mapping[str, str] | None = None,
 ) -> LoadedPolicy:
-    """A freshly initialised policy with LeRobot's default processors over `dataset_stats`."""
+    """A freshly initialised policy with LeRobot's default processors over `dataset_stats`,
+    computing in the dtype its config's `compute_dtype` gives on the device."""
     target = _pick_device(device, config.device)
     pre, post = make_pre_post_processors(
         config, dataset_stats, rename_map=rename_map, device=target
     )
-    return LoadedPolicy(build_policy(config).to(target), pre, post)
+    model = build_policy(config).to(target)
+    use_compute_dtype(model, config.compute_dtype, target)
+    return LoadedPolicy(model, pre, post)
 
 
 class LeRobotPolicyLoader:
-    """The `PolicyLoader` port: local checkpoint folders, and registered untrained types."""
+    """The `PolicyLoader` port: local checkpoint folders, and registered untrained types.
+    `compute_dtype` (the command's `--policy.compute_dtype`; None: auto) applies to every
+    policy it loads (`vla.compute_dtype`)."""
+
+    def __init__(self, compute_dtype: str | None = None) -> None:
+        self.compute_dtype = compute_dtype
 
     def load(
         self,
@@ -233,7 +245,13 @@ class LeRobotPolicyLoader:
         rtc: RTCConfig | None = None,
         rtc_delay: int | None = None,
     ) -> LoadedPolicy:
-        return load_policy_folder(location, device=device, rtc=rtc, rtc_delay=rtc_delay)
+        return load_policy_folder(
+            location,
+            device=device,
+            rtc=rtc,
+            rtc_delay=rtc_delay,
+            compute_dtype=self.compute_dtype,
+        )
 
     def read_config(self, location: str | Path) -> PolicyConfig:
         return read_config(checkpoint_folder(location))

@@ -123,9 +123,15 @@ def new_policy(
     # neither initialises nor reads the whole model.
     model = _empty_model(settings.policy, world)
     if model is None:
+        # A bfloat16 model trains in float32 where the device emulates bfloat16
+        # (`--policy.compute_dtype`, `vla.compute_dtype`); its checkpoints stay bfloat16. A
+        # sharded run keeps the dtypes: its ranks' shards must agree with rank 0's.
+        config = settings.policy
+        if world.mesh is not None:
+            config = attrs.evolve(config, compute_dtype="keep")
         if pretrained is None:
-            return create_policy(settings.policy, stats, device=device)
-        model = read_model(checkpoint_folder(pretrained), settings.policy, device=device)
+            return create_policy(config, stats, device=device)
+        model = read_model(checkpoint_folder(pretrained), config, device=device)
     pre, post = make_pre_post_processors(settings.policy, stats, device=device)
     return LoadedPolicy(model, pre, post)
 

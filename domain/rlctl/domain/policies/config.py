@@ -30,6 +30,7 @@ from rlctl.domain.features import (
     typed_kind,
 )
 from rlctl.domain.optimization import OptimizerSpec, SchedulerSpec
+from rlctl.domain.policies.compute_dtype import ComputeDtype
 
 # LeRobot's NormalizationMode, as the strings its config.json holds.
 NORM_MODES = ("MEAN_STD", "MIN_MAX", "IDENTITY", "QUANTILES", "QUANTILE10")
@@ -100,6 +101,9 @@ class PolicyConfig:
     output_features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=typed_features)
     device: str | None = None
     use_amp: bool = False
+    # rlctl's: the dtype a bfloat16 model computes in here (`compute_dtype`: auto, keep,
+    # float32). Not in config.json (LeRobot has no such key): a setting of the run, not the model.
+    compute_dtype: ComputeDtype = "auto"
     use_peft: bool = False
     # LeRobot defaults this to True; rlctl pushes only when asked on its command line, so the
     # field only round-trips here.
@@ -231,6 +235,9 @@ def check_resnet(name: str) -> None:
 
 
 RELATIVE_ACTION_FIELDS = ("use_relative_actions", "relative_exclude_joints", "action_feature_names")
+# Fields of every rlctl policy config that no LeRobot config has: settings of a run, never
+# written to config.json or train_config.json.
+RLCTL_RUN_FIELDS = ("compute_dtype",)
 
 
 def lerobot_config_data(config: PolicyConfig) -> dict[str, Any]:
@@ -243,7 +250,7 @@ def lerobot_config_data(config: PolicyConfig) -> dict[str, Any]:
     """
     data = unstructure(config)
     # Fields the LeRobot counterpart lacks (a reward model has no n_obs_steps …).
-    for name in getattr(type(config), "lerobot_omits", ()):
+    for name in (*getattr(type(config), "lerobot_omits", ()), *RLCTL_RUN_FIELDS):
         data.pop(name, None)
     if not config.use_relative_actions:
         for name in RELATIVE_ACTION_FIELDS:

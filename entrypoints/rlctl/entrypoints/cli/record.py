@@ -21,6 +21,7 @@ from __future__ import annotations
 import attrs
 import click
 
+from rlctl.domain.policies.compute_dtype import ComputeDtype
 from rlctl.domain.remote_inference import RemotePolicySettings
 from rlctl.domain.video import VideoEncoding
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
@@ -56,6 +57,9 @@ class PolicyInControl(RemotePolicySettings):
 
     path: str | None = None
     device: str | None = None
+    # A bfloat16 policy computes in float32 where the device emulates bfloat16 (`auto`), in
+    # its own dtypes (`keep`), or in float32 everywhere (`float32`).
+    compute_dtype: ComputeDtype = "auto"
 
 
 @attrs.frozen(kw_only=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 import click
 
+from rlctl.domain.policies.compute_dtype import ComputeDtype
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.settings import AppSettings
 
@@ -31,6 +32,9 @@ class ServedPolicies:
     paths: dict[str, str] = attrs.field(factory=dict)
     # cpu, cuda, cuda:1, mps; default: the device it was trained on, if present here.
     device: str | None = None
+    # A bfloat16 policy computes in float32 where the device emulates bfloat16 (`auto`), in
+    # its own dtypes (`keep`), or in float32 everywhere (`float32`).
+    compute_dtype: ComputeDtype = "auto"
 
 
 @attrs.frozen(kw_only=True)

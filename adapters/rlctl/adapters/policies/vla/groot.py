@@ -526,6 +526,8 @@ class GrootPolicy(GuidedChunking):
 
     config_class: ClassVar[type[GrootConfig]] = GrootConfig
     config: GrootConfig
+    # True once `compute_in_float32` ran (`vla.compute_dtype`): no bfloat16 autocast.
+    float32_compute = False
 
     def __init__(self, config: GrootConfig, *, load_backbone_weights: bool = True) -> None:
         super().__init__(config)
@@ -696,8 +698,12 @@ class GrootPolicy(GuidedChunking):
 
     # -- running --------------------------------------------------------------------------------
 
+    def computes_in_bfloat16(self) -> bool:
+        # Float32 parameters under bfloat16 autocast (`use_bf16`), as LeRobot runs it.
+        return (self.config.use_bf16 and not self.float32_compute) or super().computes_in_bfloat16()
+
     def _autocast(self) -> AbstractContextManager[Any]:
-        if not self.config.use_bf16:
+        if not self.config.use_bf16 or self.float32_compute:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 

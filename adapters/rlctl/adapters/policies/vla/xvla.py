@@ -403,6 +403,9 @@ class XVLAModel(nn.Module):
     # computing the action tokens only; the same chunks up to float rounding. Set it False on a
     # loaded model (`policy.model.model.speed_paths = False`) for LeRobot's arithmetic.
     speed_paths = True
+    # True once `PolicyModel.compute_in_float32` upcast a bfloat16 model (`vla.compute_dtype`):
+    # inputs and noise then take float32, whatever the config's dtype.
+    float32_compute = False
 
     def __init__(self, config: XVLAConfig, proprio_dim: int) -> None:
         super().__init__()
@@ -433,7 +436,8 @@ class XVLAModel(nn.Module):
 
     @property
     def target_dtype(self) -> torch.dtype:
-        return torch.bfloat16 if self.config.dtype == "bfloat16" else torch.float32
+        bfloat16 = self.config.dtype == "bfloat16" and not self.float32_compute
+        return torch.bfloat16 if bfloat16 else torch.float32
 
     def _freeze(self) -> None:
         config = self.config
