@@ -10,6 +10,7 @@ share is written once, here:
     flow_matching.py   training pairs, times, the Euler sampler, the `speed_paths` switch
     rtc.py             real-time chunking: the guidance wrapped around the sampler's velocity
     loading.py         building on the meta device and taking a checkpoint's tensors as they are
+    compute_dtype.py   bfloat16 models in float32 where the device emulates bfloat16 (`auto`)
     policy.py          `VLAPolicy`: a flow-matching model as a `PolicyModel`
     tokenizer.py       the processor steps that turn the task (π0.5: and the state) into tokens
     backbones/         a VLM and its action expert run layer by layer: smolvlm.py, paligemma.py
