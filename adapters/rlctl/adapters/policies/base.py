@@ -134,7 +134,7 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
         float32). Submodules whose arithmetic follows a config's dtype rather than their
         weights' declare `float32_compute = False` and are told. The names and dtype of what was
         upcast are kept in `checkpoint_dtypes`, which saving writes them back in."""
-        upcast = dict(self.checkpoint_dtypes)
+        upcast = dict(getattr(self, "checkpoint_dtypes", {}))
         for prefix, module in self.named_modules(remove_duplicate=False):
             prefix = f"{prefix}." if prefix else ""
             for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
