@@ -13,7 +13,9 @@ real-size checkpoint that `benchmarks/smolvla_real_size.py` builds holds float32
 tools run float32 there and the training step is the same products in both (22-23 s each on that
 host); a SmolVLA on a pretrained VLM (`load_vlm_weights=true`), GR00T (`model_dtype=bfloat16`)
 or a π0/X-VLA with `dtype=bfloat16` runs its backbone in bfloat16 in both tools, which a CPU with
-AMX runs faster than float32 and an AVX2 one several times slower.
+AMX runs faster than float32 and an AVX2 one several times slower. rlctl therefore computes such
+a model in float32 where bfloat16 is emulated (`--policy.compute_dtype=auto`, the default;
+`benchmarks/vla_compute_dtype.py` times a real-size SmolVLA both ways beside LeRobot).
 """
 
 from __future__ import annotations
