@@ -17,11 +17,13 @@ sampling starts from noise x1 and, for t = 1, (n-1)/n, …, 1/n, re-mixes x1 wit
 prediction and predicts again.
 
 On the speed paths (`XVLAModel.speed_paths`, on by default; the same chunks up to float rounding)
-the denoising steps multiply by weights packed once per chunk for MKL's GEMM, and the last block
-computes the action tokens only (nothing reads the others).
+the denoising steps multiply by weights packed once per chunk for MKL's GEMM, the last block
+computes the action tokens only (nothing reads the others), and DaViT's window attention does not
+multiply the zero padding of its maps (`xvla_florence.WindowAttention`).
 
 Parameter names are LeRobot 0.6.1's (`model.vlm...` is transformers' `Florence2Model` without its
-text decoder, `model.transformer...`); the Florence-2 tied token embedding is stored once, under
+text decoder, written here in `xvla_florence` so that loading imports no transformers modelling
+code; `model.transformer...`); the Florence-2 tied token embedding is stored once, under
 `model.vlm.language_model.encoder.embed_tokens.weight`, as LeRobot's files have it, and X-VLA's
 Hub checkpoints saved with the original remote-code Florence-2 layout are renamed on loading.
 """
@@ -55,6 +57,7 @@ from rlctl.adapters.policies.vla.loading import (
     require_transformers,
 )
 from rlctl.adapters.policies.vla.tokenizer import TokenizerStep
+from rlctl.adapters.policies.vla.xvla_florence import Florence2Encoder, embedding_weight, normal_
 from rlctl.adapters.policies.vla.xvla_processors import (
     DOMAIN_ID,
     AddDomainId,
@@ -159,8 +162,11 @@ class DomainAwareLinear(nn.Module):
     def __init__(self, input_size: int, output_size: int, num_domains: int) -> None:
         super().__init__()
         self.input_size, self.output_size = input_size, output_size
-        self.fc = nn.Embedding(num_domains, output_size * input_size)
-        self.bias = nn.Embedding(num_domains, output_size)
+        size = output_size * input_size
+        self.fc = nn.Embedding(num_domains, size, _weight=embedding_weight(num_domains, size))
+        self.bias = nn.Embedding(
+            num_domains, output_size, _weight=embedding_weight(num_domains, output_size)
+        )
         nn.init.xavier_uniform_(self.fc.weight)
         nn.init.zeros_(self.bias.weight)
 
@@ -317,15 +323,18 @@ class SoftPromptedTransformer(nn.Module):
             self.vlm_proj = nn.Linear(vlm_width, hidden)
             self.aux_visual_proj = nn.Linear(vlm_width, hidden)
         self.pos_emb = nn.Parameter(torch.zeros(1, config.max_len_seq, hidden))
-        nn.init.normal_(self.pos_emb, std=0.02)
+        normal_(self.pos_emb, std=0.02)
         self.norm = nn.LayerNorm(hidden)
         self.action_encoder = DomainAwareLinear(
             dim_action + config.dim_time + dim_proprio, hidden, domains
         )
         self.action_decoder = DomainAwareLinear(hidden, dim_action, domains)
         if self.len_soft_prompts > 0:
-            self.soft_prompt_hub = nn.Embedding(domains, self.len_soft_prompts * hidden)
-            nn.init.normal_(self.soft_prompt_hub.weight, std=0.02)
+            size = self.len_soft_prompts * hidden
+            self.soft_prompt_hub = nn.Embedding(
+                domains, size, _weight=embedding_weight(domains, size)
+            )
+            normal_(self.soft_prompt_hub.weight, std=0.02)
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
@@ -409,7 +418,6 @@ class XVLAModel(nn.Module):
 
     def __init__(self, config: XVLAConfig, proprio_dim: int) -> None:
         super().__init__()
-        transformers = require_transformers("X-VLA")
         self.config = config
         self.chunk_size = config.chunk_size
         real_dim = config.action_feature.shape[-1] if config.action_feature else None
@@ -421,9 +429,9 @@ class XVLAModel(nn.Module):
         self.dim_action = self.action_space.dim_action
         self.dim_proprio = proprio_dim
         florence = florence_config(config)
-        self.vlm = transformers.Florence2Model(florence)
-        # X-VLA reads Florence-2's encoder side only.
-        del self.vlm.language_model.decoder
+        # X-VLA reads Florence-2's encoder side only (`xvla_florence`: transformers' modules and
+        # names, without importing its modelling code).
+        self.vlm = Florence2Encoder(florence)
         width = getattr(florence.vision_config, "projection_dim", None)
         if width is None:
             raise ConfigError(
@@ -463,7 +471,8 @@ class XVLAModel(nn.Module):
         if not bool(flat_mask.any()):
             raise ConfigError("every camera of the batch is masked out", where="observation.images")
         flat = images.flatten(0, 1)
-        features = self.vlm.get_image_features(flat[flat_mask]).pooler_output
+        speed = self.speed_paths and not self.training
+        features = self.vlm.image_features(flat[flat_mask], speed)
         tokens, width = features.shape[1:]
         if bool(flat_mask.all()):
             per_view = features
@@ -474,7 +483,7 @@ class XVLAModel(nn.Module):
         embeds = self.vlm.get_input_embeddings()(input_ids)
         merged = torch.cat([per_view[:, 0], embeds], dim=1)
         # Everything attends to everything (the task's padding too, as in LeRobot): no mask.
-        encoded = self.vlm.language_model.encoder(inputs_embeds=merged)[0]
+        encoded = self.vlm.language_model.encoder(merged)
         return encoded, per_view[:, 1:].reshape(rows, -1, width)
 
     def context(self, inputs: XVLAInputs) -> Context:
