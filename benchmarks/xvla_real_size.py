@@ -15,7 +15,9 @@ its own fresh process (alternating, `--repeat` times), loads it and predicts:
   step needs about 4x the weights' memory: weights, gradients, AdamW's two moments);
 - peak resident memory of the process;
 - `chunk_cpu_s`: the CPU seconds (all threads) of the median further chunk: on a loaded shared
-  host the wall-clock latency follows the load, the CPU time much less.
+  host the wall-clock latency follows the load, the CPU time much less;
+- `load_cpu_s` and `to_first_action_cpu_s`: the process's CPU seconds (interpreter start
+  included) once the policy is loaded, and at the first chunk's end.
 
 BART's tokenizer (`facebook/bart-large`) is read from `--tokenizer DIR` in both tools (a Hub
 copy, or any BART-style tokenizer folder); without it a tiny stand-in is written (token ids
@@ -193,6 +195,7 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
     imported = time.perf_counter()
     policy = load_policy_folder(folder, device="cpu")
     loaded = time.perf_counter()
+    load_cpu = time.process_time()
     obs = observation(image)
     cpu: list[float] = []
     first, latencies = real_size.chunk_times(
@@ -211,6 +214,8 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
         latencies,
         imported=imported,
         chunk_cpu_s=cpu_figure(cpu),
+        load_cpu_s=load_cpu,
+        to_first_action_cpu_s=load_cpu + cpu[0],
         train_step_s=step,
     )
 
@@ -234,6 +239,7 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
     imported = time.perf_counter()
     policy, pre, post = harness["load"](str(folder))
     loaded = time.perf_counter()
+    load_cpu = time.process_time()
     obs = observation(image)
     batch = {k: torch.from_numpy(v) for k, v in obs.items() if k != "task"}
     batch["task"] = obs["task"]
@@ -254,6 +260,8 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
         latencies,
         imported=imported,
         chunk_cpu_s=cpu_figure(cpu),
+        load_cpu_s=load_cpu,
+        to_first_action_cpu_s=load_cpu + cpu[0],
         train_step_s=step,
     )
 
@@ -316,7 +324,14 @@ def main() -> None:
         real_size.print_best(
             f"X-VLA ({args.size} size, CPU), best of {args.repeat}:",
             results,
-            (*real_size.TIMES, "chunk_cpu_s", "train_step_s", "peak_rss_mb"),
+            (
+                *real_size.TIMES,
+                "chunk_cpu_s",
+                "load_cpu_s",
+                "to_first_action_cpu_s",
+                "train_step_s",
+                "peak_rss_mb",
+            ),
         )
 
 
