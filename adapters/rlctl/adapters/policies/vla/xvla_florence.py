@@ -219,8 +219,8 @@ class ChannelAttention(nn.Module):
         rows, tokens, dim = x.shape
         qkv = self.qkv(x).reshape(rows, tokens, 3, self.groups, dim // self.groups)
         q, k, v = qkv.permute(2, 0, 3, 4, 1).unbind(0)  # (B, groups, channels, positions)
-        out = F.scaled_dot_product_attention(q, k, v, scale=tokens**-0.5)
-        out: Tensor = self.proj(out.permute(0, 3, 1, 2).reshape(rows, tokens, dim))
+        attended = F.scaled_dot_product_attention(q, k, v, scale=tokens**-0.5)
+        out: Tensor = self.proj(attended.permute(0, 3, 1, 2).reshape(rows, tokens, dim))
         return out
 
 
