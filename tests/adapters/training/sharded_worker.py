@@ -2,7 +2,8 @@
 
 `python -m torch.distributed.run --standalone --nproc_per_node=N sharded_worker.py SPEC` (or
 plain `python sharded_worker.py SPEC` for one process), SPEC a JSON object: dataset, out,
-steps, batch_size, and optionally strategy, accum, resume, save_freq, policy ("mlp", "act").
+steps, batch_size, and optionally strategy, accum, resume, save_freq, policy ("mlp", "act"),
+pretrained (a pretrained_model folder to fine-tune).
 Writes OUT/rank<r>.json: the losses logged each step, the parameters this rank holds.
 """
 
@@ -13,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import attrs
 import torch
 from dependency_injector import providers
 
@@ -50,9 +52,12 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     out = Path(spec["out"])
     torch.set_num_threads(1)
+    config = policy(spec.get("policy", "mlp"))
+    if spec.get("pretrained"):
+        config = attrs.evolve(config, pretrained_path=spec["pretrained"])
     settings = TrainSettings(
         dataset=DatasetSource(root=spec["dataset"]),
-        policy=policy(spec.get("policy", "mlp")),
+        policy=config,
         output_dir=str(out),
         steps=spec["steps"],
         batch_size=spec["batch_size"],

@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import structlog
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -113,22 +112,47 @@ def read_model(
 
 def load_weights(model: PolicyModel, path: Path) -> None:
     """Load a safetensors state dict, refusing (with the keys named) anything that does not fit."""
+    _check_present(path)
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise _unreadable(path, err) from err
+    _check_fits(_shapes(untied_state(model, keep=set(state))), _shapes(state), path)
+    model.load_state_dict(state, strict=False)
+
+
+def check_weights_file(model: nn.Module, path: Path) -> None:
+    """Refuse, as `load_weights` does, a weights file whose keys or shapes do not fit `model`,
+    from the file's header alone (no tensor read; `model` may be on the meta device)."""
+    _check_present(path)
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as file:
+            names = file.keys()
+            found = {name: tuple(file.get_slice(name).get_shape()) for name in names}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise _unreadable(path, err) from err
+    _check_fits(_shapes(untied_state(model, keep=set(found))), found, path)
+
+
+def _check_present(path: Path) -> None:
     if not path.is_file():
         raise CheckpointNotFound(
             "the model weights are missing",
             where=str(path),
             hint="copy the whole checkpoint folder; model.safetensors sits beside config.json",
         )
-    try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(
-            f"cannot read the weights: {err}",
-            where=str(path),
-            hint="the file is damaged or not safetensors: save or download the checkpoint again",
-        ) from err
-    _check_fits(untied_state(model, keep=set(state)), state, path)
-    model.load_state_dict(state, strict=False)
+
+
+def _unreadable(path: Path, err: Exception) -> CheckpointError:
+    return CheckpointError(
+        f"cannot read the weights: {err}",
+        where=str(path),
+        hint="the file is damaged or not safetensors: save or download the checkpoint again",
+    )
+
+
+def _shapes(state: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(tensor.shape) for name, tensor in state.items()}
 
 
 def untied_state(model: nn.Module, keep: set[str] | None = None) -> dict[str, torch.Tensor]:
@@ -148,13 +172,15 @@ def untied_state(model: nn.Module, keep: set[str] | None = None) -> dict[str, to
     return {name: out[name] for name in state if name in out}
 
 
-def _check_fits(expected: Mapping[str, torch.Tensor], found: Mapping[str, Any], path: Path) -> None:
+def _check_fits(
+    expected: Mapping[str, Sequence[int]], found: Mapping[str, Sequence[int]], path: Path
+) -> None:
     missing = [k for k in expected if k not in found and not k.endswith(_OPTIONAL_KEY_SUFFIXES)]
     unexpected = [k for k in found if k not in expected]
     mismatched = [
-        f"{k} (model {list(expected[k].shape)}, file {list(found[k].shape)})"
+        f"{k} (model {list(expected[k])}, file {list(found[k])})"
         for k in expected
-        if k in found and tuple(expected[k].shape) != tuple(found[k].shape)
+        if k in found and tuple(expected[k]) != tuple(found[k])
     ]
     problems = []
     for label, keys in (

@@ -125,9 +125,10 @@ class TorchTrainingBackend:
             # Each rank its own stream (dropout, noise); DDP copies rank 0's initial weights.
             seed_everything(settings.seed + world.rank)
         run = prepare_run(plan, world, video_backend=self.video_backend)
-        if settings.seed is not None and not world.is_main:
+        if settings.seed is not None and (not world.is_main or not run.weights.first_rank):
             # Ranks after the first take their weights from it (a sharded run's build theirs
-            # on the meta device, drawing nothing): their streams start after the build alike.
+            # on the meta device, drawing nothing), as every rank of a sharded run whose
+            # weights are read: their streams start after the build alike.
             seed_everything(settings.seed + world.rank)
         _check_statistics(run, checkpoint)
         settings = run.settings
@@ -147,7 +148,7 @@ class TorchTrainingBackend:
             to_channels_last(ema.model)
         precision = precision_for(settings.amp_requested, world.device)
         if sharded:
-            shard_model(model, world, settings.distributed, precision)
+            shard_model(model, world, settings.distributed, precision, run.weights)
         elif settings.distributed.activation_checkpointing:
             model.enable_activation_checkpointing()
         optimisation = self._optimisation(plan, settings, model, world, precision)

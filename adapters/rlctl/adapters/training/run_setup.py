@@ -8,8 +8,11 @@ normalises alike; a resumed run takes the checkpoint's policy config, weights an
 checkpoint's weights with processors built anew over the *dataset's* statistics, as
 `lerobot-train` overrides the pretrained processors' statistics unless it resumes.
 
-Under fsdp/hsdp only rank 0 builds (or reads) the whole model; the other ranks build it on the
-meta device, and `shard_model` fills their shards from rank 0's weights.
+Under fsdp/hsdp on several processes no rank reads a whole model from disk: every rank builds
+it on the meta device and `shard_model` fills its shards from the rows of the file it reads
+(fine-tuning, or resuming an unsharded checkpoint), or the resumed sharded checkpoint fills them
+(`load_sharded`). Only a fresh model is built whole, on rank 0 alone (its initial weights are
+rank 0's draw), and broadcast into the others' shards.
 
 Everything was decided and resolved by the application (`PlanTraining`): nothing here pulls
 from the Hub or checks a config.
@@ -24,13 +27,16 @@ from typing import Any
 import attrs
 import structlog
 
-from rlctl.adapters.policies.base import PolicyModel
+from rlctl.adapters.policies.base import PolicyModel, policy_class
 from rlctl.adapters.policies.checkpoint import (
+    check_weights_file,
     checkpoint_folder,
     read_config,
     read_model,
     read_processors,
 )
+from rlctl.adapters.policies.errors import CheckpointError
+from rlctl.adapters.policies.files import inside_checkpoint
 from rlctl.adapters.policies.loaded_policy import LoadedPolicy, create_policy, load_policy_folder
 from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.training.data import (
@@ -40,10 +46,18 @@ from rlctl.adapters.training.data import (
     open_training_data,
 )
 from rlctl.adapters.training.distributed import World
-from rlctl.adapters.training.sharding import builds_on_meta, empty_model
+from rlctl.adapters.training.sharded_checkpoint import is_sharded_checkpoint
+from rlctl.adapters.training.sharding import (
+    FIRST_RANK,
+    WeightSource,
+    builds_on_meta,
+    empty_model,
+    sharded_over_ranks,
+)
 from rlctl.application.ports.training import TrainingPlan
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import ACTION, RELATIVE_ACTION, PolicyConfig
-from rlctl.domain.run_layout import PRETRAINED_DIR
+from rlctl.domain.run_layout import MODEL_FILE, PRETRAINED_DIR
 from rlctl.domain.train_settings import TrainSettings
 
 log = structlog.get_logger(__name__)
@@ -55,16 +69,18 @@ class PreparedRun:
     settings: TrainSettings
     policy: LoadedPolicy
     data: TrainingData
+    # Where a sharded run's weights come from (`shard_model`); the first rank's otherwise.
+    weights: WeightSource = FIRST_RANK
 
 
 def prepare_run(
     plan: TrainingPlan, world: World, *, video_backend: str | None = None
 ) -> PreparedRun:
     settings = plan.settings
-    loaded = None
+    loaded, weights = None, FIRST_RANK
     if plan.resume is not None:
         checkpoint = Path(plan.resume.location)
-        loaded = _resumed_policy(checkpoint / PRETRAINED_DIR, world)
+        loaded, weights = _resumed_policy(checkpoint, world)
         settings = attrs.evolve(settings, policy=loaded.config)
     data = open_training_data(
         plan.dataset_root,
@@ -77,26 +93,55 @@ def prepare_run(
         mixture=plan.dataset_roots,
     )
     if loaded is None:
-        loaded = new_policy(
+        loaded, weights = _new_policy(
             settings, data, world, pretrained=plan.pretrained, action_stats=plan.action_stats
         )
-    return PreparedRun(settings, loaded, data)
+    return PreparedRun(settings, loaded, data, weights)
 
 
-def _resumed_policy(folder: Path, world: World) -> LoadedPolicy:
-    """The checkpoint's policy; on a sharded run's ranks after the first, its config and
-    processors with an empty model (rank 0's weights fill its shards, then the sharded state)."""
-    model = _empty_model(read_config(folder), world)
-    if model is None:
-        return load_policy_folder(folder, device=str(world.device))
+def _resumed_policy(checkpoint: Path, world: World) -> tuple[LoadedPolicy, WeightSource]:
+    """The checkpoint's policy. Sharded over several processes, its config and processors with
+    a model without weights: the checkpoint's shards fill it (a sharded checkpoint), or each
+    rank reads its rows of pretrained_model's weights (an unsharded one)."""
+    folder = checkpoint / PRETRAINED_DIR
+    if not sharded_over_ranks(world):
+        return load_policy_folder(folder, device=str(world.device)), FIRST_RANK
+    if is_sharded_checkpoint(checkpoint):
+        weights = WeightSource(restored=True)
+    else:
+        weights = WeightSource(file=_weights_file(folder))
+    config = read_config(folder)
+    model = _unloaded_model(config, world, weights)
     pre, post = read_processors(folder, device=str(world.device))
-    return LoadedPolicy(model, pre, post)
+    return LoadedPolicy(model, pre, post), weights
 
 
-def _empty_model(config: PolicyConfig, world: World) -> PolicyModel | None:
-    """This rank's model with its parameters on the meta device, where a sharded run's rank
-    after the first (`builds_on_meta`) and the type allows it; None: build it whole."""
-    if not builds_on_meta(world):
+def _weights_file(folder: Path) -> Path:
+    return inside_checkpoint(folder, folder / MODEL_FILE, where=str(folder / MODEL_FILE))
+
+
+def _unloaded_model(config: PolicyConfig, world: World, weights: WeightSource) -> PolicyModel:
+    """The model `config` describes for a rank whose weights come from `weights` once sharded:
+    on the meta device where the type allows it, else built whole without reading a backbone;
+    checked against `weights.file` before a byte of it is read."""
+    model = _empty_model(config, world, weights)
+    if model is None:
+        try:
+            model = policy_class(config)(config, load_backbone_weights=False)
+        except ConfigError as err:
+            raise CheckpointError(err.message, where=err.where, hint=err.hint) from err
+        model = model.to(world.device)
+    if weights.file is not None:
+        check_weights_file(model, weights.file)
+    return model
+
+
+def _empty_model(
+    config: PolicyConfig, world: World, weights: WeightSource = FIRST_RANK
+) -> PolicyModel | None:
+    """This rank's model with its parameters on the meta device, where `builds_on_meta` and
+    the type allows it; None: build it whole."""
+    if not builds_on_meta(world, weights):
         return None
     model = empty_model(config)
     if model is not None:
@@ -104,36 +149,44 @@ def _empty_model(config: PolicyConfig, world: World) -> PolicyModel | None:
     return model
 
 
-def new_policy(
+def _new_policy(
     settings: TrainSettings,
     data: TrainingData,
     world: World,
     *,
     pretrained: Path | None = None,
     action_stats: Mapping[str, Any] | None = None,
-) -> LoadedPolicy:
+) -> tuple[LoadedPolicy, WeightSource]:
     """A policy over the dataset's statistics: fresh, or with the weights of `pretrained`."""
     stats = world.broadcast_json(
         training_stats(settings, data, action_stats) if world.is_main else None
     )
     device = str(world.device)
+    weights = FIRST_RANK
+    # A bfloat16 model trains in float32 where the device emulates bfloat16
+    # (`--policy.compute_dtype`, `vla.compute_dtype`); its checkpoints stay bfloat16. A
+    # sharded run keeps the dtypes: its ranks' shards must agree with rank 0's.
+    config = settings.policy
+    if world.mesh is not None:
+        config = attrs.evolve(config, compute_dtype="keep")
     if pretrained is not None:
         log.info("fine-tuning", pretrained=str(pretrained), policy=settings.policy.type_name)
-    # Sharded: this rank's weights come from rank 0's once sharded (`shard_model`); it
-    # neither initialises nor reads the whole model.
-    model = _empty_model(settings.policy, world)
-    if model is None:
-        # A bfloat16 model trains in float32 where the device emulates bfloat16
-        # (`--policy.compute_dtype`, `vla.compute_dtype`); its checkpoints stay bfloat16. A
-        # sharded run keeps the dtypes: its ranks' shards must agree with rank 0's.
-        config = settings.policy
-        if world.mesh is not None:
-            config = attrs.evolve(config, compute_dtype="keep")
-        if pretrained is None:
-            return create_policy(config, stats, device=device)
-        model = read_model(checkpoint_folder(pretrained), config, device=device)
+        folder = checkpoint_folder(pretrained)
+        if sharded_over_ranks(world):
+            # Each rank reads its own rows of the file once sharded (`shard_model`).
+            weights = WeightSource(file=_weights_file(folder))
+            model = _unloaded_model(settings.policy, world, weights)
+        else:
+            model = read_model(folder, config, device=device)
+    else:
+        # Sharded: the ranks after the first take rank 0's fresh weights once sharded; they
+        # neither initialise nor read the whole model.
+        empty = _empty_model(settings.policy, world)
+        if empty is None:
+            return create_policy(config, stats, device=device), weights
+        model = empty
     pre, post = make_pre_post_processors(settings.policy, stats, device=device)
-    return LoadedPolicy(model, pre, post)
+    return LoadedPolicy(model, pre, post), weights
 
 
 def training_stats(

@@ -11,11 +11,23 @@ Methods other than `forward` that compute with a unit's parameters (the joint la
 registered with FSDP (`fsdp_forward_methods` on the unit's class), so gathering and the backward
 pass's hooks happen around them too.
 
-Only the first rank builds the whole model. The others build its parameters on the meta device
-(shapes, no storage: `empty_model`), are sharded like it, then hold storage for their shards
-only (`to_empty`), which the first rank's weights fill tensor by tensor
-(`set_model_state_dict(broadcast_from_rank0=True)`), buffers — the non-persistent ones too —
-broadcast whole. N ranks on one host take one model's memory and N shards at start, not N models.
+Where the weights come from (`WeightSource`) decides who builds what:
+
+- a fresh model: its initial weights are the first rank's draw, so the first rank builds it
+  whole; the others build its parameters on the meta device (shapes, no storage:
+  `empty_model`), are sharded like it, then hold storage for their shards only (`to_empty`),
+  which the first rank's weights fill tensor by tensor
+  (`set_model_state_dict(broadcast_from_rank0=True)`). N ranks on one host take one model's
+  memory and N shards at start, not N models.
+- weights in a file (fine-tuning `--policy.pretrained_path`, resuming an unsharded checkpoint):
+  every rank, the first included, builds on the meta device and reads only the rows of its
+  shards from the safetensors file (`safe_open(...).get_slice`): no rank ever holds the model.
+- a resumed sharded checkpoint: every rank builds on the meta device and the checkpoint's
+  shards fill its storage (`load_sharded`, torch.distributed.checkpoint); the pretrained_model
+  weights are not read at all.
+
+Buffers are built as usual on every rank (small; the non-persistent ones are in no file) and
+broadcast from the first rank whole.
 
 Mixed precision follows the run's precision: bf16 parameters and compute with float32 gradient
 reduction and float32 master weights (the sharded parameters) when mixed precision is on (CUDA);
@@ -24,13 +36,17 @@ float32 otherwise (the CPU, and gloo).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import attrs
 import structlog
 import torch
 from torch import nn
 
 from rlctl.adapters.policies.base import PolicyModel, policy_class
+from rlctl.adapters.policies.checkpoint import untied_state
+from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.precision import Precision
 from rlctl.domain.policies import PolicyConfig
@@ -39,10 +55,33 @@ from rlctl.domain.train_settings import DistributedSettings
 log = structlog.get_logger(__name__)
 
 
+@attrs.frozen
+class WeightSource:
+    """Where a sharded run's weights come from once the model is sharded: `file`, a
+    safetensors file each rank reads its own rows of; `restored`, the resumed sharded
+    checkpoint (`load_sharded`, after the optimiser is built); neither, the first rank's
+    model (a fresh one), broadcast. The same on every rank."""
+
+    file: Path | None = None
+    restored: bool = False
+
+    @property
+    def first_rank(self) -> bool:
+        return self.file is None and not self.restored
+
+
+FIRST_RANK = WeightSource()
+
+
 def shard_model(
-    model: PolicyModel, world: World, settings: DistributedSettings, precision: Precision
+    model: PolicyModel,
+    world: World,
+    settings: DistributedSettings,
+    precision: Precision,
+    weights: WeightSource = FIRST_RANK,
 ) -> None:
-    """Shard `model` in place over `world.mesh` (its parameters become DTensors)."""
+    """Shard `model` in place over `world.mesh` (its parameters become DTensors), each rank's
+    shards filled from `weights` (left for the caller to fill when `weights.restored`)."""
     from torch.distributed.fsdp import (
         MixedPrecisionPolicy,
         fully_shard,
@@ -63,7 +102,8 @@ def shard_model(
     if settings.activation_checkpointing:
         model.enable_activation_checkpointing()
     # The first rank's whole state, by reference (no copy), to fill the others' shards from.
-    first = dict(model.state_dict()) if world.distributed and world.is_main else {}
+    from_first = weights.first_rank
+    first = dict(model.state_dict()) if from_first and world.distributed and world.is_main else {}
     if not units and world.is_main:
         log.warning(
             "this policy type declares no FSDP wrap units: the whole model is one unit, "
@@ -77,7 +117,10 @@ def shard_model(
             for name in getattr(type(module), "fsdp_forward_methods", ()):
                 register_fsdp_forward_method(module, name)
     fully_shard(model, **options)
-    _first_ranks_weights(model, world, first)
+    if from_first:
+        _first_ranks_weights(model, world, first)
+    else:
+        _own_weights(model, world, weights)
     del first
     if world.is_main:
         log.info(
@@ -90,10 +133,16 @@ def shard_model(
         )
 
 
-def builds_on_meta(world: World) -> bool:
-    """Whether this rank builds its model without storage: a sharded run's ranks after the
-    first, whose weights come from the first rank's once sharded."""
-    return world.mesh is not None and world.distributed and not world.is_main
+def sharded_over_ranks(world: World) -> bool:
+    """Whether the model is sharded over several processes (not a mesh of one)."""
+    return world.mesh is not None and world.distributed
+
+
+def builds_on_meta(world: World, weights: WeightSource = FIRST_RANK) -> bool:
+    """Whether this rank builds its model without storage: in a sharded run, every rank when
+    the weights come from a file or the resumed checkpoint, the ranks after the first when
+    they come from the first rank's freshly built model."""
+    return sharded_over_ranks(world) and (not world.is_main or not weights.first_rank)
 
 
 def empty_model(config: PolicyConfig) -> PolicyModel | None:
@@ -146,6 +195,82 @@ def _first_ranks_weights(model: nn.Module, world: World, first: dict[str, Any]) 
     with torch.no_grad():
         for buffer in model.buffers():  # unsharded; the non-persistent ones are in no state dict
             dist.broadcast(buffer.data, src=0)
+
+
+def _own_weights(model: nn.Module, world: World, weights: WeightSource) -> None:
+    """Storage for this rank's shards, filled from `weights.file` (rows of this rank only),
+    or left for the resumed checkpoint; buffers as built, then the first rank's."""
+    import torch.distributed as dist
+
+    if any(local(t).is_meta for t in model.parameters()):
+        built = dict(model.named_buffers())  # real: `to_empty` would leave them uninitialised
+        model.to_empty(device=world.device)
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():
+                buffer.copy_(built[name])
+            if weights.file is None:  # no garbage (a NaN) in the optimiser's first look
+                for parameter in model.parameters():
+                    local(parameter).zero_()
+        del built
+    if weights.file is not None:
+        read_own_rows(model, weights.file)
+    if world.distributed:
+        with torch.no_grad():
+            for buffer in model.buffers():
+                dist.broadcast(buffer.data, src=0)
+
+
+def read_own_rows(model: nn.Module, path: Path) -> None:
+    """The tensors of the safetensors file `path` into `model`, each sharded parameter reading
+    only the part this rank holds (`get_slice`: those bytes of the file, no more); buffers and
+    unsharded parameters whole. Keys and shapes were checked against the model beforehand
+    (`check_weights_file`); a tensor absent from the file keeps its value."""
+    import torch.distributed as dist
+    from safetensors import SafetensorError, safe_open
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    read = 0
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as file:
+            names = set(file.keys())
+            with torch.no_grad():
+                for name, tensor in untied_state(model, keep=names).items():
+                    if name not in names:
+                        continue
+                    if not isinstance(tensor, DTensor):
+                        whole = file.get_tensor(name)
+                        read += whole.numel() * whole.element_size()
+                        tensor.copy_(whole)
+                        continue
+                    target = tensor.to_local()
+                    if not target.numel():
+                        continue
+                    shape, offset = compute_local_shape_and_global_offset(
+                        tensor.shape, tensor.device_mesh, tensor.placements
+                    )
+                    part = (
+                        file.get_slice(name)[
+                            tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))
+                        ]
+                        if tensor.ndim
+                        else file.get_tensor(name)
+                    )
+                    read += part.numel() * part.element_size()
+                    target.copy_(part.reshape(target.shape))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(
+            f"cannot read the weights: {err}",
+            where=str(path),
+            hint="the file is damaged or not safetensors: save or download the checkpoint again",
+        ) from err
+    log.info(
+        "read this rank's rows of the weights",
+        rank=dist.get_rank() if dist.is_initialized() else 0,
+        file=str(path),
+        bytes=read,
+        of=path.stat().st_size,
+    )
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
