@@ -7,6 +7,7 @@ tests/adapters/policies/test_wrap_units.py train such ranks to the single proces
 from __future__ import annotations
 
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +90,141 @@ def test_act_builds_on_meta_with_the_real_models_names_and_shapes() -> None:
     left, right = empty.state_dict(), real.state_dict()
     assert left.keys() == right.keys()
     assert all((left[k].shape, left[k].dtype) == (right[k].shape, right[k].dtype) for k in left)
+
+
+@pytest.mark.parametrize(
+    "rank,mesh,weights,meta",
+    [
+        (0, "mesh", sharding.WeightSource(file=Path("model.safetensors")), True),
+        (0, "mesh", sharding.WeightSource(restored=True), True),
+        (1, "mesh", sharding.WeightSource(restored=True), True),
+        (0, None, sharding.WeightSource(file=Path("model.safetensors")), False),
+    ],
+)
+def test_every_sharded_rank_builds_on_meta_when_the_weights_are_read(
+    rank, mesh, weights, meta
+) -> None:
+    assert sharding.builds_on_meta(World(rank=rank, size=2, mesh=mesh), weights) is meta
+
+
+class Probe(nn.Module):
+    """A policy-shaped model: tied embedding and head, an uneven row count, buffers."""
+
+    def __init__(self, config: object = None, load_backbone_weights: bool = False) -> None:
+        super().__init__()
+        self.config = CONFIG
+        self.embed = nn.Embedding(10, 4)
+        self.body = nn.Linear(4, 7)  # 7 rows: shards of 2, 2, 2, 1 on four ranks
+        self.head = nn.Linear(7, 10, bias=False)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.embed.weight
+        self.norm = nn.BatchNorm1d(4)  # persistent buffers, in the file
+        self.register_buffer("table", torch.arange(3.0), persistent=False)
+
+    def fsdp_units(self) -> list[nn.Module]:
+        return [self.body]
+
+    def enable_activation_checkpointing(self) -> None:  # pragma: no cover - not asked
+        raise AssertionError
+
+
+@pytest.fixture
+def fake_world(request):
+    """Rank `request.param[0]` of a world of `[1]` processes, on a mesh of shape `[2]`, in this
+    one process (torch's fake process group: collectives do nothing)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    rank, size, shape = request.param
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size)
+    try:
+        names = ("replicate", "shard") if len(shape) == 2 else ("shard",)
+        mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+        yield World(rank=rank, size=size, mesh=mesh)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # torch.distributed's imports and the meta kernels (~10 s)
+@pytest.mark.parametrize(
+    "fake_world,rows",
+    [((2, 4, (4,)), (4, 6)), ((3, 4, (4,)), (6, 7)), ((3, 4, (2, 2)), (4, 7))],
+    indirect=["fake_world"],
+    ids=["fsdp-rank2of4", "fsdp-last-short-shard", "hsdp-rank3of2x2"],
+)
+def test_a_rank_reads_only_its_rows_of_the_weights_file(fake_world, rows, tmp_path, monkeypatch):
+    from safetensors.torch import save_file
+
+    from rlctl.adapters.policies.checkpoint import untied_state
+    from rlctl.adapters.training.precision import Precision
+    from rlctl.domain.train_settings import DistributedSettings
+
+    torch.manual_seed(0)
+    saved = Probe()
+    saved.norm.running_mean.uniform_()
+    state = {k: v.to(torch.bfloat16) for k, v in untied_state(saved).items()}  # cast on read
+    path = tmp_path / "model.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    events: list[dict] = []
+    monkeypatch.setattr(sharding.log, "info", lambda event, **kw: events.append(kw))
+    monkeypatch.setattr(sharding, "policy_class", lambda config: Probe)
+
+    model = sharding.empty_model(CONFIG)
+    assert model is not None and all(p.is_meta for p in model.parameters())
+    weights = sharding.WeightSource(file=path)
+    sharding.shard_model(
+        model, fake_world, DistributedSettings(strategy="fsdp"), Precision(), weights
+    )
+
+    first, last = rows
+    body = sharding.local(model.body.weight)
+    torch.testing.assert_close(body, state["body.weight"][first:last].float())
+    torch.testing.assert_close(
+        sharding.local(model.body.bias), state["body.bias"][first:last].float()
+    )
+    assert model.out.weight is model.embed.weight  # still tied, read once
+    torch.testing.assert_close(model.norm.running_mean, state["norm.running_mean"].float())
+    torch.testing.assert_close(model.table, torch.arange(3.0))  # as built, not to_empty's garbage
+    (read,) = [e for e in events if "bytes" in e]
+    held = sum(sharding.local(t).numel() * 2 for t in untied_state(model).values())
+    assert read["bytes"] == held  # this rank's rows of every tensor, and nothing else
+    assert read["bytes"] < read["of"] / 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fake_world", [(1, 2, (2,))], indirect=True)
+def test_shards_left_for_the_checkpoint_hold_zeros_and_the_built_buffers(fake_world, monkeypatch):
+    from rlctl.adapters.training.precision import Precision
+    from rlctl.domain.train_settings import DistributedSettings
+
+    monkeypatch.setattr(sharding, "policy_class", lambda config: Probe)
+    model = sharding.empty_model(CONFIG)
+    assert model is not None
+    restored = sharding.WeightSource(restored=True)
+    sharding.shard_model(
+        model, fake_world, DistributedSettings(strategy="fsdp"), Precision(), restored
+    )
+    assert not any(sharding.local(p).is_meta for p in model.parameters())
+    assert all(not sharding.local(p).any() for p in model.parameters())
+    torch.testing.assert_close(model.table, torch.arange(3.0))
+    torch.testing.assert_close(model.norm.running_var, torch.ones(4))
+
+
+def test_a_weights_file_that_does_not_fit_is_refused_from_its_header(tmp_path, monkeypatch):
+    from safetensors.torch import save_file
+
+    from rlctl.adapters.policies.checkpoint import check_weights_file
+    from rlctl.adapters.policies.errors import CheckpointMismatch
+
+    path = tmp_path / "model.safetensors"
+    save_file({"body.weight": torch.zeros(3, 4), "extra": torch.zeros(1)}, str(path))
+    with torch.device("meta"):
+        model = nn.Sequential()
+        model.body = nn.Linear(4, 7)
+    with pytest.raises(CheckpointMismatch) as caught:
+        check_weights_file(model, path)
+    message = caught.value.message
+    assert "body.weight (model [7, 4], file [3, 4])" in message
+    assert "missing from the file: body.bias" in message and "unexpected" in message
+    assert caught.value.where == str(path)

@@ -213,18 +213,19 @@ def _own_weights(model: nn.Module, world: World, weights: WeightSource) -> None:
                     local(parameter).zero_()
         del built
     if weights.file is not None:
-        read_own_rows(model, weights.file)
+        read_own_rows(model, weights.file, world.mesh)
     if world.distributed:
         with torch.no_grad():
             for buffer in model.buffers():
                 dist.broadcast(buffer.data, src=0)
 
 
-def read_own_rows(model: nn.Module, path: Path) -> None:
+def read_own_rows(model: nn.Module, path: Path, mesh: Any) -> None:
     """The tensors of the safetensors file `path` into `model`, each sharded parameter reading
     only the part this rank holds (`get_slice`: those bytes of the file, no more); buffers and
     unsharded parameters whole. Keys and shapes were checked against the model beforehand
-    (`check_weights_file`); a tensor absent from the file keeps its value."""
+    (`check_weights_file`); a tensor absent from the file keeps its value. The part a rank holds
+    follows from its place in `mesh`, the one the model was sharded over (as FSDP takes it)."""
     import torch.distributed as dist
     from safetensors import SafetensorError, safe_open
     from torch.distributed.tensor import DTensor
@@ -247,7 +248,7 @@ def read_own_rows(model: nn.Module, path: Path) -> None:
                     if not target.numel():
                         continue
                     shape, offset = compute_local_shape_and_global_offset(
-                        tensor.shape, tensor.device_mesh, tensor.placements
+                        tensor.shape, mesh, tensor.placements
                     )
                     part = (
                         file.get_slice(name)[
