@@ -5,6 +5,7 @@ ranks, and a DCP checkpoint's save and resume against a gathered (full state dic
     uv run python benchmarks/sharded_training.py --sizes tiny small --ranks 1 2
     uv run python benchmarks/sharded_training.py --checkpoint-only --checkpoint-size medium
     uv run python benchmarks/sharded_training.py --build-only --build-size medium --build-ranks 2
+    uv run python benchmarks/sharded_training.py --load-only --build-size medium --load-ranks 1 2 4
 
 Each configuration runs in fresh processes (`torch.distributed.run --standalone`; one rank: a
 plain process). A rank builds the model (seed 0), shards it (FSDP2 with π0's wrap units: the
@@ -27,6 +28,15 @@ Build table (FSDP): each rank's peak resident memory while building and sharding
 (VmHWM over the rank's base) and its RSS once sharded, with every rank building the whole model,
 against training's way: rank 0 builds it whole, the others on the meta device, holding storage
 for their shards only (`empty_model`, `shard_model`). The memory table builds as training does.
+
+Load table (FSDP; `--load-only`): each rank's peak resident memory (VmHWM over its base) while
+building the model, sharding it and filling it from disk, on 1, 2 and 4 ranks, for the two
+places its weights come from: a pretrained_model folder (fine-tuning, or resuming an unsharded
+checkpoint) and a sharded DCP checkpoint with its AdamW state (resuming). `rank 0 reads` is how
+runs loaded before: rank 0 read the whole model (`read_model`) and broadcast it into the others'
+shards, then (resuming) the checkpoint's shards were loaded over it; `own rows` is training's
+way now: every rank builds on the meta device and reads only its rows of model.safetensors
+(`read_own_rows`), or only its shards of the DCP checkpoint (`load_sharded`).
 
 π0's sizes here are custom sizes (`custom:` variants: the Gemma layers and the SigLIP tower) with
 a 4096-token vocabulary, so the layers, not the embeddings, make up the model; 56x56 images.
@@ -123,6 +133,9 @@ def reset_hwm() -> None:
 
 
 def child(spec: dict[str, Any]) -> None:
+    if spec.get("load"):
+        load_child(spec)
+        return
     import torch
     import torch.distributed as dist
 
@@ -251,6 +264,124 @@ def checkpoint_times(model: Any, optimizer: Any, world: Any, spec: dict[str, Any
     return best
 
 
+def load_child(spec: dict[str, Any]) -> None:
+    """One rank of the load table: build, shard and fill π0 from `spec["folder"]` (its
+    pretrained_model, or with `resume` its DCP checkpoint too), the old way or the new one;
+    `prepare` writes that DCP checkpoint (sharded, with AdamW's state) first."""
+    import torch
+    import torch.distributed as dist
+
+    from rlctl.adapters.policies.base import build_policy
+    from rlctl.adapters.policies.checkpoint import read_model
+    from rlctl.adapters.training.distributed import start_world
+    from rlctl.adapters.training.precision import Precision
+    from rlctl.adapters.training.sharded_checkpoint import load_sharded, save_sharded
+    from rlctl.adapters.training.sharding import (
+        FIRST_RANK,
+        WeightSource,
+        builds_on_meta,
+        empty_model,
+        shard_model,
+    )
+    from rlctl.domain.train_settings import DistributedSettings
+
+    torch.set_num_threads(1)
+    launched = "WORLD_SIZE" in os.environ
+    settings = DistributedSettings(strategy="fsdp" if launched else "ddp")
+    world = start_world("cpu", settings)
+    folder = Path(spec["folder"])
+    pretrained = folder / "pretrained_model"
+    dcp_folder = folder / "distributed"
+    policy = config(spec["size"])
+    base = rss_mb()
+    reset_hwm()
+    start = time.perf_counter()
+    if spec.get("prepare"):
+        model = build_policy(policy) if world.is_main else empty_model(policy)
+        assert model is not None
+        shard_model(model, world, settings, Precision())
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        save_sharded(dcp_folder, model, optimizer)
+        if world.is_main:
+            print(json.dumps({"spec": spec, "ranks": []}), flush=True)
+        world.close()
+        return
+    if spec["own_rows"]:
+        source = (
+            WeightSource(restored=True)
+            if spec["resume"]
+            else WeightSource(file=pretrained / "model.safetensors")
+        )
+    else:
+        source = FIRST_RANK
+    if world.is_main and source.first_rank:
+        model = read_model(pretrained, policy)  # the whole model, on rank 0
+    else:
+        model = empty_model(policy) if builds_on_meta(world, source) else None
+        model = read_model(pretrained, policy) if model is None else model
+    model.train()
+    if world.mesh is not None:
+        shard_model(model, world, settings, Precision(), source)
+    if spec["resume"]:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        load_sharded(dcp_folder, model, optimizer)
+    gc.collect()
+    figures = {
+        "rank": world.rank,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "base_mb": base,
+        "peak_mb": hwm_mb(),
+        "rss_mb": rss_mb(),
+        "seconds": time.perf_counter() - start,
+    }
+    everything: list[Any] = [figures]
+    if world.distributed:
+        everything = [None] * world.size
+        dist.all_gather_object(everything, figures)
+    if world.is_main:
+        print(json.dumps({"spec": spec, "ranks": everything}), flush=True)
+    world.close()
+
+
+def load_table(size: str, ranks: list[int]) -> None:
+    """Per-rank peak memory while building, sharding and loading π0 from disk, the old way
+    (rank 0 reads the whole model) against every rank reading its own rows or shards."""
+    import torch
+    from safetensors.torch import save_file
+
+    from rlctl.adapters.policies.base import build_policy
+    from rlctl.adapters.policies.checkpoint import untied_state, write_config
+
+    with tempfile.TemporaryDirectory() as folder:
+        pretrained = Path(folder) / "pretrained_model"
+        pretrained.mkdir()
+        torch.manual_seed(0)
+        model = build_policy(config(size))
+        write_config(model.config, pretrained)
+        state = {k: v.detach().contiguous() for k, v in untied_state(model).items()}
+        save_file(state, str(pretrained / "model.safetensors"), metadata={"format": "pt"})
+        weights = sum(p.numel() for p in model.parameters()) * 4 / 2**20
+        del model, state
+        gc.collect()
+        launch({"load": True, "prepare": True, "size": size, "folder": folder}, 2)
+        print(f"\nloading π0 {size} ({weights:.0f} MB of float32 weights; resume adds AdamW's "
+              f"two moments) under fsdp: per-rank peak RSS above the rank's base, MB "
+              f"(max over ranks; sum over ranks), and seconds")  # fmt: skip
+        print(f"{'from':18} {'ranks':>5} {'rank 0 reads':>24} {'own rows':>24}")
+        for resume in (False, True):
+            for count in ranks:
+                cells = []
+                for own_rows in (False, True):
+                    spec = {"load": True, "size": size, "folder": folder, "resume": resume,
+                            "own_rows": own_rows}  # fmt: skip
+                    result = launch(spec, count)["ranks"]
+                    over = [r["peak_mb"] - r["base_mb"] for r in result]
+                    seconds = max(r["seconds"] for r in result)
+                    cells.append(f"{max(over):6.0f} ({sum(over):6.0f}) {seconds:5.1f} s")
+                source = "DCP checkpoint" if resume else "pretrained_model"
+                print(f"{source:18} {count:5d} {cells[0]:>24} {cells[1]:>24}", flush=True)
+
+
 # -- the parent ---------------------------------------------------------------------------------
 
 
@@ -345,6 +476,10 @@ def main() -> None:
         "--build-only", action="store_true", help="only the build table (peak RSS before sharding)"
     )
     parser.add_argument("--build-size", default="medium", choices=list(SIZES))
+    parser.add_argument(
+        "--load-only", action="store_true", help="only the load table (fine-tune and resume)"
+    )
+    parser.add_argument("--load-ranks", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--build-ranks", type=int, default=2)
     args = parser.parse_args()
     if args.child:
@@ -354,6 +489,8 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}")
     if args.build_only:
         build_table(args.build_size, args.build_ranks)
+    elif args.load_only:
+        load_table(args.build_size, args.load_ranks)
     else:
         if not args.checkpoint_only:
             memory_table(args.sizes, args.ranks, args.steps)

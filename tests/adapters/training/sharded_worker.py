@@ -4,7 +4,8 @@
 plain `python sharded_worker.py SPEC` for one process), SPEC a JSON object: dataset, out,
 steps, batch_size, and optionally strategy, accum, resume, save_freq, policy ("mlp", "act"),
 pretrained (a pretrained_model folder to fine-tune).
-Writes OUT/rank<r>.json: the losses logged each step, the parameters this rank holds.
+Writes OUT/rank<r>.json: the losses logged each step, the parameters this rank holds, whether
+it built its model on the meta device and the bytes of a weights file it read.
 """
 
 from __future__ import annotations
@@ -20,11 +21,32 @@ from dependency_injector import providers
 
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
 from rlctl.adapters.memory.progress import SilentProgress
+from rlctl.adapters.training import run_setup, sharding
 from rlctl.adapters.training.backend import TorchTrainingBackend
 from rlctl.adapters.training.sharding import local, sharded_numel
 from rlctl.domain.policies import ACTConfig, MLPConfig
 from rlctl.domain.train_settings import DatasetSource, DistributedSettings, TrainSettings
 from rlctl.entrypoints.container import build_container
+
+
+class Recording:
+    """A module's logger that also keeps what it logged at info, for this rank's report."""
+
+    events: list[dict] = []
+
+    def __init__(self, logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str):
+        return getattr(self._logger, name)
+
+    def info(self, event: str, **fields) -> None:
+        Recording.events.append({"event": event, **{k: str(v) for k, v in fields.items()}})
+        self._logger.info(event, **fields)
+
+
+run_setup.log = Recording(run_setup.log)
+sharding.log = Recording(sharding.log)
 
 
 class Backend(TorchTrainingBackend):
@@ -94,6 +116,15 @@ def main() -> None:
                 "total": sum(p.numel() for p in model.parameters()),
                 # Adam's two moments: the optimiser state this rank holds.
                 "optimizer_held": sum(local(v).numel() for v in moments),
+                # How this rank got its weights: built on the meta device, rows read.
+                "built_on_meta": any(
+                    e["event"] == "built on the meta device" for e in Recording.events
+                ),
+                "rows_read": [
+                    int(e["bytes"])
+                    for e in Recording.events
+                    if e["event"] == "read this rank's rows of the weights"
+                ],
             }
         )
     )

@@ -122,9 +122,13 @@ def test_ddp_on_two_ranks_is_one_process_and_a_ddp_checkpoint_resumes_sharded(
 
     # An unsharded checkpoint (optimiser files keyed by index) resumes under fsdp.
     again = resume_from(tmp_path / "ddp", "000002", tmp_path / "resumed")
-    (rank0, _), _ = launch({"dataset": dataset, "out": str(again), "steps": 3, "batch_size": 4,
-                            "strategy": "fsdp", "resume": str(again)}, 2)  # fmt: skip
+    resumed = {"dataset": dataset, "out": str(again), "steps": 3, "batch_size": 4,
+               "strategy": "fsdp", "resume": str(again)}  # fmt: skip
+    (rank0, rank1), _ = launch(resumed, 2)
     assert close(rank0["losses"], one[0]["losses"][2:])
+    # Its pretrained_model weights read shard by shard: each rank its own rows only.
+    assert rank0["built_on_meta"] and rank1["built_on_meta"]
+    assert (rank0["rows_read"], rank1["rows_read"]) == ([4 * rank0["held"]], [4 * rank1["held"]])
 
 
 @pytest.mark.slow
@@ -150,37 +154,45 @@ def test_four_ranks_fsdp_and_hsdp_and_resume_on_two(fixtures_dir, tmp_path):
         exported = tmp_path / run / "checkpoints" / "000003" / "pretrained_model"
         same_weights(exported / "model.safetensors", expected)
 
-    # 4 ranks -> 2 ranks.
+    # 4 ranks -> 2 ranks: each rank reads its shards of the checkpoint, and no rank the
+    # pretrained_model weights (every rank, the first too, builds on the meta device).
     again = resume_from(tmp_path / "fsdp4", "000002", tmp_path / "resumed")
-    (rank0, _), _ = launch({"dataset": dataset, "out": str(again), "steps": 3, "batch_size": 4,
-                            "strategy": "fsdp", "resume": str(again)}, 2)  # fmt: skip
+    resumed = {"dataset": dataset, "out": str(again), "steps": 3, "batch_size": 4,
+               "strategy": "fsdp", "resume": str(again)}  # fmt: skip
+    (rank0, rank1), _ = launch(resumed, 2)
     assert (rank0["start"], rank0["done"]) == (2, 3)
     assert close(rank0["losses"], one[0]["losses"][2:])
+    assert rank0["built_on_meta"] and rank1["built_on_meta"]
+    assert rank0["rows_read"] == rank1["rows_read"] == []
+
+    # 4 ranks -> one plain process.
+    again = resume_from(tmp_path / "fsdp4", "000002", tmp_path / "resumed_in_one")
+    (alone,), _ = launch({"dataset": dataset, "out": str(again), "steps": 3, "batch_size": 8,
+                          "resume": str(again)}, 1)  # fmt: skip
+    assert (alone["start"], alone["done"]) == (2, 3)
+    assert close(alone["losses"], one[0]["losses"][2:])
 
 
 @pytest.mark.slow
 @pytest.mark.ranks
-def test_act_layer_units_with_activation_checkpointing_train_as_ddp_and_lerobot_loads_them(
-    fixtures_dir, tmp_path, request
+def test_fine_tuning_on_two_ranks_reads_half_the_weights_each_and_is_one_process(
+    fixtures_dir, tmp_path
 ):
     dataset = str(fixtures_dir / "sim_video")
-    base = {"dataset": dataset, "steps": 2, "batch_size": 2, "policy": "act"}
-    ddp, _ = launch({**base, "out": str(tmp_path / "ddp")}, 2)
-    fsdp, log = launch({**base, "out": str(tmp_path / "fsdp"), "strategy": "fsdp",
-                        "activation_checkpointing": True}, 2)  # fmt: skip
-    # Per-rank masked means under both: the same figures, whatever the padding.
-    np_close = [abs(a - b) <= 1e-5 * abs(b) for a, b in zip(fsdp[0]["losses"], ddp[0]["losses"])]
-    assert len(np_close) == 2 and all(np_close), (fsdp[0]["losses"], ddp[0]["losses"])
-    assert "units=5" in log and "activation_checkpointing=True" in log
-    exported = tmp_path / "fsdp" / "checkpoints" / "000002" / "pretrained_model"
-    left = load_file(str(exported / "model.safetensors"))
-    right = load_file(str(tmp_path / "ddp/checkpoints/000002/pretrained_model/model.safetensors"))
-    assert left.keys() == right.keys()
-    for key in left:
-        torch.testing.assert_close(left[key], right[key], rtol=1e-4, atol=1e-5, msg=key)
-
-    if os.environ.get("RLCTL_LEROBOT_PYTHON"):  # opt-in: LeRobot 0.6.1 loads the export
-        loaded = request.getfixturevalue("lerobot")(HERE / "lerobot_load_pretrained.py", exported)
-        assert loaded["policy"] == "act"
-        for key, value in left.items():
-            assert loaded["sums"][key] == pytest.approx(float(value.double().sum()), abs=1e-6)
+    launch({"dataset": dataset, "out": str(tmp_path / "base"), "steps": 2, "batch_size": 8}, 1)
+    pretrained = str(tmp_path / "base" / "checkpoints" / "000002" / "pretrained_model")
+    tuned = {"dataset": dataset, "steps": 2, "pretrained": pretrained}
+    (one,), _ = launch({**tuned, "out": str(tmp_path / "one"), "batch_size": 8}, 1)
+    (rank0, rank1), _ = launch(
+        {**tuned, "out": str(tmp_path / "fsdp"), "batch_size": 4, "strategy": "fsdp"}, 2
+    )
+    assert close(rank0["losses"], one["losses"]), (rank0["losses"], one["losses"])
+    # No rank built, or read, the whole model: each its own rows (float32), half each.
+    assert rank0["built_on_meta"] and rank1["built_on_meta"]
+    assert (rank0["rows_read"], rank1["rows_read"]) == ([4 * rank0["held"]], [4 * rank1["held"]])
+    assert rank0["held"] + rank1["held"] == rank0["total"]
+    assert max(rank0["held"], rank1["held"]) <= rank0["total"] / 2 + 64
+    same_weights(
+        tmp_path / "fsdp/checkpoints/000002/pretrained_model/model.safetensors",
+        tmp_path / "one/checkpoints/000002/pretrained_model/model.safetensors",
+    )

@@ -47,8 +47,10 @@ from torch import nn
 from rlctl.adapters.policies.base import PolicyModel, policy_class
 from rlctl.adapters.policies.checkpoint import untied_state
 from rlctl.adapters.policies.errors import CheckpointError
+from rlctl.adapters.policies.vla.loading import materialize_buffers
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.precision import Precision
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.train_settings import DistributedSettings
 
@@ -153,8 +155,9 @@ def empty_model(config: PolicyConfig) -> PolicyModel | None:
     Each parameter moves to the meta device as it is registered, so one at most is ever held;
     the initialisers then run on the meta device (no compute). Buffers and the plain tensors
     models keep (a noise scheduler's tables) are built as usual: they are small, and a tensor
-    that is no parameter or buffer is in no state dict to fill it from. None (with a warning)
-    where the type computes with its parameters while it is built: build that one whole."""
+    that is no parameter or buffer is in no state dict to fill it from (a buffer computed on a
+    parameter's device is computed again off it). None (with a warning) where the type
+    computes with its parameters while it is built: build that one whole."""
     register = nn.Module.register_parameter
 
     def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
@@ -167,7 +170,7 @@ def empty_model(config: PolicyConfig) -> PolicyModel | None:
 
     nn.Module.register_parameter = on_meta  # type: ignore[method-assign]
     try:
-        return policy_class(config)(config, load_backbone_weights=False)
+        model = policy_class(config)(config, load_backbone_weights=False)
     except (RuntimeError, NotImplementedError) as err:  # a computation on the meta device
         log.warning(
             "this policy type computes with its weights while it is built: this rank builds "
@@ -178,6 +181,19 @@ def empty_model(config: PolicyConfig) -> PolicyModel | None:
         return None
     finally:
         nn.Module.register_parameter = register  # type: ignore[method-assign]
+    try:
+        # A buffer computed on a parameter's device (SigLIP's positions, Gemma's embedding
+        # scale) came out on the meta device too: computed again, as after a meta load.
+        materialize_buffers(model, config.type_name)
+    except ConfigError as err:
+        log.warning(
+            "a buffer of this policy type cannot be computed without its weights: this rank "
+            "builds it whole (memory as rank 0's until sharded)",
+            policy=config.type_name,
+            reason=err.message,
+        )
+        return None
+    return model
 
 
 def _first_ranks_weights(model: nn.Module, world: World, first: dict[str, Any]) -> None:
