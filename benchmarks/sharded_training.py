@@ -317,7 +317,9 @@ def load_child(spec: dict[str, Any]) -> None:
     if world.is_main and source.first_rank:
         model = read_model(pretrained, policy)  # the whole model, on rank 0
     else:
-        model = empty_model(policy) if builds_on_meta(world, source) else None
+        model = (
+            empty_model(policy, computed_buffers=True) if builds_on_meta(world, source) else None
+        )
         model = read_model(pretrained, policy) if model is None else model
     model.train()
     if world.mesh is not None:

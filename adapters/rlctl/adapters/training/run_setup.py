@@ -143,7 +143,7 @@ def _empty_model(
     the type allows it; None: build it whole."""
     if not builds_on_meta(world, weights):
         return None
-    model = empty_model(config)
+    model = empty_model(config, computed_buffers=not weights.first_rank)
     if model is not None:
         log.info("built on the meta device", rank=world.rank, policy=config.type_name)
     return model

@@ -147,7 +147,7 @@ def builds_on_meta(world: World, weights: WeightSource = FIRST_RANK) -> bool:
     return sharded_over_ranks(world) and (not world.is_main or not weights.first_rank)
 
 
-def empty_model(config: PolicyConfig) -> PolicyModel | None:
+def empty_model(config: PolicyConfig, *, computed_buffers: bool = False) -> PolicyModel | None:
     """The model `config` describes with its parameters on the meta device (shapes, no storage,
     no backbone read), for a rank where `builds_on_meta`: `shard_model` gives it its shards of
     rank 0's weights.
@@ -156,8 +156,9 @@ def empty_model(config: PolicyConfig) -> PolicyModel | None:
     the initialisers then run on the meta device (no compute). Buffers and the plain tensors
     models keep (a noise scheduler's tables) are built as usual: they are small, and a tensor
     that is no parameter or buffer is in no state dict to fill it from (a buffer computed on a
-    parameter's device is computed again off it). None (with a warning) where the type
-    computes with its parameters while it is built: build that one whole."""
+    parameter's device is computed again off it where `computed_buffers`: no rank 0 builds
+    them). None (with a warning) where the type computes with its parameters while it is
+    built, or such a buffer cannot be computed: build that one whole."""
     register = nn.Module.register_parameter
 
     def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
@@ -181,10 +182,13 @@ def empty_model(config: PolicyConfig) -> PolicyModel | None:
         return None
     finally:
         nn.Module.register_parameter = register  # type: ignore[method-assign]
+    if not computed_buffers:
+        return model  # rank 0's buffers are broadcast
     try:
         # A buffer computed on a parameter's device (SigLIP's positions, Gemma's embedding
-        # scale) came out on the meta device too: computed again, as after a meta load.
-        materialize_buffers(model, config.type_name)
+        # scale) came out on the meta device too: computed again, as after a meta load (the
+        # persistent ones come with the weights).
+        materialize_buffers(model, config.type_name, non_persistent=True)
     except ConfigError as err:
         log.warning(
             "a buffer of this policy type cannot be computed without its weights: this rank "
@@ -223,7 +227,8 @@ def _own_weights(model: nn.Module, world: World, weights: WeightSource) -> None:
         model.to_empty(device=world.device)
         with torch.no_grad():
             for name, buffer in model.named_buffers():
-                buffer.copy_(built[name])
+                if not built[name].is_meta:  # a persistent one: the weights hold it
+                    buffer.copy_(built[name])
             if weights.file is None:  # no garbage (a NaN) in the optimiser's first look
                 for parameter in model.parameters():
                     local(parameter).zero_()

@@ -83,12 +83,15 @@ def finish_meta_load(module: nn.Module, dtypes: Mapping[str, torch.dtype], what:
     materialize_buffers(module, what)
 
 
-def materialize_buffers(module: nn.Module, what: str) -> None:
+def materialize_buffers(module: nn.Module, what: str, *, non_persistent: bool = False) -> None:
     """The buffers that are no checkpoint's (SigLIP's patch positions, the embeddings' scale),
-    computed again after the parameters were loaded onto a model built on the meta device."""
+    computed again after the parameters were loaded onto a model built on the meta device
+    (`non_persistent`: only those no state dict holds)."""
     for owner in module.modules():
         for name, buffer in list(owner.named_buffers(recurse=False)):
             if not buffer.is_meta:
+                continue
+            if non_persistent and name not in owner._non_persistent_buffers_set:
                 continue
             if name == "position_ids":
                 value = torch.arange(buffer.shape[-1]).expand(buffer.shape)
