@@ -148,12 +148,18 @@ def fake_world(request):
 
 @pytest.mark.slow  # torch.distributed's imports and the meta kernels (~10 s)
 @pytest.mark.parametrize(
-    "fake_world,rows",
-    [((2, 4, (4,)), (4, 6)), ((3, 4, (4,)), (6, 7)), ((3, 4, (2, 2)), (4, 7))],
+    "fake_world,rows,dtype",
+    [
+        ((2, 4, (4,)), (4, 6), torch.float32),  # read in place (pread)
+        ((3, 4, (4,)), (6, 7), torch.bfloat16),  # cast: through get_slice
+        ((3, 4, (2, 2)), (4, 7), torch.float32),
+    ],
     indirect=["fake_world"],
     ids=["fsdp-rank2of4", "fsdp-last-short-shard", "hsdp-rank3of2x2"],
 )
-def test_a_rank_reads_only_its_rows_of_the_weights_file(fake_world, rows, tmp_path, monkeypatch):
+def test_a_rank_reads_only_its_rows_of_the_weights_file(
+    fake_world, rows, dtype, tmp_path, monkeypatch
+):
     from safetensors.torch import save_file
 
     from rlctl.adapters.policies.checkpoint import untied_state
@@ -163,12 +169,17 @@ def test_a_rank_reads_only_its_rows_of_the_weights_file(fake_world, rows, tmp_pa
     torch.manual_seed(0)
     saved = Probe()
     saved.norm.running_mean.uniform_()
-    state = {k: v.to(torch.bfloat16) for k, v in untied_state(saved).items()}  # cast on read
+    state = {k: v.to(dtype) for k, v in untied_state(saved).items()}
     path = tmp_path / "model.safetensors"
     save_file({k: v.contiguous() for k, v in state.items()}, str(path))
     events: list[dict] = []
     monkeypatch.setattr(sharding.log, "info", lambda event, **kw: events.append(kw))
     monkeypatch.setattr(sharding, "policy_class", lambda config: Probe)
+    in_place = []
+    rows_in_place = sharding._rows_in_place
+    monkeypatch.setattr(
+        sharding, "_rows_in_place", lambda *a: in_place.append(rows_in_place(*a)) or in_place[-1]
+    )
 
     model = sharding.empty_model(CONFIG)
     assert model is not None and all(p.is_meta for p in model.parameters())
@@ -187,9 +198,11 @@ def test_a_rank_reads_only_its_rows_of_the_weights_file(fake_world, rows, tmp_pa
     torch.testing.assert_close(model.norm.running_mean, state["norm.running_mean"].float())
     torch.testing.assert_close(model.table, torch.arange(3.0))  # as built, not to_empty's garbage
     (read,) = [e for e in events if "bytes" in e]
-    held = sum(sharding.local(t).numel() * 2 for t in untied_state(model).values())
+    size = torch.empty(0, dtype=dtype).element_size()
+    held = sum(sharding.local(t).numel() * size for t in untied_state(model).values())
     assert read["bytes"] == held  # this rank's rows of every tensor, and nothing else
     assert read["bytes"] < read["of"] / 2
+    assert all(in_place) if dtype == torch.float32 else not any(in_place)
 
 
 @pytest.mark.slow

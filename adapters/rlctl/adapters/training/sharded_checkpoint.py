@@ -40,7 +40,7 @@ from rlctl.adapters.training.distributed import World
 
 DCP_DIR = "distributed"
 
-_SAFETENSORS_DTYPES = {
+SAFETENSORS_DTYPES = {
     torch.float64: "F64",
     torch.float32: "F32",
     torch.float16: "F16",
@@ -177,7 +177,7 @@ def _layout(tensors: Iterable[tuple[str, torch.Tensor]]) -> tuple[bytes, dict[st
     for name, tensor in tensors:
         size = tensor.numel() * tensor.element_size()
         header[name] = {
-            "dtype": _SAFETENSORS_DTYPES[tensor.dtype],
+            "dtype": SAFETENSORS_DTYPES[tensor.dtype],
             "shape": list(tensor.shape),
             "data_offsets": [position, position + size],
         }

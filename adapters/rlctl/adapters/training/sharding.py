@@ -36,6 +36,10 @@ float32 otherwise (the CPU, and gloo).
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +247,8 @@ def _own_weights(model: nn.Module, world: World, weights: WeightSource) -> None:
 
 def read_own_rows(model: nn.Module, path: Path, mesh: Any) -> None:
     """The tensors of the safetensors file `path` into `model`, each sharded parameter reading
-    only the part this rank holds (`get_slice`: those bytes of the file, no more); buffers and
+    only the part this rank holds (those bytes of the file, no more: read straight into its
+    storage where they are one range of the same dtype, else through `get_slice`); buffers and
     unsharded parameters whole. Keys and shapes were checked against the model beforehand
     (`check_weights_file`); a tensor absent from the file keeps its value. The part a rank holds
     follows from its place in `mesh`, the one the model was sharded over (as FSDP takes it)."""
@@ -254,7 +259,11 @@ def read_own_rows(model: nn.Module, path: Path, mesh: Any) -> None:
 
     read = 0
     try:
-        with safe_open(str(path), framework="pt", device="cpu") as file:
+        layout = _file_layout(path)
+        with (
+            safe_open(str(path), framework="pt", device="cpu") as file,
+            _opened(path) as descriptor,
+        ):
             names = set(file.keys())
             with torch.no_grad():
                 for name, tensor in untied_state(model, keep=names).items():
@@ -271,6 +280,10 @@ def read_own_rows(model: nn.Module, path: Path, mesh: Any) -> None:
                     shape, offset = compute_local_shape_and_global_offset(
                         tensor.shape, mesh, tensor.placements
                     )
+                    rows = _rows_in_place(descriptor, layout, name, target, shape, offset)
+                    if rows:  # read straight into this rank's storage
+                        read += rows
+                        continue
                     part = (
                         file.get_slice(name)[
                             tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))
@@ -293,6 +306,67 @@ def read_own_rows(model: nn.Module, path: Path, mesh: Any) -> None:
         bytes=read,
         of=path.stat().st_size,
     )
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[int]:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _file_layout(path: Path) -> dict[str, Any]:
+    """The safetensors header: each tensor's dtype, shape and data offsets, with `__start__`,
+    where the data begins."""
+    with path.open("rb") as file:
+        size = int.from_bytes(file.read(8), "little")
+        if not 0 < size <= 100_000_000:
+            raise ValueError(f"a safetensors header of {size} bytes")
+        layout: dict[str, Any] = json.loads(file.read(size))
+    layout["__start__"] = 8 + size
+    return layout
+
+
+def _rows_in_place(
+    descriptor: int,
+    layout: dict[str, Any],
+    name: str,
+    target: torch.Tensor,
+    shape: tuple[int, ...],
+    offset: tuple[int, ...],
+) -> int:
+    """This rank's rows of tensor `name` read from the file straight into `target` (`pread`:
+    no mapping of the file, no copy in between), where they are one contiguous range of the
+    same dtype on the CPU; the bytes read, 0 where not (read otherwise)."""
+    from rlctl.adapters.training.sharded_checkpoint import SAFETENSORS_DTYPES
+
+    entry = layout.get(name)
+    whole_rows = (
+        target.ndim >= 1
+        and not any(offset[1:])
+        and list(shape[1:]) == list(entry["shape"][1:] if entry else [])
+    )
+    if (
+        entry is None
+        or not whole_rows
+        or target.device.type != "cpu"
+        or not target.is_contiguous()
+        or SAFETENSORS_DTYPES.get(target.dtype) != entry["dtype"]
+        or tuple(target.shape) != tuple(shape)
+    ):
+        return 0
+    row_bytes = target[0].numel() * target.element_size() if target.shape[0] else 0
+    start = layout["__start__"] + entry["data_offsets"][0] + offset[0] * row_bytes
+    view = memoryview(target.view(-1).view(torch.uint8).numpy())
+    done = 0
+    while done < len(view):
+        got = os.preadv(descriptor, [view[done:]], start + done)
+        if got <= 0:
+            raise ValueError(f"{name}: the file ends before its data")
+        done += got
+    return done
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
