@@ -8,6 +8,8 @@ import time
 import cv2
 import numpy as np
 import pytest
+import structlog
+import structlog.testing
 
 from rlctl.adapters.cameras.capture_thread import CaptureThreadCamera
 from rlctl.adapters.cameras.config import (
@@ -185,3 +187,29 @@ def test_a_capture_late_for_a_moment_is_waited_for_and_a_dead_one_named():
         assert 0.95 <= time.monotonic() - started < 5.0
     finally:
         cam.disconnect()
+
+
+class _NeverCloses(_Gated):
+    """A driver whose close never returns (librealsense's pipeline stop was seen to hang)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    def _close(self) -> None:
+        self.released.wait(60)
+
+
+def test_a_driver_that_never_closes_does_not_hang_the_disconnect(monkeypatch):
+    from rlctl.adapters.cameras import capture_thread
+
+    monkeypatch.setattr(capture_thread, "CLOSE_TIMEOUT_S", 0.3)
+    cam = _NeverCloses()
+    cam.connect()
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        cam.disconnect()
+    assert time.monotonic() - started < 5.0
+    assert not cam.is_connected
+    assert any("did not close" in entry["event"] for entry in logs)
+    cam.released.set()

@@ -22,6 +22,10 @@ log = structlog.get_logger(__name__)
 MAX_FAILED_GRABS = 10
 FIRST_FRAME_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 2.0
+# How long a camera's driver gets to close before the program goes on without it: a driver
+# that never returns (librealsense's pipeline stop has been seen to) must not hang a recording
+# whose episodes are saved.
+CLOSE_TIMEOUT_S = 10.0
 
 
 class CameraLost(HardwareError):
@@ -127,7 +131,27 @@ class CaptureThreadCamera(abc.ABC):
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
+            # The capture thread may be inside the driver's wait for a frame: closing the
+            # device under it is what drivers handle worst, so it gets that wait to end.
+            thread.join(timeout=max(2.0, self._grab_timeout_s() + 1.0))
+        closing = threading.Thread(
+            target=self._close_quietly, name=f"{self.name}-close", daemon=True
+        )
+        closing.start()
+        closing.join(CLOSE_TIMEOUT_S)
+        if closing.is_alive():
+            log.warning(
+                "the camera's driver did not close; going on without it",
+                camera=self.name,
+                waited_s=CLOSE_TIMEOUT_S,
+                hint="unplug and replug the camera before using it again",
+            )
+
+    def _grab_timeout_s(self) -> float:
+        """The longest one `_grab` waits for a frame (a camera waiting longer says so)."""
+        return 0.0
+
+    def _close_quietly(self) -> None:
         try:
             self._close()
         except Exception as error:

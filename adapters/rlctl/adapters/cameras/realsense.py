@@ -349,6 +349,9 @@ class RealSenseCamera(CaptureThreadCamera):
         scaled = np.rint(raw.astype(np.float64) * self._mm_per_unit)
         return np.clip(scaled, 0, UINT16_MAX).astype(np.uint16)
 
+    def _grab_timeout_s(self) -> float:
+        return self._timeout_ms / 1000.0
+
     def _close(self) -> None:
         pipeline, self._pipeline = self._pipeline, None
         self._playback = None
