@@ -25,6 +25,7 @@ from rlctl.domain.policies import (
     PolicyConfig,
     lerobot_config_data,
 )
+from rlctl.domain.policies.config import RLCTL_RUN_FIELDS
 
 NAMES = ["shoulder_pan.pos", "elbow_flex.pos", "gripper.pos"]
 
@@ -80,8 +81,9 @@ def test_config_json_writes_all_three_while_on_and_none_while_off(use, exclude, 
         assert structure(data, PolicyConfig) == config
     else:  # unused, they change nothing: the file is what LeRobot writes
         assert structure(data, PolicyConfig) == MLPConfig()
-    # Everything else is written as it always was.
-    others = {k: v for k, v in unstructure(config).items() if k not in RELATIVE_ACTION_FIELDS}
+    # Everything else is written as it always was (rlctl's run settings never are).
+    skipped = set(RELATIVE_ACTION_FIELDS) | set(RLCTL_RUN_FIELDS)
+    others = {k: v for k, v in unstructure(config).items() if k not in skipped}
     assert {k: v for k, v in data.items() if k not in RELATIVE_ACTION_FIELDS} == others
 
 
