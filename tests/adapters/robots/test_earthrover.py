@@ -320,8 +320,9 @@ def test_commands_that_never_get_through_are_a_lost_robot(sdk):
         for _ in range(40):
             robot.send_action(np.array([0.1, 0.0]))
             time.sleep(0.03)
-    # Said once, not once a tick, before the error.
-    assert [e["event"] for e in logs].count("a command did not get through") == 1
+    # Said once at most, never once a tick, before the error (a loaded machine may reach the
+    # error with the first command that fails).
+    assert [e["event"] for e in logs].count("a command did not get through") <= 1
     robot.disconnect()
 
 
