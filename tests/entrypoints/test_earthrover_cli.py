@@ -181,7 +181,7 @@ def test_the_sdk_dying_mid_episode_keeps_the_finished_episodes_and_names_the_par
     error = next(line for line in result.output.splitlines() if line.startswith("error: "))
     assert f"earthrover_mini_plus {sdk.url}" in error, result.output
     # Whichever request of the tick met the dead server first is the one named.
-    assert re.search(r"from the SDK \(/(v2/front|v2/rear|data|control)\)", error), error
+    assert re.search(r"the SDK \(/(v2/front|v2/rear|data|control)\)", error), error
     assert "connection refused" in error
     assert "hypercorn main:app" in result.output  # the hint
     reader = LeRobotDatasetReader(root)

@@ -315,7 +315,7 @@ def test_commands_that_never_get_through_are_a_lost_robot(sdk):
     sdk.stop()
     with (
         structlog.testing.capture_logs() as logs,
-        pytest.raises(HardwareError, match=r"taken no command \(/control\)"),
+        pytest.raises(HardwareError, match=r"no command taken by the SDK \(/control\)"),
     ):
         for _ in range(40):
             robot.send_action(np.array([0.1, 0.0]))

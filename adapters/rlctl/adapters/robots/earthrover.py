@@ -509,7 +509,7 @@ class EarthRoverMiniPlus:
             silent = time.monotonic() - self._accepted_at
             if silent > self.config.observation_timeout_s:
                 raise HardwareError(
-                    f"the SDK has taken no command (/control) for {silent:.1f} s: {error}",
+                    f"no command taken by the SDK (/control) for {silent:.1f} s: {error}",
                     where=self.where,
                     hint="the SDK server stopped or lost the rover; " + self._hint(),
                 ) from error
