@@ -241,3 +241,18 @@ def test_a_weights_file_that_does_not_fit_is_refused_from_its_header(tmp_path, m
     assert "body.weight (model [7, 4], file [3, 4])" in message
     assert "missing from the file: body.bias" in message and "unexpected" in message
     assert caught.value.where == str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fake_world", [(0, 1, (1,)), (0, 2, (2,))], indirect=True)
+def test_sharding_over_one_process_says_it_shards_nothing(fake_world, monkeypatch):
+    from rlctl.adapters.training.precision import Precision
+    from rlctl.domain.train_settings import DistributedSettings
+
+    said: list[str] = []
+    monkeypatch.setattr(sharding.log, "warning", lambda event, **kw: said.append(event))
+    sharding.shard_model(
+        Probe(), fake_world, DistributedSettings(strategy="fsdp"), Precision(), sharding.FIRST_RANK
+    )
+    alone = [event for event in said if "shards nothing" in event]
+    assert len(alone) == (1 if fake_world.size == 1 else 0), said
