@@ -48,9 +48,8 @@ def _table(
 
 RO = True  # marks read-only registers below
 
-STS_CONTROL_TABLE = _table(
-    {
-        # EEPROM (written only with torque off and Lock = 0)
+# The EEPROM registers both Feetech series (STS/SMS and SCS) place alike.
+_FEETECH_EEPROM: dict[str, tuple[int, int] | tuple[int, int, bool]] = {
         "Firmware_Major_Version": (0, 1, RO),
         "Firmware_Minor_Version": (1, 1, RO),
         "Model_Number": (3, 2, RO),
@@ -73,6 +72,12 @@ STS_CONTROL_TABLE = _table(
         "Minimum_Startup_Force": (24, 2),
         "CW_Dead_Zone": (26, 1),
         "CCW_Dead_Zone": (27, 1),
+}
+
+STS_CONTROL_TABLE = _table(
+    {
+        # EEPROM (written only with torque off and Lock = 0)
+        **_FEETECH_EEPROM,
         "Protection_Current": (28, 2),
         "Angular_Resolution": (30, 1),
         "Homing_Offset": (31, 2),
@@ -117,28 +122,7 @@ STS_EEPROM_END = 40  # addresses below are EEPROM
 SCS_CONTROL_TABLE = _table(
     {
         # EEPROM
-        "Firmware_Major_Version": (0, 1, RO),
-        "Firmware_Minor_Version": (1, 1, RO),
-        "Model_Number": (3, 2, RO),
-        "ID": (5, 1),
-        "Baud_Rate": (6, 1),
-        "Return_Delay_Time": (7, 1),
-        "Response_Status_Level": (8, 1),
-        "Min_Position_Limit": (9, 2),
-        "Max_Position_Limit": (11, 2),
-        "Max_Temperature_Limit": (13, 1),
-        "Max_Voltage_Limit": (14, 1),
-        "Min_Voltage_Limit": (15, 1),
-        "Max_Torque_Limit": (16, 2),
-        "Phase": (18, 1),
-        "Unloading_Condition": (19, 1),
-        "LED_Alarm_Condition": (20, 1),
-        "P_Coefficient": (21, 1),
-        "D_Coefficient": (22, 1),
-        "I_Coefficient": (23, 1),
-        "Minimum_Startup_Force": (24, 2),
-        "CW_Dead_Zone": (26, 1),
-        "CCW_Dead_Zone": (27, 1),
+        **_FEETECH_EEPROM,
         "Protective_Torque": (37, 1),
         "Protection_Time": (38, 1),
         # SRAM
