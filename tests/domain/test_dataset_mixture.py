@@ -87,10 +87,15 @@ def test_the_settings_name_several_datasets_and_their_weights():
     assert structure({"root": "/data/x"}, DatasetSource).locations_given == ["/data/x"]
     typed = structure({"repo_id": "[u/a, 'u/b']"}, DatasetSource)  # as a command line gives it
     assert typed.locations_given == ["u/a", "u/b"]
+    streamed = structure(
+        {"repo_id": ["u/a", "u/b"], "streaming": True, "weights": [1, 2]}, DatasetSource
+    )
+    assert streamed.mixed and streamed.streaming  # interleaved as they stream
     for data, message in [
         ({"repo_id": ["u/a", "u/b"], "weights": [1]}, "1 weights for 2 dataset"),
         ({"repo_id": ["u/a", "u/b"], "weights": [1, 0]}, "must be positive"),
-        ({"repo_id": ["u/a", "u/b"], "streaming": True}, "streaming reads one dataset"),
+        ({"root": ["/a", "/b"], "streaming": True}, "streaming reads a dataset from the Hub"),
+        ({"repo_id": ["u/a", "u/b"], "streaming": True, "episodes": [0]}, "not of a mixture"),
         ({"repo_id": ["u/a", "u/b"], "episodes": [0]}, "not of a mixture"),
         ({"repo_id": [1, 2]}, "a list of them"),
     ]:

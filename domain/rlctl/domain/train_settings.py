@@ -113,17 +113,11 @@ class DatasetSource:
     # LeRobot replaces the cameras' statistics by ImageNet's, which pretrained backbones expect.
     use_imagenet_stats: bool = True
     # Read `repo_id` from the Hub as training goes (only meta/ is downloaded), as LeRobot's
-    # `--dataset.streaming=true`.
+    # `--dataset.streaming=true`; several repo ids are interleaved by `weights`.
     streaming: bool = False
 
     def __attrs_post_init__(self) -> None:
         mixed = len(self.locations_given) > 1
-        if mixed and self.streaming:
-            raise ConfigError(
-                "streaming reads one dataset; a mixture of several is read from local copies",
-                where="dataset.streaming",
-                hint="drop --dataset.streaming (each dataset is pulled into the cache)",
-            )
         if mixed and self.episodes is not None:
             raise ConfigError(
                 "--dataset.episodes selects episodes of one dataset, not of a mixture",

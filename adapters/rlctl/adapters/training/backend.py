@@ -261,9 +261,10 @@ def _batches(
     pin_memory = world.device.type == "cuda"
     if run.data.streaming:
         from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
+        from rlctl.adapters.storage.streaming.mixture import StreamingMixture
         from rlctl.adapters.training.streaming_data import stream_batches
 
-        assert isinstance(run.data.dataset, StreamingLeRobotDataset)
+        assert isinstance(run.data.dataset, StreamingLeRobotDataset | StreamingMixture)
         streamed = stream_batches(
             run.data.dataset,
             augment,

@@ -37,6 +37,7 @@ from rlctl.domain.train_settings import DatasetSource
 
 if TYPE_CHECKING:  # streaming needs huggingface_hub, an optional extra: imported when used
     from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
+    from rlctl.adapters.storage.streaming.mixture import StreamingMixture
 
 OBSERVATION_PREFIX = "observation."
 REWARD = "next.reward"
@@ -85,9 +86,12 @@ def normalization_stats(
 
 @attrs.define
 class TrainingData:
-    # A streamed dataset (`--dataset.streaming=true`) is read in its own order, not sampled; a
-    # mixture of several is sampled by its weights (`sample_probabilities`).
-    dataset: LeRobotTorchDataset | MultiLeRobotTorchDataset | StreamingLeRobotDataset
+    # A streamed dataset (`--dataset.streaming=true`) is read in its own order, not sampled,
+    # several interleaved by their weights; a local mixture is sampled by its weights
+    # (`sample_probabilities`).
+    dataset: (
+        LeRobotTorchDataset | MultiLeRobotTorchDataset | StreamingLeRobotDataset | StreamingMixture
+    )
     root: Path
     # The dataset's own metadata (every feature, the statistics); a mixture's shared one.
     meta: DatasetMeta
@@ -147,6 +151,21 @@ def open_training_data(
         )
     unread = {k for k in meta.visual_keys if k not in config.image_features}
     kept = attrs.evolve(meta, features={k: v for k, v in meta.features.items() if k not in unread})
+    if source.streaming and source.mixed:
+        from rlctl.adapters.storage.streaming.mixture import StreamingMixture
+
+        streams = StreamingMixture(
+            source.locations_given,
+            weights=source.weights,
+            revision=source.revision,
+            delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
+            video_backend=video_backend,
+            drop_n_last_frames=max(0, getattr(config, "drop_n_last_frames", 0)),
+            rank=rank,
+            world_size=world_size,
+            cameras=list(config.image_features),
+        )
+        return TrainingData(streams, streams.datasets[0].root, meta)
     if len(mixture) > 1:
         deltas = delta_timestamps(config, list(kept.features), meta.fps)
         mixed = MultiLeRobotTorchDataset(

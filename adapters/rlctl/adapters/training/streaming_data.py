@@ -1,11 +1,13 @@
-"""Training on a dataset streamed from the Hub (`--dataset.streaming=true`).
+"""Training on a dataset streamed from the Hub (`--dataset.streaming=true`), or on several
+interleaved by weight (`StreamingMixture`).
 
 The stream replaces the step sampler: each rank and each loader worker reads its own shard
-(`StreamingLeRobotDataset`), epoch after epoch (`set_epoch` before each, so every process
-draws the same new order), with the policy's windows and without the frames Diffusion Policy
-drops at episode ends. Augmentations draw from a generator seeded by the run's data seed, the
-epoch, the shard and the frame's rank in it. A resumed run starts a fresh epoch order
-(numbered from the step it resumes at): a stream cannot be replayed from the middle.
+(`StreamingLeRobotDataset`; of each dataset, for a mixture), epoch after epoch (`set_epoch`
+before each, so every process draws the same new order), with the policy's windows and without
+the frames Diffusion Policy drops at episode ends. Augmentations draw from a generator seeded
+by the run's data seed, the epoch, the shard and the frame's rank in it. A resumed run starts a
+fresh epoch order (numbered from the step it resumes at; a mixture's pass alike): a stream
+cannot be replayed from the middle.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.streaming.dataset import StreamingLeRobotDataset
+from rlctl.adapters.storage.streaming.mixture import StreamingMixture
 from rlctl.adapters.training.augmentations import ImageAugmentations
 from rlctl.domain.errors import DatasetError
 
@@ -26,7 +29,7 @@ from rlctl.domain.errors import DatasetError
 class AugmentedStream(IterableDataset[dict[str, Any]]):
     def __init__(
         self,
-        dataset: StreamingLeRobotDataset,
+        dataset: StreamingLeRobotDataset | StreamingMixture,
         camera_keys: Sequence[str],
         augment: ImageAugmentations | None,
         seed: int,
@@ -55,7 +58,7 @@ class AugmentedStream(IterableDataset[dict[str, Any]]):
 
 
 def stream_batches(
-    dataset: StreamingLeRobotDataset,
+    dataset: StreamingLeRobotDataset | StreamingMixture,
     augment: ImageAugmentations | None,
     *,
     batch_size: int,

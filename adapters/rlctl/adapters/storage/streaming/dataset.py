@@ -215,6 +215,19 @@ class StreamingLeRobotDataset(IterableDataset[dict[str, Any]]):
             shuffle=self.shuffle,
         )
 
+    def shard_frames(self, worker: int = 0, num_workers: int = 1) -> int:
+        """How many frames this rank's `worker` yields in the current epoch (without the
+        frames `drop_n_last_frames` leaves out)."""
+        total = 0
+        for file_number, indices in self.shard_pieces(worker, num_workers):
+            wanted = set(indices)
+            total += sum(
+                max(0, e.length - self.drop_n_last_frames)
+                for e in self._files[file_number][1]
+                if e.index in wanted
+            )
+        return total
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
