@@ -57,6 +57,7 @@ def open_dataset(
     streaming: bool = False,
     buffer_size: int | None = None,
     seed: int | None = None,
+    weights: Sequence[float] | None = None,
     using: Container | None = None,
 ) -> Any:
     """A LeRobot v3.0 dataset as a torch `Dataset` (items as LeRobot's `__getitem__`).
@@ -67,12 +68,45 @@ def open_dataset(
     `streaming=True` reads a Hub repo id without downloading it (only `meta/`): a torch
     `IterableDataset` with the same items, shuffled through a buffer of `buffer_size` frames
     (1000) seeded by `seed` (42), each DataLoader worker and DDP rank reading its own shard.
+    A list of repo ids streamed is interleaved, `weights[i] / sum(weights)` of each pass from
+    dataset i (None: in proportion to their frames).
 
     Batch it with `DataLoader(dataset, ..., collate_fn=rlctl.api.collate)` when the dataset has
     language annotations (`language_persistent`, `language_events`).
     """
     c = using or build_container()
     backend = {"video_backend": video_backend} if video_backend else {}
+    several = not isinstance(location, (str, Path))
+    if weights is not None and not (streaming and several):
+        from rlctl.domain.errors import InvalidInput
+
+        raise InvalidInput(
+            "weights interleave several streamed datasets",
+            where="weights",
+            hint="pass a list of repo ids with streaming=True, or drop weights (a local "
+            "multi-dataset is a concatenation; `rlctl train --dataset.weights` samples it)",
+        )
+    if streaming and several:
+        if episodes is not None:
+            from rlctl.domain.errors import InvalidInput
+
+            raise InvalidInput(
+                "episodes selects episodes of one dataset, not of several",
+                where="episodes",
+                hint="stream all episodes of each, or stream one dataset with episodes=",
+            )
+        for one in location:
+            _check_streamable(one)
+        return c.streaming_mixture(
+            list(location),
+            weights=weights,
+            delta_timestamps=delta_timestamps,
+            image_transforms=image_transforms,
+            revision=revision,
+            **backend,
+            **({"buffer_size": buffer_size} if buffer_size is not None else {}),
+            **({"seed": seed} if seed is not None else {}),
+        )
     if streaming:
         return _streaming_dataset(
             location,
@@ -356,17 +390,21 @@ def rollout(
 
 
 def _streaming_dataset(location: Any, c: Container, **options: Any) -> Any:
+    _check_streamable(location)
+    return c.streaming_dataset(location, **options)
+
+
+def _check_streamable(location: Any) -> None:
     from rlctl.application.ports.hub import is_repo_id
     from rlctl.domain.errors import InvalidInput
 
     if not isinstance(location, str) or not is_repo_id(location) or Path(location).exists():
         raise InvalidInput(
-            f"streaming reads one Hub dataset by its repo id, not {location!r}",
+            f"streaming reads a Hub dataset by its repo id, not {location!r}",
             where="location",
             hint="pass a repo id such as 'lerobot/pusht'; a local folder is read without "
             "streaming (streaming=False)",
         )
-    return c.streaming_dataset(location, **options)
 
 
 def _read_local(

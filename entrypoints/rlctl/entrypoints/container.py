@@ -254,6 +254,10 @@ class Container(containers.DeclarativeContainer):
         lazy("rlctl.adapters.storage.streaming.dataset:StreamingLeRobotDataset"),
         video_backend=config.dataset.video_backend,
     )
+    streaming_mixture = providers.Factory(
+        lazy("rlctl.adapters.storage.streaming.mixture:StreamingMixture"),
+        video_backend=config.dataset.video_backend,
+    )
 
     # Logging as the root options say: `container.configure_logging()(level, format)`.
     configure_logging = providers.Object(lazy("rlctl.adapters.telemetry.logging:configure_logging"))

@@ -234,3 +234,20 @@ def test_a_streamed_mixture_that_cannot_be_mixed_is_one_error(fake_hub, pushed, 
     assert not fake_hub.file_gets(".parquet") or all(
         "/meta/" in r.path for r in fake_hub.file_gets(".parquet")
     )
+
+
+def test_open_dataset_streams_a_list_of_repo_ids_by_weight(pushed):
+    import rlctl.api
+
+    streamed = rlctl.api.open_dataset([RED, BLUE], streaming=True, weights=[1, 1], seed=7)
+
+    assert isinstance(streamed, StreamingMixture)
+    assert (streamed.weights, streamed.seed) == ([1.0, 1.0], 7)
+    share = Counter(number for number, _ in frames_of(streamed))
+    assert sorted(share.values()) == [50, 51] and streamed.num_frames == 101
+    with pytest.raises(InvalidInput, match="repo id"):
+        rlctl.api.open_dataset([RED, str(pushed[BLUE])], streaming=True)
+    with pytest.raises(InvalidInput, match="not of several"):
+        rlctl.api.open_dataset([RED, BLUE], streaming=True, episodes=[0])
+    with pytest.raises(InvalidInput, match="weights interleave"):
+        rlctl.api.open_dataset([pushed[RED], pushed[BLUE]], weights=[1, 2])
