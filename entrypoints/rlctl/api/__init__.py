@@ -86,7 +86,7 @@ def open_dataset(
             hint="pass a list of repo ids with streaming=True, or drop weights (a local "
             "multi-dataset is a concatenation; `rlctl train --dataset.weights` samples it)",
         )
-    if streaming and several:
+    if streaming and not isinstance(location, (str, Path)):
         if episodes is not None:
             from rlctl.domain.errors import InvalidInput
 
