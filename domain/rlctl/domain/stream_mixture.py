@@ -60,7 +60,9 @@ def pass_counts(frames: Sequence[int], weights: Sequence[float] | None) -> list[
 def interleave_order(counts: Sequence[int], *, seed: int, epoch: int, shard: int) -> np.ndarray:
     """Which dataset each frame of the pass comes from: `counts[i]` times i, in an order drawn
     from `(seed, epoch, shard)`."""
-    labels = np.repeat(np.arange(len(counts), dtype=np.int64), np.asarray(counts, dtype=np.int64))
+    # The smallest integer type: a pass of a large mixture holds millions of frames.
+    kind = np.min_scalar_type(max(len(counts) - 1, 0))
+    labels = np.repeat(np.arange(len(counts), dtype=kind), np.asarray(counts, dtype=np.int64))
     rng = np.random.default_rng(
         [seed & 0xFFFFFFFF, epoch & 0xFFFFFFFF, shard & 0xFFFFFFFF, _INTERLEAVE]
     )

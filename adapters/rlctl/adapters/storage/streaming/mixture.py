@@ -238,7 +238,7 @@ class StreamingMixture(IterableDataset[dict[str, Any]]):
             self._runs(number, dataset, self.epoch) if count else iter(())
             for number, (dataset, count) in enumerate(zip(self.datasets, counts))
         ]
-        for number in order.tolist():
+        for number in map(int, order):
             item = next(streams[number])
             for key in self._dropped.intersection(item):
                 del item[key]
