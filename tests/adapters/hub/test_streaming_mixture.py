@@ -251,3 +251,56 @@ def test_open_dataset_streams_a_list_of_repo_ids_by_weight(pushed):
         rlctl.api.open_dataset([RED, BLUE], streaming=True, episodes=[0])
     with pytest.raises(InvalidInput, match="weights interleave"):
         rlctl.api.open_dataset([pushed[RED], pushed[BLUE]], weights=[1, 2])
+
+
+@pytest.mark.slow
+@pytest.mark.ranks
+@pytest.mark.timeout(900)
+def test_two_gloo_ranks_read_disjoint_shares_and_train_on_a_streamed_mixture(
+    fake_hub, pushed, tmp_path
+):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fake_hub.max_requests = 20000  # two ranks of two workers, reading and training
+    out = tmp_path / "ranks"
+    out.mkdir()
+    run = tmp_path / "run"
+    spec = {
+        "repos": [RED, BLUE],
+        "out": str(out),
+        "train": [
+            "train",
+            f"--dataset.repo_id=[{RED}, {BLUE}]",
+            "--dataset.weights=[1, 3]",
+            "--dataset.streaming=true",
+            "--policy.type=mlp",
+            "--policy.chunk_size=3",
+            "--policy.n_action_steps=3",
+            "--policy.hidden_dims=[16]",
+            "--steps=3",
+            "--batch_size=4",
+            "--num_workers=2",
+            "--save_freq=3",
+            f"--output_dir={run}",
+        ],
+    }
+    worker = Path(__file__).with_name("streamed_mixture_worker.py")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(worker), json.dumps(spec),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+    mixture = StreamingMixture([RED, BLUE])
+    for epoch in ("0", "1"):
+        seen = [tuple(frame) for report in ranks for frame in report["frames"][epoch]]
+        assert Counter(seen) == every_frame(mixture), epoch
+    assert [(r["rank"], r["world"]) for r in ranks] == [(0, 2), (1, 2)]
+    assert [r["code"] for r in ranks] == [0, 0], done.stdout[-4000:]
+    assert (run / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors").is_file()
