@@ -148,6 +148,17 @@ def test_measured_frequencies_match_the_weights_across_workers(pushed):
     assert abs(share[0] / sum(share.values()) - 2 / 3) < 0.02
 
 
+def test_a_reader_holding_nothing_of_a_dataset_gives_its_weight_to_the_others(pushed):
+    # 8 readers, blue's 6 episodes: the last readers hold none of it.
+    streamed = StreamingMixture([RED, BLUE], weights=[1, 1], rank=7, world_size=8, seed=1)
+    assert streamed.pass_counts()[1] == 0
+
+    found = frames_of(streamed)
+
+    assert found and {number for number, _ in found} == {0}
+    assert len(found) == streamed.datasets[0].shard_frames()
+
+
 def test_the_same_seed_gives_the_same_stream(pushed):
     def read(seed: int, epoch: int = 0) -> list[tuple[int, int]]:
         streamed = StreamingMixture([RED, BLUE], weights=[1, 1], buffer_size=8, seed=seed)
@@ -231,9 +242,8 @@ def test_a_streamed_mixture_that_cannot_be_mixed_is_one_error(fake_hub, pushed, 
     assert result.exit_code == 1, result.output
     assert "share no `action` feature of one shape" in result.output
     assert "differs in dtype or shape" in result.output  # the hint says which
-    assert not fake_hub.file_gets(".parquet") or all(
-        "/meta/" in r.path for r in fake_hub.file_gets(".parquet")
-    )
+    # Refused from the metadata alone: no data file was read.
+    assert all("/meta/" in r.path for r in fake_hub.file_gets(".parquet"))
 
 
 def test_open_dataset_streams_a_list_of_repo_ids_by_weight(pushed):

@@ -53,7 +53,8 @@ MAX_EMPTY_RUNS = 64
 class StreamingMixture(IterableDataset[dict[str, Any]]):
     """A torch `IterableDataset` over several Hub datasets, interleaved by `weights` (one
     positive number per dataset; None: in proportion to their frames). The other arguments are
-    `StreamingLeRobotDataset`'s, given to each dataset; `cameras` (None: all) are the cameras
+    `StreamingLeRobotDataset`'s, given to each dataset (`shuffle=False` reads each in file
+    order; the interleave is still drawn from the seed); `cameras` (None: all) are the cameras
     read, as the local mixture's."""
 
     def __init__(
