@@ -101,3 +101,16 @@ def test_the_settings_name_several_datasets_and_their_weights():
     ]:
         with pytest.raises(ConfigError, match=message):
             structure(data, DatasetSource)
+
+
+@pytest.mark.parametrize(
+    "root,repo_id", [("/data/a", ["x/a", "x/b"]), (["/data/a", "/data/b"], "x/a")]
+)
+def test_folders_and_repo_ids_that_do_not_pair_are_refused(root, repo_id):
+    with pytest.raises(ConfigError, match=r"--dataset.root names \d folder\(s\) and"):
+        DatasetSource(root=root, repo_id=repo_id, weights=[1.0, 2.0])
+
+
+def test_one_folder_for_one_repo_id_is_that_datasets_local_copy():
+    source = DatasetSource(root="/data/pusht", repo_id="lerobot/pusht")
+    assert source.locations_given == ["/data/pusht"]

@@ -97,6 +97,12 @@ def _structure_locations(value: Any, _: Any) -> str | list[str] | None:
 converter.register_structure_hook(Locations, _structure_locations)
 
 
+def _listed(given: Locations) -> list[str]:
+    if not given:
+        return []
+    return [given] if isinstance(given, str) else list(given)
+
+
 @attrs.frozen(kw_only=True)
 class DatasetSource:
     """Which dataset to train on: a local `root`, or a Hub `repo_id` (pulled into the cache) —
@@ -117,6 +123,15 @@ class DatasetSource:
     streaming: bool = False
 
     def __attrs_post_init__(self) -> None:
+        if self.root and self.repo_id:
+            folders, ids = _listed(self.root), _listed(self.repo_id)
+            if len(folders) != len(ids):
+                raise ConfigError(
+                    f"--dataset.root names {len(folders)} folder(s) and --dataset.repo_id "
+                    f"{len(ids)} dataset(s)",
+                    where="dataset.root",
+                    hint="give one folder per repo id, in the same order, or only one of the two",
+                )
         mixed = len(self.locations_given) > 1
         if mixed and self.episodes is not None:
             raise ConfigError(
@@ -150,10 +165,7 @@ class DatasetSource:
     @property
     def locations_given(self) -> list[str]:
         """The folders given (`root`), else the repo ids; empty when neither is."""
-        given = self.root or self.repo_id
-        if not given:
-            return []
-        return [given] if isinstance(given, str) else list(given)
+        return _listed(self.root or self.repo_id)
 
     @property
     def mixed(self) -> bool:
