@@ -19,6 +19,10 @@ import numpy as np
 import pytest
 
 from rlctl.adapters.cameras.config import SyntheticCameraConfig
+from rlctl.adapters.memory.calibration_store import InMemoryCalibrationStore
+from rlctl.adapters.memory.clock import ManualClock
+from rlctl.adapters.memory.control import ScriptedConsole
+from rlctl.adapters.memory.motor_bus import InMemoryMotorBus
 from rlctl.adapters.motors.virtual_bus import VirtualServoBus
 from rlctl.adapters.robots.calibration_files import CalibrationFiles
 from rlctl.adapters.robots.config import LeKiwiClientConfig, LeKiwiConfig
@@ -28,11 +32,13 @@ from rlctl.adapters.robots.lekiwi import (
     STATE_NAMES,
     body_to_wheel_raw,
     lekiwi,
+    lekiwi_motors,
     wheel_raw_to_body,
 )
 from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
 from rlctl.adapters.robots.lekiwi_host import LeKiwiHost
 from rlctl.application.robot_features import STATE_KEY
+from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
 
 pytestmark = pytest.mark.timeout(120)
@@ -120,6 +126,38 @@ def test_kinematics_equal_lerobots(lerobot):
         ours = body_to_wheel_raw(*case)
         assert ours == wheels
         assert wheel_raw_to_body(*ours.values()) == pytest.approx(tuple(body), abs=1e-9)
+
+
+def test_calibration_homes_the_arm_not_the_wheels_as_lerobot_does():
+    bus = InMemoryMotorBus(lekiwi_motors(use_degrees=True), port="memory://kiwi")
+    store = InMemoryCalibrationStore()
+    robot = lekiwi(
+        LeKiwiConfig(port=bus.port, id="kiwi"), calibration_store=store, bus=bus, cameras={}
+    )
+    robot.connect()
+    for i, name in enumerate((*ARM_MOTORS, *BASE_MOTORS)):
+        bus.move_by_hand(name, 1500 + 100 * i)  # the wheels wherever they stopped
+    ranged = [m for m in ARM_MOTORS if m != "arm_wrist_roll"]
+
+    def sweep(poll: int) -> None:
+        for motor in ranged:
+            bus.move_by_hand(motor, (900, 3100)[min(poll, 2) - 1])
+
+    console = ScriptedConsole([""], enter_after_polls=3, on_poll=sweep)
+    (arm,) = robot.calibration_targets()
+    calibration = CalibrateRobot(store, console, ManualClock())(arm).calibration
+    # LeRobot's `LeKiwi.calibrate`: the arm's six motors homed to half a turn, the wheels not.
+    assert {m: calibration[m].homing_offset for m in ARM_MOTORS} == {
+        m: 1500 + 100 * i - 2047 for i, m in enumerate(ARM_MOTORS)
+    }
+    assert {calibration[m].homing_offset for m in BASE_MOTORS} == {0}
+    for motor in ("arm_wrist_roll", *BASE_MOTORS):
+        assert (calibration[motor].range_min, calibration[motor].range_max) == (0, 4095)
+    assert (calibration["arm_elbow_flex"].range_min, calibration["arm_elbow_flex"].range_max) == (
+        900,
+        3100,
+    )
+    assert [calibration[m].id for m in (*ARM_MOTORS, *BASE_MOTORS)] == list(range(1, 10))
 
 
 def test_host_and_client_drive_the_arm_and_base_and_the_watchdog_stops_the_base(kiwi_bus, tmp_path):

@@ -6,7 +6,8 @@ the base's body velocities `x.vel`, `y.vel` (m/s) and `theta.vel` (deg/s). The a
 position mode, the wheels in velocity mode; body and wheel speeds convert with LeRobot's
 kinematics (wheels at 240°, 0°, 120° less 90°, radius 5 cm, 12.5 cm from the centre, every wheel
 scaled down together past 3000 ticks/s). One calibration file for all nine motors, LeRobot's
-(`robots/lekiwi/<id>.json`).
+(`robots/lekiwi/<id>.json`): the arm homed to half a turn in the middle of its range, the wheels
+not homed (offset 0), the wrist roll and the wheels given the whole turn.
 
 Every action passes two guards: the arm's (calibrated ranges, `max_relative_target`) and the
 base's (`base_max_linear_m_s`, `base_max_angular_deg_s`). A refused arm action holds the last safe
@@ -295,7 +296,9 @@ def lekiwi(
         bus or feetech_bus(config.port, motors, retries=config.num_read_retries),
         config.calibration_key(ROBOT_TYPE),
         calibration_store,
-        CalibrationPlan(full_turn_motors=FULL_TURN, setup_order=SETUP_ORDER),
+        CalibrationPlan(
+            full_turn_motors=FULL_TURN, setup_order=SETUP_ORDER, unhomed_motors=BASE_MOTORS
+        ),
         configure=_configure,
         prepare=_prepare,
     )

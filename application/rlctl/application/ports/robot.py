@@ -69,6 +69,8 @@ class CalibrationPlan:
     `keeps_homing`: no middle pose and no half-turn homing; the homing offsets are those the
     device holds (LeRobot's Hope JR and Homunculus only record ranges). `range_groups` records
     the ranges group by group, each named in its prompt (a hand's fingers, one at a time).
+    `unhomed_motors` are left out of the half-turn homing: their homing offset is 0 (LeRobot's
+    LeKiwi wheels, which only take velocities).
     """
 
     full_turn_motors: tuple[str, ...] = ()
@@ -84,6 +86,7 @@ class CalibrationPlan:
     fixed_ranges: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
     keeps_homing: bool = False
     range_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unhomed_motors: tuple[str, ...] = ()
 
 
 class CalibrationTarget(Protocol):

@@ -2,7 +2,7 @@
 
 1. A saved calibration is offered first (Enter reuses it, `c` calibrates again).
 2. The person moves the arm to the middle of its range; homing offsets make every motor read half
-   a turn there.
+   a turn there (but `unhomed_motors`, LeKiwi's wheels: their offset is 0).
 3. The person moves each joint through its whole range while positions are read and the
    extremes kept, until Enter; motors that turn freely get the whole encoder range instead.
    Motors zeroed in a described pose instead (`CalibrationPlan.zero_pose`, Damiao's) are put in
@@ -85,7 +85,8 @@ class CalibrateRobot:
                 self._console.ask(
                     f"Move {key.label} to the middle of its range of motion and press ENTER..."
                 )
-            homings = target.bus.set_half_turn_homings()
+            homed = [m for m in target.bus.motors if m not in plan.unhomed_motors]
+            homings = {**dict.fromkeys(target.bus.motors, 0), **self._home(target, homed)}
         motors = list(target.bus.motors)
         ends = [m for m in motors if m in plan.closed_open_motors]
         drive_modes = dict(plan.drive_modes)
@@ -147,6 +148,12 @@ class CalibrateRobot:
         self._console.show(f"Calibration saved to {location}")
         log.info("calibration saved", device=key.label, file=location)
         return CalibrationOutcome(key.label, calibration, location, reused=False)
+
+    @staticmethod
+    def _home(target: CalibrationTarget, motors: list[str]) -> dict[str, int]:
+        if len(motors) == len(target.bus.motors):
+            return dict(target.bus.set_half_turn_homings())
+        return dict(target.bus.set_half_turn_homings(motors)) if motors else {}
 
     def _reuse(self, saved: Calibration, label: str, reuse: Reuse) -> bool:
         if reuse != "ask":
