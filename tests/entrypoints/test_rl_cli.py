@@ -251,3 +251,96 @@ def test_the_actors_longest_busy_wait_is_an_option(monkeypatch: pytest.MonkeyPat
     assert [s.max_backoff_s for s in given] == [2.5]
     result = CliRunner().invoke(cli, ["rl", "act", "--help"])
     assert "--max_backoff_s" in result.output and "doubles" in result.output
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e12"])
+def test_a_learners_message_timeout_that_is_not_a_positive_finite_time_is_refused(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from rlctl.entrypoints import container
+    from rlctl.entrypoints.cli.main import cli
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("nothing is built for a refused setting")
+
+    monkeypatch.setattr(container, "build_container", never)
+    result = CliRunner().invoke(cli, ["rl", "learn", f"--message_timeout_s={value}"])
+    assert result.exit_code == 1, result.output
+    assert "--message_timeout_s: message_timeout_s must be a positive, finite number" in (
+        result.output
+    )
+    assert "hint: e.g. --message_timeout_s=30" in result.output
+
+
+@pytest.mark.parametrize(("args", "expected"), [([], 30.0), (["--message_timeout_s=2.5"], 2.5)])
+def test_the_learners_message_timeout_reaches_its_server(
+    args: list[str], expected: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The option, through the real container, is what the learner's gRPC server is built
+    with (a stand-in server records it and stops the command there)."""
+    from click.testing import CliRunner
+
+    from rlctl.adapters.remote import grpc_server
+    from rlctl.domain.errors import ConfigError
+    from rlctl.entrypoints.cli.main import cli
+
+    given: list[dict[str, object]] = []
+
+    def server(**kwargs: object) -> None:
+        given.append(kwargs)
+        raise ConfigError("stopped after the server's settings", where="test")
+
+    monkeypatch.setattr(grpc_server, "GrpcPolicyServer", server)
+    result = CliRunner().invoke(cli, ["rl", "learn", "--port=0", *args])
+    assert result.exit_code == 1 and "stopped after the server's settings" in result.output
+    assert [g["message_timeout_s"] for g in given] == [expected]
+    help_text = CliRunner().invoke(cli, ["rl", "learn", "--help"]).output
+    assert "--message_timeout_s" in help_text and "float = 30.0" in help_text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_learner_cuts_off_a_stalled_call_after_its_message_timeout(tmp_path: Path) -> None:
+    """`rlctl rl learn --message_timeout_s=0.5`: a push that sends its headers and never its
+    message (an actor frozen mid-send) is cancelled by the learner well before the default 30 s."""
+    import threading
+
+    import grpc
+
+    from rlctl.adapters.remote.rl_grpc import SERVICE
+
+    log = tmp_path / "learner.log"
+    for _ in range(3):
+        port = free_port()
+        learner = start(
+            log, "learn", f"--port={port}", f"--output_dir={tmp_path / 'run'}",
+            "--message_timeout_s=0.5", *TINY,
+        )  # fmt: skip
+        if wait_for(learner, log, LISTENING, START_S):
+            break
+        if "cannot listen" not in log.read_text():
+            raise AssertionError(f"the learner did not start:\n{log.read_text()}")
+    else:
+        raise AssertionError("three ports in a row were taken")
+    never = threading.Event()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+
+        def no_message():
+            never.wait(60)
+            yield b""
+
+        push = channel.stream_unary(f"/{SERVICE}/PushTransitions")
+        began = time.monotonic()
+        call = push.future(no_message(), timeout=60)
+        error = call.exception(timeout=60)
+        waited = time.monotonic() - began
+        assert error is not None and error.code() is grpc.StatusCode.CANCELLED, error
+        assert waited < 15, waited  # cut off by the learner at 0.5 s (its default: 30 s)
+        assert learner.poll() is None  # and it goes on serving
+    finally:
+        never.set()
+        channel.close()
+        stop(learner)

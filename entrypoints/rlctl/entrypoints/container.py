@@ -144,6 +144,7 @@ def compose_rl_learning(
         insecure=insecure,
         max_message_bytes=int(settings.max_message_mb * (1 << 20)),
         workers=settings.workers,
+        message_timeout_s=settings.message_timeout_s,
         handle_signals=False,
     )
     demos = None

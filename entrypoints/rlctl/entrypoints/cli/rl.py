@@ -13,6 +13,8 @@ transport (token, no pickle, size limits). See docs/guides/rl.md.
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import click
 
@@ -70,6 +72,10 @@ class LearnCommandSettings(AppSettings):
     tls_key: str | None = None
     max_message_mb: float = 64.0
     workers: int = 8
+    # A call whose message has not arrived this many seconds after it was admitted is cut off,
+    # so an actor stalled mid-send (its network gone, its process frozen) frees its worker and
+    # its host's slots; keep it above the actors' own 10 s deadline.
+    message_timeout_s: float = 30.0
 
 
 @settings_command("learn")
@@ -100,6 +106,7 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
             f"max_message_mb must be within (0, 2047], got {config.max_message_mb}",
             where="--max-message-mb",
         )
+    check_message_timeout(config.message_timeout_s)
     use_case = build_container(config).rl_learning(config, insecure=insecure)
     settings = LearnSettings(
         output_dir=Path(config.output_dir),
@@ -131,6 +138,29 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
         + (f", {result.offline_transitions} offline transitions" if config.demonstrations else "")
         + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
     )
+
+
+# The learner's server takes up to a year (its bound for every wait).
+MAX_MESSAGE_TIMEOUT_S = 86_400.0 * 365
+
+
+def check_message_timeout(seconds: float) -> None:
+    """`--message_timeout_s`: positive and finite; 0 would cut every call off, inf none."""
+    from rlctl.domain.errors import ConfigError
+
+    if not (
+        isinstance(seconds, int | float)
+        and not isinstance(seconds, bool)
+        and math.isfinite(seconds)
+        and 0 < seconds <= MAX_MESSAGE_TIMEOUT_S
+    ):
+        raise ConfigError(
+            f"message_timeout_s must be a positive, finite number of seconds (at most a year), "
+            f"got {seconds!r}",
+            where="--message_timeout_s",
+            hint="e.g. --message_timeout_s=30 (the default): longer than the actors' 10 s "
+            "deadline, short enough that a stalled actor frees its slots",
+        )
 
 
 @attrs.frozen(kw_only=True)
