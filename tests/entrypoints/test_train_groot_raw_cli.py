@@ -24,7 +24,19 @@ RAW = runpy.run_path(str(POLICIES / "raw_groot.py"))
 
 
 @pytest.mark.slow
-def test_train_groot_from_a_raw_nvidia_checkpoint_on_the_command_line(tmp_path: Path) -> None:
+def test_train_groot_from_a_raw_nvidia_checkpoint_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlctl.adapters.training import data
+
+    asked: list[object] = []
+    reader = data.LeRobotDatasetReader
+
+    def recording_reader(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs.get("delta_timestamps"))
+        return reader(*args, **kwargs)
+
+    monkeypatch.setattr(data, "LeRobotDatasetReader", recording_reader)
     tiny = runpy.run_path(str(POLICIES / "tiny_groot.py"))["write_tiny_groot"](tmp_path / "tiny")
     raw = RAW["write_raw_groot"](tiny, tmp_path / "raw")
     dataset = runpy.run_path(str(POLICIES / "relative_arm_dataset.py"))["write_arm_dataset"](
@@ -53,6 +65,8 @@ def test_train_groot_from_a_raw_nvidia_checkpoint_on_the_command_line(tmp_path: 
         ],
     )
     assert result.exit_code == 0, result.output
+    # chunk_size 8, the checkpoint's chunk for the embodiment 6: the trainer reads 6 actions.
+    assert asked == [{"action": [i / 10 for i in range(RAW["HORIZON"])]}]
     checkpoint = out / "checkpoints" / "last" / "pretrained_model"
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["base_model_path"] == str(raw) and config["embodiment_tag"] == RAW["TAG"]

@@ -130,6 +130,10 @@ def test_a_raw_checkpoint_loads_and_its_side_files_set_the_processors(raw: Path)
     assert decode.config.use_relative_action
 
     assert policy.model.action_buffer().n_action_steps == HORIZON  # LeRobot's queue steps
+    # What the loaded model trains on is the window the trainer reads.
+    assert policy.model.trained_action_horizon == HORIZON
+    window = type(policy.model).training_window(policy.model.config).action_indices
+    assert window == list(range(policy.model.trained_action_horizon))
     processed = policy.preprocessor.process_batch(observation())
     assert processed["embodiment_id"].tolist() == [5]
     chunk = policy.predict_chunk(observation()).actions.numpy()
@@ -190,6 +194,41 @@ def test_side_files_are_read_for_the_embodiment_asked(tmp_path: Path) -> None:
     (broken / "statistics.json").write_text("{not json")
     with pytest.raises(ConfigError, match=r"cannot read the GR00T checkpoint's statistics.json"):
         groot_checkpoint.checkpoint_assets(raw_config(broken))
+
+
+def test_the_training_window_is_the_checkpoints_chunk_for_the_embodiment(tmp_path: Path) -> None:
+    """chunk_size 8 but the raw checkpoint's embodiment chunk is 6: the trainer reads 6 actions
+    a sample (its pre-processor would cut the other 2) and leaves out the last 5 frames of each
+    episode (a whole 6-step chunk is there before them), not 8 and 7."""
+    from rlctl.adapters.policies.vla.groot import GrootPolicy
+    from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
+    from rlctl.adapters.training.data import open_training_data, sample_positions
+    from rlctl.domain.train_settings import DatasetSource
+
+    raw = RAW["write_side_files"](tmp_path / "raw")
+    config = raw_config(raw)
+    assert config.action_delta_indices == list(range(8))  # what the config alone names
+    window = GrootPolicy.training_window(config)
+    assert (window.action_indices, window.drop_n_last_frames) == (list(range(HORIZON)), 5)
+
+    root = runpy.run_path(str(HERE / "relative_arm_dataset.py"))["write_arm_dataset"](
+        tmp_path / "arm"
+    )
+    meta = LeRobotDatasetReader(root).meta
+    data = open_training_data(root, meta, DatasetSource(root=str(root)), config)
+    reader = data.dataset.reader
+    assert reader.delta_timestamps == {"action": [i / meta.fps for i in range(HORIZON)]}
+    item = data.dataset[0]
+    assert tuple(item["action"].shape) == (HORIZON, 4)
+    assert tuple(item["action_is_pad"].shape) == (HORIZON,)
+    lengths = data.episode_lengths()
+    assert len(sample_positions(data, config)) == sum(n - (HORIZON - 1) for n in lengths)
+
+    # An embodiment the checkpoint has no chunk for, or a shorter chunk_size: the config's.
+    other = raw_config(raw, embodiment_tag="new_embodiment")
+    assert GrootPolicy.training_window(other).action_indices == list(range(8))
+    short = raw_config(raw, chunk_size=4, n_action_steps=4)
+    assert GrootPolicy.training_window(short).action_indices == list(range(4))
 
 
 def test_a_base_model_that_is_neither_folder_nor_repo_id_is_named(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 from torch import Tensor, nn
 
@@ -32,6 +33,23 @@ Batch = Mapping[str, Any]
 FLOAT32_COMPUTE = "float32_compute"
 
 
+@attrs.frozen
+class TrainingWindow:
+    """What one training sample reads of its episode: the action offsets (None: the frame's own
+    action) and how many frames of each episode's tail are never drawn (they cannot supply a
+    whole window)."""
+
+    action_indices: list[int] | None
+    drop_n_last_frames: int = 0
+
+
+def config_window(config: PolicyConfig) -> TrainingWindow:
+    """The window `config` names: its `action_delta_indices` and `drop_n_last_frames`."""
+    indices = config.action_delta_indices
+    drop = getattr(config, "drop_n_last_frames", 0)
+    return TrainingWindow(None if indices is None else list(indices), max(0, int(drop or 0)))
+
+
 class PolicyModel(nn.Module, PolicyImplementation[Any]):
     """Base class: `forward` gives the training loss, `predict_chunk` the inference output.
 
@@ -47,6 +65,14 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
     # The dtype a checkpoint stores each tensor in where it differs from the one the model
     # computes in (by state-dict name): filled by `compute_in_float32`, honoured when saving.
     checkpoint_dtypes: dict[str, torch.dtype]
+
+    @classmethod
+    def training_window(cls, config: PolicyConfig) -> TrainingWindow:
+        """The window the trainer reads for `config`: its `action_delta_indices` and
+        `drop_n_last_frames` (LeRobot's), unless the model, once loaded, trains on a shorter
+        chunk than the config names (GR00T from a raw checkpoint): then only that chunk, so no
+        frame is read to be thrown away."""
+        return config_window(config)
 
     def __init__(self, config: PolicyConfig, *, load_backbone_weights: bool = True) -> None:
         # Every model takes `load_backbone_weights`: False when a checkpoint's weights follow,

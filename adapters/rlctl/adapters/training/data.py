@@ -4,7 +4,9 @@ the loader.
 As `lerobot-train` does it: `delta_timestamps` come from the policy's `observation_delta_indices`
 and `action_delta_indices` divided by the dataset's fps; the normaliser's statistics are the
 dataset's `meta/stats.json`, with the cameras' replaced by ImageNet's when
-`use_imagenet_stats` is on (pretrained ResNets expect them).
+`use_imagenet_stats` is on (pretrained ResNets expect them). The action window and the episode
+tails left out are the model's `training_window`: the config's, unless the loaded model trains on
+a shorter chunk (GR00T from a raw checkpoint), whose frames past it are then not read at all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from rlctl.adapters.policies.base import TrainingWindow, config_window
+from rlctl.adapters.policies.implementations import implementation_of
 from rlctl.adapters.storage.collate import collate_items
 from rlctl.adapters.storage.lerobot_v3.reader import LeRobotDatasetReader
 from rlctl.adapters.storage.lerobot_v3.table import files_in_order
@@ -49,16 +53,25 @@ IMAGENET_STATS = {
 Stats = dict[str, dict[str, Any]]
 
 
+def training_window(config: PolicyConfig) -> TrainingWindow:
+    """The action window and dropped tail the model serving `config` trains with (a plugin's
+    model without `training_window`: the config's)."""
+    window = getattr(implementation_of(type(config)), "training_window", None)
+    return window(config) if callable(window) else config_window(config)
+
+
 def delta_timestamps(
     config: PolicyConfig, features: Sequence[str], fps: int
 ) -> dict[str, list[float]] | None:
-    """LeRobot's `resolve_delta_timestamps`: the policy's frame offsets, in seconds."""
+    """LeRobot's `resolve_delta_timestamps`: the policy's frame offsets, in seconds (the
+    actions': its model's `training_window`)."""
     out: dict[str, list[float]] = {}
+    actions = training_window(config).action_indices
     for key in features:
         if key == REWARD and config.reward_delta_indices is not None:
             out[key] = [i / fps for i in config.reward_delta_indices]
-        if key == ACTION and config.action_delta_indices is not None:
-            out[key] = [i / fps for i in config.action_delta_indices]
+        if key == ACTION and actions is not None:
+            out[key] = [i / fps for i in actions]
         if key.startswith(OBSERVATION_PREFIX) and config.observation_delta_indices is not None:
             out[key] = [i / fps for i in config.observation_delta_indices]
     return out or None
@@ -184,7 +197,7 @@ def open_training_data(
             episodes=source.episodes,
             delta_timestamps=delta_timestamps(config, list(kept.features), meta.fps),
             video_backend=video_backend,
-            drop_n_last_frames=max(0, getattr(config, "drop_n_last_frames", 0)),
+            drop_n_last_frames=training_window(config).drop_n_last_frames,
             rank=rank,
             world_size=world_size,
             meta=kept,
@@ -231,7 +244,7 @@ def make_loader(
 
 
 def sample_positions(data: TrainingData, config: PolicyConfig) -> np.ndarray:
-    return usable_positions(data.episode_lengths(), getattr(config, "drop_n_last_frames", 0))
+    return usable_positions(data.episode_lengths(), training_window(config).drop_n_last_frames)
 
 
 def sample_probabilities(

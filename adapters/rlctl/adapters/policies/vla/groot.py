@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -43,7 +44,7 @@ import torch.nn.functional as F  # noqa: N812
 from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
-from rlctl.adapters.policies.base import Batch
+from rlctl.adapters.policies.base import Batch, TrainingWindow
 from rlctl.adapters.policies.processors import DeviceStep
 from rlctl.adapters.policies.vla.backbones.qwen3vl import (
     Qwen3Backbone,
@@ -83,6 +84,7 @@ from rlctl.adapters.policies.vla.rtc import PrefixGuidance, overlap_blend, stren
 from rlctl.domain.acting import ActionBuffer, ActionQueue
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.features import FeatureKind
+from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.policies.groot import (
     DECODE_LIBERO,
     GROOT_N1_7_BACKBONE_MODEL,
@@ -165,6 +167,16 @@ CUT_LAYER = re.compile(r"^backbone\.model\.model\.language_model\.layers\.(\d+)\
 
 
 # -- the base model ----------------------------------------------------------------------------
+
+
+def _trained_horizon(
+    config: GrootConfig, checkpoint_horizon: Callable[[GrootConfig], int | None]
+) -> int:
+    """The chunk trained on: the config's, at most the native 40, and at most a raw
+    checkpoint's chunk for the embodiment (its pre-processor keeps no more)."""
+    horizon = min(config.chunk_size, NATIVE_ACTION_HORIZON)
+    given = checkpoint_horizon(config)
+    return horizon if given is None or given < 1 else min(horizon, given)
 
 
 class BaseModel(NamedTuple):
@@ -631,6 +643,22 @@ class GrootPolicy(GuidedChunking):
                 "its config.json describes",
             )
         self.load_state_dict(state, strict=True)
+
+    @classmethod
+    def training_window(cls, config: PolicyConfig) -> TrainingWindow:
+        """The config's window cut to the chunk a raw checkpoint gives this embodiment (its
+        pre-processor would cut the rest, so those frames are not read), the tail dropped
+        with it: what `trained_action_horizon` reports once loaded."""
+        window = super().training_window(config)
+        assert isinstance(config, GrootConfig) and window.action_indices is not None
+        indices = window.action_indices[: _trained_horizon(config, checkpoint_action_horizon)]
+        return TrainingWindow(indices, max(0, len(indices) - 1))
+
+    @property
+    def trained_action_horizon(self) -> int:
+        """The chunk this model trains on: the config's (at most the native 40), bounded by a
+        raw checkpoint's chunk for the embodiment."""
+        return _trained_horizon(self.config, lambda _: self._checkpoint_horizon)
 
     def action_buffer(self) -> ActionBuffer:
         """LeRobot's `_resolve_action_queue_steps`: at most `n_action_steps` of a chunk, and of a
