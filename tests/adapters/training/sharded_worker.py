@@ -2,8 +2,8 @@
 
 `python -m torch.distributed.run --standalone --nproc_per_node=N sharded_worker.py SPEC` (or
 plain `python sharded_worker.py SPEC` for one process), SPEC a JSON object: dataset, out,
-steps, batch_size, and optionally strategy, accum, resume, save_freq, policy ("mlp", "act"),
-pretrained (a pretrained_model folder to fine-tune).
+steps, batch_size, and optionally strategy, accum, resume, save_freq, policy ("mlp", "act",
+"pi0"), pretrained (a pretrained_model folder to fine-tune), tokenizer (π0's, a local folder).
 Writes OUT/rank<r>.json: the losses logged each step, the parameters this rank holds, whether
 it built its model on the meta device and the bytes of a weights file it read.
 """
@@ -25,6 +25,7 @@ from rlctl.adapters.training import run_setup, sharding
 from rlctl.adapters.training.backend import TorchTrainingBackend
 from rlctl.adapters.training.sharding import local, sharded_numel
 from rlctl.domain.policies import ACTConfig, MLPConfig
+from rlctl.domain.policies.pi0 import PI0Config
 from rlctl.domain.train_settings import DatasetSource, DistributedSettings, TrainSettings
 from rlctl.entrypoints.container import build_container
 
@@ -54,12 +55,59 @@ class Backend(TorchTrainingBackend):
 
     session = None
 
+    probe: float | None = None
+
     def _start(self, plan, world):
         Backend.session = super()._start(plan, world)
+        if isinstance(Backend.session.model.config, PI0Config):
+            Backend.probe = probe_loss(Backend.session._p.model)
         return Backend.session
 
 
+def probe_loss(model) -> float:
+    """π0's loss on one fixed batch and noise, before any step: every rank computes the same
+    (each gathers the whole layers), and a one-process model of the same weights too."""
+    config = model.config
+    generator = torch.Generator().manual_seed(7)
+    batch = {
+        key: torch.rand(2, *feature.shape, generator=generator)
+        for key, feature in config.input_features.items()
+    }
+    batch["observation.language.tokens"] = torch.randint(0, 320, (2, 24), generator=generator)
+    batch["observation.language.attention_mask"] = torch.ones(2, 24, dtype=torch.bool)
+    batch["action"] = torch.randn(2, config.chunk_size, 6, generator=generator)
+    torch.manual_seed(123)
+    with torch.no_grad():
+        loss, _ = model(batch)
+    return float(loss)
+
+
+PI0_VLM = (
+    "custom:width=32,depth=1,mlp_dim=64,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320,"
+    "vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,patch_size=14"
+)
+PI0_EXPERT = (
+    "custom:width=16,depth=1,mlp_dim=32,num_heads=8,num_kv_heads=1,head_dim=8,vocab_size=320"
+)
+
+
+def local_tokenizer(folder: str) -> None:
+    """PaliGemma's tokenizer name read from a tiny local folder, as if from the Hub cache."""
+    from rlctl.adapters.policies.vla import tokenizer
+
+    load = tokenizer.load_tokenizer
+    tokenizer.load_tokenizer = lambda name, **options: load(  # type: ignore[assignment]
+        folder if name == tokenizer.PALIGEMMA_TOKENIZER else name, **options
+    )
+
+
 def policy(name: str):
+    if name == "pi0":
+        return PI0Config(
+            paligemma_variant=PI0_VLM, action_expert_variant=PI0_EXPERT, chunk_size=4,
+            n_action_steps=4, num_inference_steps=2, image_resolution=(28, 28),
+            tokenizer_max_length=24,
+        )  # fmt: skip
     if name == "act":
         return ACTConfig(
             chunk_size=4, n_action_steps=4, dim_model=32, n_heads=2, dim_feedforward=64,
@@ -74,6 +122,8 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     out = Path(spec["out"])
     torch.set_num_threads(1)
+    if spec.get("tokenizer"):
+        local_tokenizer(spec["tokenizer"])
     config = policy(spec.get("policy", "mlp"))
     if spec.get("pretrained"):
         config = attrs.evolve(config, pretrained_path=spec["pretrained"])
@@ -112,6 +162,7 @@ def main() -> None:
                 "done": report.steps_done,
                 "checkpoint": report.last_checkpoint.location if report.last_checkpoint else None,
                 "losses": [r.metrics["loss"] for r in sink.records],
+                "probe": Backend.probe,
                 "held": sharded_numel(model),
                 "total": sum(p.numel() for p in model.parameters()),
                 # Adam's two moments: the optimiser state this rank holds.

@@ -196,3 +196,54 @@ def test_fine_tuning_on_two_ranks_reads_half_the_weights_each_and_is_one_process
         tmp_path / "fsdp/checkpoints/000002/pretrained_model/model.safetensors",
         tmp_path / "one/checkpoints/000002/pretrained_model/model.safetensors",
     )
+
+
+@pytest.mark.slow
+@pytest.mark.ranks
+def test_pi0_fine_tuned_on_two_ranks_from_a_file_computes_the_one_process_loss_and_acts(
+    fixtures_dir, tmp_path
+):
+    """π0's layer pairs sharded, every rank built on the meta device and reading its rows of the
+    file: before any step, a fixed batch and noise give the one-process model's loss on every
+    rank (its computed buffers rebuilt right); the exported model loads and acts. (The steps'
+    losses differ from one process's: each rank draws its own noise and times.)"""
+    import runpy
+
+    import numpy as np
+
+    writer = runpy.run_path(str(HERE.parent / "policies" / "tiny_paligemma_tokenizer.py"))
+    tokenizer = str(writer["write_tiny_paligemma_tokenizer"](tmp_path / "tokenizer"))
+    common = {"dataset": str(fixtures_dir / "sim_video"), "policy": "pi0", "tokenizer": tokenizer}
+    launch({**common, "out": str(tmp_path / "base"), "steps": 2, "batch_size": 4}, 1)
+    tuned = {**common, "steps": 2,
+             "pretrained": str(tmp_path / "base/checkpoints/000002/pretrained_model")}  # fmt: skip
+    (one,), _ = launch({**tuned, "out": str(tmp_path / "one"), "batch_size": 4}, 1)
+    (rank0, rank1), _ = launch(
+        {**tuned, "out": str(tmp_path / "fsdp"), "batch_size": 2, "strategy": "fsdp"}, 2
+    )
+    assert one["probe"] is not None
+    assert close([rank0["probe"], rank1["probe"]], [one["probe"]] * 2), (rank0, rank1, one)
+    assert rank0["built_on_meta"] and rank1["built_on_meta"]
+    assert rank0["rows_read"] and rank1["rows_read"]
+    assert rank0["held"] + rank1["held"] == rank0["total"]
+    assert all(np.isfinite(rank0["losses"]))
+
+    from rlctl.adapters.policies.vla import tokenizer as tokenizers
+
+    load = tokenizers.load_tokenizer
+    tokenizers.load_tokenizer = lambda name, **o: load(  # type: ignore[assignment]
+        tokenizer if name == tokenizers.PALIGEMMA_TOKENIZER else name, **o
+    )
+    try:
+        exported = load_policy_folder(
+            tmp_path / "fsdp/checkpoints/000002/pretrained_model", device="cpu"
+        )
+    finally:
+        tokenizers.load_tokenizer = load  # type: ignore[assignment]
+    observation = {
+        "observation.state": np.zeros((1, 6), np.float32),
+        "observation.images.front": np.full((1, 3, 48, 64), 0.5, np.float32),
+        "task": "push the t to the target",
+    }
+    chunk = np.asarray(exported.predict_chunk(observation).actions)
+    assert chunk.shape == (1, 4, 6) and np.isfinite(chunk).all()
