@@ -173,6 +173,55 @@ class RealSenseCameraConfig(CameraConfig):
         return self.serial_number_or_name.lower().endswith(RECORDING_SUFFIXES)
 
 
+@CameraConfig.register("reachy2_camera")
+@attrs.frozen(kw_only=True)
+class Reachy2CameraConfig(CameraConfig):
+    """A camera of Pollen Robotics' Reachy 2 through its video server (gRPC), as LeRobot 0.6.1's
+    `reachy2_camera`: `name` teleop (the head's stereo pair, `image_type` left or right) or depth
+    (the torso's RGB-D camera, `image_type` rgb). Frames are resized to width x height."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.cameras.reachy2:Reachy2Camera"
+
+    name: str
+    image_type: str
+    color_mode: ColorMode = "rgb"
+    ip_address: str | None = "localhost"
+    port: int = 50065
+    width: int | None = 640
+    height: int | None = 480
+    fps: float | None = 30.0
+    # rlctl's: how long one frame request may take.
+    timeout_s: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        views = {"teleop": ("left", "right"), "depth": ("rgb",)}
+        if self.name not in views:
+            raise ConfigError(
+                f"name must be teleop or depth, got {self.name!r}",
+                where="name",
+                hint="teleop: the head's stereo camera; depth: the torso's RGB-D camera",
+            )
+        if self.image_type not in views[self.name]:
+            depth_note = (
+                " (depth frames are not supported, as in LeRobot)" if self.name == "depth" else ""
+            )
+            raise ConfigError(
+                f"image_type of the {self.name} camera must be "
+                f"{' or '.join(views[self.name])}, got {self.image_type!r}{depth_note}",
+                where="image_type",
+            )
+        if not self.ip_address:
+            raise ConfigError("ip_address must name the robot", where="ip_address")
+        if not 0 < self.port <= 65535:
+            raise ConfigError(f"port must be in 1..65535, got {self.port}", where="port")
+        if not (self.width and self.height and self.width > 0 and self.height > 0):
+            raise ConfigError("width and height must be positive", where="width, height")
+        if not 0 < self.timeout_s < float("inf"):
+            raise ConfigError(
+                f"timeout_s must be positive, got {self.timeout_s}", where="timeout_s"
+            )
+
+
 @CameraConfig.register("synthetic")
 @attrs.frozen(kw_only=True)
 class SyntheticCameraConfig(CameraConfig):

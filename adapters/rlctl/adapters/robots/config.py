@@ -581,6 +581,118 @@ class EarthRoverMiniPlusConfig(RobotConfig):
             )
 
 
+@RobotConfig.register("reachy2")
+@attrs.frozen(kw_only=True)
+class Reachy2RobotConfig(RobotConfig):
+    """Pollen Robotics' Reachy 2, as LeRobot 0.6.1's `reachy2`: joints in degrees (the grippers
+    too) and the mobile base's `vx`, `vy` (m/s) and `vtheta` (deg/s), spoken over gRPC to the
+    robot's SDK server (`sdk_port`) and video server (`port`). LeRobot's fields and defaults;
+    the `with_*_camera` flags add `teleop_left`, `teleop_right` and `torso_rgb`."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.reachy2:reachy2"
+
+    max_relative_target: float | None = None
+    ip_address: str | None = "localhost"
+    # The video server's port (LeRobot's `port`).
+    port: int = 50065
+    disable_torque_on_disconnect: bool = False
+    # Another program commands the robot: actions are recorded, never sent.
+    use_external_commands: bool = False
+    with_mobile_base: bool = True
+    with_l_arm: bool = True
+    with_r_arm: bool = True
+    with_neck: bool = True
+    with_antennas: bool = True
+    with_left_teleop_camera: bool = False
+    with_right_teleop_camera: bool = False
+    with_torso_camera: bool = False
+    camera_width: int = 640
+    camera_height: int = 480
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # rlctl's: the SDK server's port (reachy2_sdk's `sdk_port`, which LeRobot leaves at 50051).
+    sdk_port: int = 50051
+    # rlctl's: how long one request may take, and connecting in all.
+    request_timeout_s: float = 1.0
+    connect_timeout_s: float = 5.0
+    # rlctl's: no good reading for this long is a lost robot (one error naming the part).
+    observation_timeout_s: float = 2.0
+    # rlctl's: the guard's range for the joints (degrees) and the base (the SDK's own caps).
+    max_joint_deg: float = 180.0
+    max_xy_velocity: float = 0.61
+    max_rotation_velocity: float = 114.0
+
+    def __attrs_post_init__(self) -> None:
+        parts = ("with_mobile_base", "with_l_arm", "with_r_arm", "with_neck", "with_antennas")
+        if not any(getattr(self, part) for part in parts):
+            raise ConfigError(
+                "no Reachy 2 part is used",
+                where="robot.with_*",
+                hint="set at least one of " + ", ".join(parts) + " to true",
+            )
+        if not self.ip_address:
+            raise ConfigError(
+                "ip_address must name the robot", where="robot.ip_address", hint="e.g. 192.168.1.42"
+            )
+        for field in ("port", "sdk_port"):
+            if not 0 < getattr(self, field) <= 65535:
+                raise ConfigError(
+                    f"{field} must be in 1..65535, got {getattr(self, field)}",
+                    where=f"robot.{field}",
+                )
+        positive = (
+            "request_timeout_s",
+            "connect_timeout_s",
+            "observation_timeout_s",
+            "max_joint_deg",
+            "max_xy_velocity",
+            "max_rotation_velocity",
+        )
+        for field in positive:
+            value = getattr(self, field)
+            if not 0 < value < float("inf"):
+                raise ConfigError(
+                    f"{field} must be a positive number, got {value!r}", where=f"robot.{field}"
+                )
+        if self.max_relative_target is not None and not 0 < self.max_relative_target < float("inf"):
+            raise ConfigError(
+                f"max_relative_target must be a positive number of degrees, got "
+                f"{self.max_relative_target!r}",
+                where="robot.max_relative_target",
+            )
+
+    def all_cameras(self) -> dict[str, CameraConfig]:
+        """`cameras` and the robot's own the `with_*_camera` flags ask for (LeRobot's names)."""
+        from rlctl.adapters.cameras.config import Reachy2CameraConfig
+
+        own = {
+            "teleop_left": ("teleop", "left", self.with_left_teleop_camera),
+            "teleop_right": ("teleop", "right", self.with_right_teleop_camera),
+            "torso_rgb": ("depth", "rgb", self.with_torso_camera),
+        }
+        cameras = dict(self.cameras)
+        for key, (name, image_type, wanted) in own.items():
+            if wanted:
+                cameras[key] = Reachy2CameraConfig(
+                    name=name,
+                    image_type=image_type,
+                    ip_address=self.ip_address,
+                    port=self.port,
+                    width=self.camera_width,
+                    height=self.camera_height,
+                    fps=30,
+                )
+        return cameras
+
+    def without_cameras(self) -> RobotConfig:
+        return attrs.evolve(
+            self,
+            cameras={},
+            with_left_teleop_camera=False,
+            with_right_teleop_camera=False,
+            with_torso_camera=False,
+        )
+
+
 def _default_env() -> EnvConfig:
     from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 

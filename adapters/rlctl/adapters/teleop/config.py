@@ -308,6 +308,48 @@ class LeKiwiKeyboardConfig(SOLeaderConfig):
         return self
 
 
+@TeleoperatorConfig.register("reachy2_teleoperator")
+@attrs.frozen(kw_only=True)
+class Reachy2TeleoperatorConfig(TeleoperatorConfig):
+    """A Reachy 2 read as a teleoperator, as LeRobot 0.6.1's `reachy2_teleoperator`: its goal
+    positions (or, with `use_present_position`, its present ones) and its base's last commanded
+    (or measured) velocity, under the `reachy2` robot's action names: the robot driven by
+    another program (Pollen's VR teleoperation app) is what gets recorded."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.reachy2_teleoperator:reachy2_teleoperator"
+
+    ip_address: str | None = "localhost"
+    use_present_position: bool = False
+    with_mobile_base: bool = True
+    with_l_arm: bool = True
+    with_r_arm: bool = True
+    with_neck: bool = True
+    with_antennas: bool = True
+    # rlctl's: the SDK server's port (reachy2_sdk's `sdk_port`), and how long a request may take.
+    sdk_port: int = 50051
+    request_timeout_s: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        parts = ("with_mobile_base", "with_l_arm", "with_r_arm", "with_neck", "with_antennas")
+        if not any(getattr(self, part) for part in parts):
+            raise ConfigError(
+                "no Reachy 2 part is used",
+                where="teleop.with_*",
+                hint="set at least one of " + ", ".join(parts) + " to true",
+            )
+        if not self.ip_address:
+            raise ConfigError("ip_address must name the robot", where="teleop.ip_address")
+        if not 0 < self.sdk_port <= 65535:
+            raise ConfigError(
+                f"sdk_port must be in 1..65535, got {self.sdk_port}", where="teleop.sdk_port"
+            )
+        if not 0 < self.request_timeout_s < math.inf:
+            raise ConfigError(
+                f"request_timeout_s must be positive, got {self.request_timeout_s!r}",
+                where="teleop.request_timeout_s",
+            )
+
+
 @TeleoperatorConfig.register("keyboard_rover")
 @attrs.frozen(kw_only=True)
 class KeyboardRoverTeleopConfig(TeleoperatorConfig):
