@@ -21,6 +21,7 @@ import pkgutil
 import typing
 
 from rlctl.adapters.cameras.opencv import OpenCVCamera
+from rlctl.adapters.cameras.reachy2 import Reachy2Camera
 from rlctl.adapters.cameras.realsense import RealSenseCamera
 from rlctl.adapters.cameras.zmq import ZMQCamera
 from rlctl.adapters.clock.system import SystemClock
@@ -132,6 +133,7 @@ from rlctl.adapters.robots.earthrover import EarthRoverMiniPlus
 from rlctl.adapters.robots.lekiwi import LeKiwi
 from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
 from rlctl.adapters.robots.openarm_follower import DamiaoArm, OpenArmFollower
+from rlctl.adapters.robots.reachy2 import Reachy2Robot
 from rlctl.adapters.robots.rebot_b601_follower import RebotB601Arm, RebotB601Follower
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
@@ -171,6 +173,7 @@ from rlctl.adapters.teleop.lekiwi_keyboard import LeKiwiKeyboardTeleop
 from rlctl.adapters.teleop.metaworld_expert import MetaWorldExpertTeleop
 from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
 from rlctl.adapters.teleop.phone import PhoneTeleop
+from rlctl.adapters.teleop.reachy2_teleoperator import Reachy2Teleoperator
 from rlctl.adapters.teleop.rebot_102_leader import Rebot102Arm, Rebot102Leader
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
@@ -245,9 +248,13 @@ from rlctl.application.use_cases.serve_policy import PolicyService
 
 
 def camera(
-    opencv: OpenCVCamera, zmq: ZMQCamera, realsense: RealSenseCamera, fake: SyntheticCamera
+    opencv: OpenCVCamera,
+    zmq: ZMQCamera,
+    realsense: RealSenseCamera,
+    fake: SyntheticCamera,
+    reachy2: Reachy2Camera,
 ) -> list[Camera]:
-    return [opencv, zmq, realsense, fake]
+    return [opencv, zmq, realsense, fake, reachy2]
 
 
 def clock(system: SystemClock, fake: ManualClock) -> list[Clock]:
@@ -312,8 +319,9 @@ def robot(
     sim: SimRobot,
     fake: ScriptedRobot,
     rebot: RebotB601Follower,
+    reachy2: Reachy2Robot,
 ) -> list[Robot]:
-    return [arm, arms, openarm, kiwi, kiwi_client, rover, sim, fake, rebot]
+    return [arm, arms, openarm, kiwi, kiwi_client, rover, sim, fake, rebot, reachy2]
 
 
 def teleoperator(
@@ -330,9 +338,10 @@ def teleoperator(
     expert: MetaWorldExpertTeleop,
     fake: ScriptedTeleoperator,
     rebot_leader: Rebot102Leader,
+    reachy2: Reachy2Teleoperator,
 ) -> list[Teleoperator]:
     teleops: list[Teleoperator] = [arm, arms, openarm_leader, pad, phone, keys, ee_arm]
-    return [*teleops, kiwi_keys, rover_keys, replay, expert, fake, rebot_leader]
+    return [*teleops, kiwi_keys, rover_keys, replay, expert, fake, rebot_leader, reachy2]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:
