@@ -273,7 +273,9 @@ def test_slow_replies_keep_the_last_reading_then_name_the_part(server):
         np.testing.assert_array_equal(robot.get_observation()["observation.state"], before)
         time.sleep(0.3)
         with pytest.raises(
-            HardwareError, match=r"no reading of the Reachy 2's robot state .*DEADLINE_EXCEEDED"
+            HardwareError,
+            match=r"no reading of the Reachy 2 for .*robot state \(GetReachyState\) does not "
+            r"answer: no answer in time \(DEADLINE_EXCEEDED\)",
         ):
             robot.get_observation()
     finally:
@@ -292,7 +294,8 @@ def test_the_server_dying_is_one_error_naming_the_host(server):
             robot.get_observation()
             robot.send_action(action)
             time.sleep(0.05)
-    assert f"127.0.0.1:{server.port}" in caught.value.message
+    message = caught.value.message
+    assert f"the Reachy 2 SDK server at 127.0.0.1:{server.port} does not answer" in message
     robot.disconnect()  # says it could not stop the base, does not raise
 
 

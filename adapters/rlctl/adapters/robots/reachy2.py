@@ -135,9 +135,9 @@ class Reachy2Robot:
         connect_cameras(self.cameras, self._camera_sizes, release=self.disconnect)
 
     def _unanswered(self, error: PartUnanswered, doing: str) -> HardwareError:
+        assert self.config.ip_address is not None
         return HardwareError(
-            f"the Reachy 2 at {self.config.ip_address}:{self.config.sdk_port}: {error.part} "
-            f"does not answer ({doing}): {error}",
+            f"{error.describe(self.config.ip_address, self.config.sdk_port)} ({doing})",
             where=self.where,
             hint="check the robot's services are up (its dashboard) and the part is on; "
             "a part the robot lacks is left out with its with_* flag set to false",
@@ -178,8 +178,8 @@ class Reachy2Robot:
             silent = time.monotonic() - self._good_at
             if silent > self.config.observation_timeout_s:
                 raise HardwareError(
-                    f"no reading of the Reachy 2's {error.part} at {self.config.ip_address}:"
-                    f"{self.config.sdk_port} for {silent:.1f} s: {error}",
+                    f"no reading of the Reachy 2 for {silent:.1f} s: "
+                    + error.describe(str(self.config.ip_address), self.config.sdk_port),
                     where=self.where,
                     hint="the robot's SDK server stopped or lost the part; " + link.hint(),
                 ) from error
@@ -253,8 +253,8 @@ class Reachy2Robot:
             silent = time.monotonic() - self._accepted_at
             if silent > self.config.observation_timeout_s:
                 raise HardwareError(
-                    f"no command taken by the Reachy 2 at {self.config.ip_address}:"
-                    f"{self.config.sdk_port} for {silent:.1f} s: {error.part}: {error}",
+                    f"no command taken by the Reachy 2 for {silent:.1f} s: "
+                    + error.describe(str(self.config.ip_address), self.config.sdk_port),
                     where=self.where,
                     hint="the robot's SDK server stopped; " + link.hint(),
                 ) from error

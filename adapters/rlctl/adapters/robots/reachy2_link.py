@@ -210,9 +210,22 @@ PART_FLAGS = {
 class PartUnanswered(Exception):
     """One part gave no usable answer (the part is `.part`, the reason the message)."""
 
-    def __init__(self, part: str, reason: str) -> None:
+    def __init__(self, part: str, reason: str, *, server_gone: bool = False) -> None:
         super().__init__(reason)
         self.part = part
+        # The whole server does not answer (UNAVAILABLE), not just this part.
+        self.server_gone = server_gone
+
+    @classmethod
+    def of(cls, part: str, error: BaseException) -> PartUnanswered:
+        code = getattr(error, "code", None)
+        gone = callable(code) and code().name == "UNAVAILABLE"
+        return cls(part, rpc_reason(error), server_gone=gone)
+
+    def describe(self, host: str, port: int) -> str:
+        if self.server_gone:
+            return f"the Reachy 2 SDK server at {host}:{port} does not answer ({self.part}): {self}"
+        return f"the Reachy 2 at {host}:{port}: {self.part} does not answer: {self}"
 
 
 def rpc_reason(error: BaseException) -> str:
@@ -311,7 +324,7 @@ class Link:
         try:
             state = self._call(stub.GetReachyState, self.robot.id)
         except self.api.grpc.RpcError as error:
-            raise PartUnanswered("robot state (GetReachyState)", rpc_reason(error)) from error
+            raise PartUnanswered.of("robot state (GetReachyState)", error) from error
         for part in parts:
             if part != "mobile_base" and not state.HasField(STATE_FIELDS[part]):
                 raise PartUnanswered(PART_LABELS[part], "no state in the server's answer")
@@ -350,7 +363,7 @@ class Link:
         try:
             odom = self._call(stub.GetOdometry, self.part_id("mobile_base"))
         except self.api.grpc.RpcError as error:
-            raise PartUnanswered(PART_LABELS["mobile_base"], rpc_reason(error)) from error
+            raise PartUnanswered.of(PART_LABELS["mobile_base"], error) from error
         return odom.vx.value, odom.vy.value, math.degrees(odom.vtheta.value)
 
     def last_direction(self) -> tuple[float, float, float]:
@@ -359,7 +372,7 @@ class Link:
         try:
             cmd = self._call(stub.GetLastDirection, self.part_id("mobile_base"))
         except self.api.grpc.RpcError as error:
-            raise PartUnanswered(PART_LABELS["mobile_base"], rpc_reason(error)) from error
+            raise PartUnanswered.of(PART_LABELS["mobile_base"], error) from error
         return cmd.x.value, cmd.y.value, math.degrees(cmd.theta.value)
 
     # Commanding
@@ -410,7 +423,7 @@ class Link:
         try:
             return self._call(getattr(self._stub(part), method), request)
         except self.api.grpc.RpcError as error:
-            raise PartUnanswered(f"{PART_LABELS[part]} ({method})", rpc_reason(error)) from error
+            raise PartUnanswered.of(f"{PART_LABELS[part]} ({method})", error) from error
 
     def send_goals(self, joints: Sequence[Joint], degrees: Sequence[float]) -> None:
         """Goal positions of `joints`, in one `SendComponentsCommands` as the SDK sends them."""
@@ -478,9 +491,7 @@ class Link:
         try:
             self._call(stub.SendComponentsCommands, api.reachy.ReachyComponentsCommands(**commands))
         except api.grpc.RpcError as error:
-            raise PartUnanswered(
-                "joint commands (SendComponentsCommands)", rpc_reason(error)
-            ) from error
+            raise PartUnanswered.of("joint commands (SendComponentsCommands)", error) from error
 
     def send_velocity(self, vx: float, vy: float, vtheta_deg: float) -> None:
         api = self.api
@@ -494,8 +505,8 @@ class Link:
         try:
             self._call(stub.SendDirection, request)
         except api.grpc.RpcError as error:
-            raise PartUnanswered(
-                f"{PART_LABELS['mobile_base']} (SendDirection)", rpc_reason(error)
+            raise PartUnanswered.of(
+                f"{PART_LABELS['mobile_base']} (SendDirection)", error
             ) from error
 
 

@@ -86,8 +86,7 @@ class Reachy2Teleoperator:
                 )
         except PartUnanswered as error:
             raise HardwareError(
-                f"the Reachy 2 at {self.config.ip_address}:{self.config.sdk_port}: {error.part} "
-                f"does not answer: {error}",
+                error.describe(str(self.config.ip_address), self.config.sdk_port),
                 where=self.where,
                 hint=link.hint(),
             ) from error
