@@ -60,6 +60,47 @@ def _f(value: float) -> FloatValue:
     return FloatValue(value=value)
 
 
+def _orbita2d_hardware() -> dict[str, Any]:
+    """What a real Orbita2d reports beside its positions (reachy2_sdk builds its motors and axes
+    from these fields, and reads `compliant` after them)."""
+    motors = orbita2d_pb2.Float2d(motor_1=_f(100.0), motor_2=_f(100.0))
+    vector = orbita2d_pb2.Vector2d(x=_f(0.0), y=_f(0.0))
+    gains = component_pb2.PIDGains(p=_f(1.0), i=_f(0.0), d=_f(0.0))
+    return {
+        "present_speed": vector,
+        "present_load": vector,
+        "temperature": orbita2d_pb2.Float2d(motor_1=_f(30.0), motor_2=_f(30.0)),
+        "speed_limit": motors,
+        "torque_limit": motors,
+        "pid": orbita2d_pb2.PID2d(motor_1=gains, motor_2=gains),
+    }
+
+
+def _orbita3d_hardware() -> dict[str, Any]:
+    motors = orbita3d_pb2.Float3d(motor_1=_f(100.0), motor_2=_f(100.0), motor_3=_f(100.0))
+    vector = orbita3d_pb2.Vector3d(x=_f(0.0), y=_f(0.0), z=_f(0.0))
+    gains = component_pb2.PIDGains(p=_f(1.0), i=_f(0.0), d=_f(0.0))
+    return {
+        "present_speed": vector,
+        "present_load": vector,
+        "temperature": orbita3d_pb2.Float3d(motor_1=_f(30.0), motor_2=_f(30.0), motor_3=_f(30.0)),
+        "speed_limit": motors,
+        "torque_limit": motors,
+        "pid": orbita3d_pb2.PID3d(motor_1=gains, motor_2=gains, motor_3=gains),
+    }
+
+
+def _dynamixel_hardware() -> dict[str, Any]:
+    return {
+        "present_speed": _f(0.0),
+        "present_load": _f(0.0),
+        "temperature": _f(30.0),
+        "speed_limit": _f(100.0),
+        "torque_limit": _f(100.0),
+        "pid": component_pb2.PIDGains(p=_f(1.0), i=_f(0.0), d=_f(0.0)),
+    }
+
+
 class EmulatedReachy:
     """The robot's state, shared by the services (radians; the base in m/s and rad/s)."""
 
@@ -127,7 +168,9 @@ class EmulatedReachy:
         fields: dict[str, Any] = {
             "id": reachy_pb2.ReachyId(id=1, name="reachy"),
             "info": reachy_pb2.ReachyInfo(
-                serial_number="emulated", core_mode=reachy_pb2.ReachyCoreMode.Value("FAKE")
+                serial_number="emulated",
+                core_mode=reachy_pb2.ReachyCoreMode.Value("FAKE"),
+                api_version="1.0.21",
             ),
             "l_arm": arm("l"),
             "r_arm": arm("r"),
@@ -188,16 +231,19 @@ class EmulatedReachy:
                     present_position=pose2d(present, part, "shoulder", ("pitch", "roll")),
                     goal_position=pose2d(goals, part, "shoulder", ("pitch", "roll")),
                     compliant=BoolValue(value=not on[part]),
+                    **_orbita2d_hardware(),
                 ),
                 elbow_state=orbita2d_pb2.Orbita2dState(
                     present_position=pose2d(present, part, "elbow", ("yaw", "pitch")),
                     goal_position=pose2d(goals, part, "elbow", ("yaw", "pitch")),
                     compliant=BoolValue(value=not on[part]),
+                    **_orbita2d_hardware(),
                 ),
                 wrist_state=orbita3d_pb2.Orbita3dState(
                     present_position=rotation(present, part, "wrist"),
                     goal_position=rotation(goals, part, "wrist"),
                     compliant=BoolValue(value=not on[part]),
+                    **_orbita3d_hardware(),
                 ),
             )
 
@@ -225,6 +271,7 @@ class EmulatedReachy:
                 present_position=_f(present[("head", name, "")]),
                 goal_position=_f(goals[("head", name, "")]),
                 compliant=BoolValue(value=not on["head"]),
+                **_dynamixel_hardware(),
             )
 
         fields: dict[str, Any] = {
@@ -242,6 +289,7 @@ class EmulatedReachy:
                     present_position=rotation(present, "head", "neck"),
                     goal_position=rotation(goals, "head", "neck"),
                     compliant=BoolValue(value=not on["head"]),
+                    **_orbita3d_hardware(),
                 ),
                 l_antenna_state=antenna("l_antenna"),
                 r_antenna_state=antenna("r_antenna"),
@@ -416,8 +464,7 @@ class _Mobility(mobile_base_mobility_pb2_grpc.MobileBaseMobilityServiceServicer)
         direction = (d.x.value, d.y.value, d.theta.value)
         with self.robot.lock:
             self.robot.directions.append(direction)
-            if self.robot.on["mobile_base"]:
-                self.robot.direction = direction
+            self.robot.direction = direction  # the base is in velocity mode (CMD_VEL)
         return mobile_base_mobility_pb2.MobilityServiceAck(success=BoolValue(value=True))
 
     def GetLastDirection(self, request, context):

@@ -5,8 +5,11 @@ missing or not answering, slow replies, the server dying)."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import socket
+import subprocess
 import time
 
 import numpy as np
@@ -381,3 +384,73 @@ def test_the_teleoperator_names_the_host_when_the_robot_is_gone():
     ).build(None)  # type: ignore[arg-type]
     with pytest.raises(HardwareError, match=f"127.0.0.1:{port}"):
         leader.connect()
+
+
+LEROBOT_READS = """
+import json, sys
+from reachy2_sdk import ReachySDK
+from lerobot.robots.reachy2 import Reachy2Robot, Reachy2RobotConfig
+port = int(sys.argv[1])
+# LeRobot 0.6.1 builds ReachySDK(ip_address) with the SDK's default ports (fake_only, sdk_port,
+# audio_port, video_port): point them at the emulator.
+ReachySDK.__init__.__defaults__ = (False, port, port, port)
+robot = Reachy2Robot(Reachy2RobotConfig(ip_address="127.0.0.1"))
+robot.connect()
+observation = {k: float(v) for k, v in robot.get_observation().items()}
+action = dict(observation)
+action.update(json.loads(sys.argv[2]))
+robot.send_action(action)
+robot.disconnect()
+features, actions = list(robot.observation_features), list(robot.action_features)
+print(json.dumps({"observation": observation, "action": action,
+                  "features": features, "actions": actions}))
+"""
+CHANGES = {
+    "neck_yaw.pos": 12.0,
+    "l_elbow_pitch.pos": -30.0,
+    "r_gripper.pos": 25.0,
+    "r_antenna.pos": 8.0,
+    "mobile_base.vx": 0.2,
+    "mobile_base.vtheta": 30.0,
+}
+
+
+@pytest.mark.lerobot
+@pytest.mark.slow
+def test_lerobots_reachy2_reads_and_commands_the_same_emulated_robot(lerobot, tmp_path):
+    """LeRobot's own `Reachy2Robot` through Pollen's `reachy2_sdk` (importable by LeRobot's
+    Python, or put on its path with RLCTL_REACHY2_SDK_PATH: `pip install --target DIR
+    reachy2_sdk==1.0.15` with its pins) and rlctl read the same observation from the same
+    emulated server, and the same action puts the same goals on its joints."""
+    extra = os.environ.get("RLCTL_REACHY2_SDK_PATH")
+    env = dict(os.environ, PYTHONPATH=extra) if extra else None
+    python = os.environ["RLCTL_LEROBOT_PYTHON"]
+    probe = subprocess.run(
+        [python, "-c", "import reachy2_sdk"], env=env, capture_output=True, timeout=60, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip("reachy2_sdk is not importable by LeRobot's Python: set RLCTL_REACHY2_SDK_PATH")
+    with ReachyServer() as theirs_server:
+        theirs = lerobot(
+            "-c", LEROBOT_READS, theirs_server.port, json.dumps(CHANGES), timeout=120, env=env
+        )
+        their_goals = theirs_server.robot.commands[-1]
+        their_direction = theirs_server.robot.directions[-1]
+    assert theirs["features"] == ALL and theirs["actions"] == ALL
+    with ReachyServer() as server:
+        robot = Reachy2Robot(config(server))
+        assert robot.action_features["action"].names == theirs["actions"]
+        robot.connect()
+        try:
+            ours = robot.get_observation()["observation.state"]
+            expected = [theirs["observation"][name] for name in ALL]
+            np.testing.assert_allclose(ours, expected, atol=1e-4)
+            robot.send_action(np.asarray([theirs["action"][name] for name in ALL], np.float32))
+        finally:
+            robot.disconnect()
+        our_goals = server.robot.commands[-1]
+        our_direction = server.robot.directions[-2]  # before the stop at disconnect
+    assert set(our_goals) == set(their_goals)
+    for joint, value in their_goals.items():
+        assert our_goals[joint] == pytest.approx(value, abs=1e-5), joint
+    assert our_direction == pytest.approx(their_direction, abs=1e-6)
