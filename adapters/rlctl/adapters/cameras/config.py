@@ -182,10 +182,14 @@ class Reachy2CameraConfig(CameraConfig):
 
     adapter: ClassVar[str] = "rlctl.adapters.cameras.reachy2:Reachy2Camera"
 
+    # teleop (the head's stereo pair) or depth (the torso's RGB-D camera).
     name: str
+    # left or right for teleop, rgb for depth.
     image_type: str
     color_mode: ColorMode = "rgb"
+    # The robot's address on the network.
     ip_address: str | None = "localhost"
+    # The robot's video server's port.
     port: int = 50065
     width: int | None = 640
     height: int | None = 480

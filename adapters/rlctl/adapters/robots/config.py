@@ -591,33 +591,41 @@ class Reachy2RobotConfig(RobotConfig):
 
     adapter: ClassVar[str] = "rlctl.adapters.robots.reachy2:reachy2"
 
+    # The most a joint moves in one step from its present position (degrees); none: no cap.
     max_relative_target: float | None = None
+    # The robot's address on the network.
     ip_address: str | None = "localhost"
     # The video server's port (LeRobot's `port`).
     port: int = 50065
+    # Turn the motors off when the command ends.
     disable_torque_on_disconnect: bool = False
-    # Another program commands the robot: actions are recorded, never sent.
+    # Another program commands the robot (Pollen's VR app): actions are recorded, never sent.
     use_external_commands: bool = False
+    # The parts in use (their joints are the features); false leaves a part out.
     with_mobile_base: bool = True
     with_l_arm: bool = True
     with_r_arm: bool = True
     with_neck: bool = True
     with_antennas: bool = True
+    # The robot's own cameras, as `teleop_left`, `teleop_right` and `torso_rgb`.
     with_left_teleop_camera: bool = False
     with_right_teleop_camera: bool = False
     with_torso_camera: bool = False
+    # The size of the robot's own cameras' frames.
     camera_width: int = 640
     camera_height: int = 480
     cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
     # rlctl's: the SDK server's port (reachy2_sdk's `sdk_port`, which LeRobot leaves at 50051).
     sdk_port: int = 50051
-    # rlctl's: how long one request may take, and connecting in all.
+    # rlctl's: how long one request may take.
     request_timeout_s: float = 1.0
+    # rlctl's: how long connecting waits for the SDK server.
     connect_timeout_s: float = 5.0
-    # rlctl's: no good reading for this long is a lost robot (one error naming the part).
+    # rlctl's: no good reading (or no command taken) for this long is one error naming the part.
     observation_timeout_s: float = 2.0
-    # rlctl's: the guard's range for the joints (degrees) and the base (the SDK's own caps).
+    # rlctl's: the guard's range for every joint, +-degrees.
     max_joint_deg: float = 180.0
+    # rlctl's: the guard's caps for the base, m/s and deg/s (the SDK's own).
     max_xy_velocity: float = 0.61
     max_rotation_velocity: float = 114.0
 

@@ -318,8 +318,11 @@ class Reachy2TeleoperatorConfig(TeleoperatorConfig):
 
     adapter: ClassVar[str] = "rlctl.adapters.teleop.reachy2_teleoperator:reachy2_teleoperator"
 
+    # The robot's address on the network.
     ip_address: str | None = "localhost"
+    # The joints' present positions and the base's measured velocity instead of their goals.
     use_present_position: bool = False
+    # The parts in use (as the robot's `with_*`).
     with_mobile_base: bool = True
     with_l_arm: bool = True
     with_r_arm: bool = True
