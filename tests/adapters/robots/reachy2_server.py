@@ -137,6 +137,8 @@ class EmulatedReachy:
         self.commands: list[dict[tuple[str, str, str], float]] = []
         self.directions: list[tuple[float, float, float]] = []
         self.zuuu_mode = 0
+        # What the video server sends instead of its pictures (a broken or hostile server).
+        self.frame_data: bytes | None = None
 
     def called(self, name: str) -> None:
         with self.lock:
@@ -496,10 +498,12 @@ class _Video(video_pb2_grpc.VideoServiceServicer):
 
     def GetFrame(self, request, context):
         self.robot.called("GetFrame")
-        ok, data = cv2.imencode(".jpg", camera_picture(int(request.view)))
-        assert ok
         now = Timestamp()
         now.GetCurrentTime()
+        if self.robot.frame_data is not None:
+            return video_pb2.Frame(timestamp=now, data=self.robot.frame_data)
+        ok, data = cv2.imencode(".jpg", camera_picture(int(request.view)))
+        assert ok
         return video_pb2.Frame(timestamp=now, data=data.tobytes())
 
 

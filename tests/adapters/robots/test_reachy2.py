@@ -454,3 +454,82 @@ def test_lerobots_reachy2_reads_and_commands_the_same_emulated_robot(lerobot, tm
     for joint, value in their_goals.items():
         assert our_goals[joint] == pytest.approx(value, abs=1e-5), joint
     assert our_direction == pytest.approx(their_direction, abs=1e-6)
+
+
+GARBAGE = [
+    ("nan", lambda mid: np.where(np.arange(mid.size) == 3, np.nan, mid)),
+    ("all nan", lambda mid: np.full(mid.size, np.nan)),
+    ("+inf", lambda mid: np.where(np.arange(mid.size) == 0, np.inf, mid)),
+    ("-inf base", lambda mid: np.where(np.arange(mid.size) == mid.size - 1, -np.inf, mid)),
+    ("huge", lambda mid: np.full(mid.size, 1e30)),
+    ("float32 max", lambda mid: np.full(mid.size, 3e38)),
+    ("far below", lambda mid: mid - 1e4),
+]
+
+
+def within_limits(server: ReachyServer) -> None:
+    emulated = server.robot
+    with emulated.lock:
+        goals = dict(emulated.goals)
+        directions = list(emulated.directions)
+    for joint, radians in goals.items():
+        assert math.isfinite(radians) and abs(math.degrees(radians)) <= 180.0 + 1e-3, joint
+    for vx, vy, vtheta in directions:
+        assert abs(vx) <= 0.61 + 1e-6 and abs(vy) <= 0.61 + 1e-6
+        assert abs(math.degrees(vtheta)) <= 114.0 + 1e-3
+
+
+def test_no_garbage_or_random_action_moves_a_joint_or_the_base_past_its_range(robot, server):
+    mid = robot.get_observation()["observation.state"].astype(np.float64)
+    for _, make in GARBAGE:
+        robot.send_action(make(mid))
+        within_limits(server)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        wild = rng.normal(0, 150, mid.size)
+        wild[rng.random(mid.size) < 0.05] = np.nan
+        robot.send_action(wild.astype(np.float32))
+        within_limits(server)
+
+
+def test_a_server_sending_non_finite_positions_is_held_then_named(server):
+    robot = Reachy2Robot(config(server, observation_timeout_s=0.3))
+    robot.connect()
+    try:
+        before = robot.get_observation()["observation.state"]
+        with server.robot.lock:
+            server.robot.joints[("r_arm", "elbow", "pitch")] = float("nan")
+            server.robot.joints[("head", "l_antenna", "")] = 1e38  # past float32 in degrees
+        np.testing.assert_array_equal(robot.get_observation()["observation.state"], before)
+        time.sleep(0.35)
+        with pytest.raises(HardwareError, match=r"r_elbow_pitch.pos, l_antenna.pos") as caught:
+            robot.get_observation()
+        assert "no finite value" in caught.value.message
+    finally:
+        robot.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"GIF89a....", "not a JPEG or PNG"),
+        # A JPEG header claiming 60000x60000 pixels: refused before it is decoded.
+        (b"\xff\xd8\xff\xc0\x00\x11\x08\xea\x60\xea\x60\x03" + bytes(20), "60000x60000"),
+    ],
+)
+def test_a_camera_sending_no_picture_is_one_error_naming_it(server, data, why):
+    server.robot.frame_data = data
+    camera = converter.structure(
+        {
+            "type": "reachy2_camera",
+            "name": "teleop",
+            "image_type": "left",
+            "ip_address": "127.0.0.1",
+            "port": server.port,
+        },
+        CameraConfig,
+    ).build()
+    with pytest.raises(HardwareError, match=why) as caught:
+        camera.connect()
+    assert f"reachy2_camera teleop left at 127.0.0.1:{server.port}" in str(caught.value)
+    assert not camera.is_connected

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlctl.adapters.cameras.capture_thread import CaptureThreadCamera
 from rlctl.adapters.cameras.config import Reachy2CameraConfig
+from rlctl.adapters.robots.earthrover import MAX_PICTURE_SIDE, picture_size
 from rlctl.domain.errors import HardwareError, NotSupported
 
 # The video server's camera names (pollen-vision's) and views (the API's `View` enum).
@@ -118,6 +119,12 @@ class Reachy2Camera(CaptureThreadCamera):
             raise ValueError("an empty frame")
         if len(data) > MAX_FRAME_BYTES:
             raise ValueError(f"a frame over {MAX_FRAME_BYTES // 2**20} MiB")
+        size = picture_size(data)
+        if size is None:
+            raise ValueError("a frame that is not a JPEG or PNG picture")
+        if not (0 < size[0] <= MAX_PICTURE_SIDE and 0 < size[1] <= MAX_PICTURE_SIDE):
+            # A broken or hostile server could claim any size in a small file.
+            raise ValueError(f"a frame claiming {size[0]}x{size[1]} pixels")
         image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
         if image is None:
             raise ValueError("a frame that does not decode")

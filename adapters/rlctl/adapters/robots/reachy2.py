@@ -162,11 +162,14 @@ class Reachy2Robot:
         if self.parts.mobile_base:
             values.extend(link.odometry())
         wide = np.asarray(values, dtype=np.float64)
-        bad = ~np.isfinite(wide)
+        # A value past float32's range is no more finite once stored than NaN is.
+        with np.errstate(over="ignore"):
+            state = wide.astype(np.float32)
+        bad = ~np.isfinite(state)
         if bad.any():
             names = [self.names[i] for i in np.flatnonzero(bad)]
-            raise PartUnanswered("joints " + ", ".join(names), "no finite position in the state")
-        self._state = wide.astype(np.float32)
+            raise PartUnanswered(", ".join(names), "no finite value in the server's answer")
+        self._state = state
         self._present = wide[: len(self.joint_names)]
         self._good_at = time.monotonic()
 
