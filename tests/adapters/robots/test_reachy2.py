@@ -533,3 +533,20 @@ def test_a_camera_sending_no_picture_is_one_error_naming_it(server, data, why):
         camera.connect()
     assert f"reachy2_camera teleop left at 127.0.0.1:{server.port}" in str(caught.value)
     assert not camera.is_connected
+
+
+def test_disable_torque_on_disconnect_lowers_the_arms_torque_then_turns_all_off(
+    server, monkeypatch
+):
+    from rlctl.adapters.robots import reachy2_link
+
+    monkeypatch.setattr(reachy2_link, "SMOOTH_OFF_STEP_S", 0.01)
+    robot = Reachy2Robot(config(server, disable_torque_on_disconnect=True))
+    robot.connect()
+    robot.disconnect()
+    calls = server.robot.calls
+    torques = [c for c in calls if c.startswith("SetTorqueLimit l_arm")]
+    assert torques[-5:] == [f"SetTorqueLimit l_arm {t}" for t in (50, 35, 20, 5, 100)]
+    assert calls.index("SetTorqueLimit l_arm 5") < calls.index("TurnOff l_arm")
+    assert not any(server.robot.on.values())
+    assert server.robot.directions[-1] == (0.0, 0.0, 0.0)  # the base stopped first

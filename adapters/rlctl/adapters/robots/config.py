@@ -597,7 +597,7 @@ class Reachy2RobotConfig(RobotConfig):
     ip_address: str | None = "localhost"
     # The video server's port (LeRobot's `port`).
     port: int = 50065
-    # Turn the motors off when the command ends.
+    # Turn the motors off when the command ends (the arms' torque lowered over 3 s first).
     disable_torque_on_disconnect: bool = False
     # Another program commands the robot (Pollen's VR app): actions are recorded, never sent.
     use_external_commands: bool = False

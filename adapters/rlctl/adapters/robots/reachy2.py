@@ -291,7 +291,7 @@ class Reachy2Robot:
             if self.parts.mobile_base and not self.config.use_external_commands:
                 link.send_velocity(0.0, 0.0, 0.0)
             if self.config.disable_torque_on_disconnect:
-                link.turn_off(self.api_parts)
+                link.turn_off_smoothly(self.api_parts)
         except PartUnanswered as error:
             log.warning(
                 "the Reachy 2 could not be stopped on disconnect",

@@ -13,6 +13,7 @@ m/s and `vtheta` deg/s (radians/s on the wire), as the SDK gives them to LeRobot
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -53,6 +54,9 @@ VELOCITY_NAMES = ("mobile_base.vx", "mobile_base.vy", "mobile_base.vtheta")
 # An Orbita2d's axes when the robot's description does not say (Reachy 2's arms).
 DEFAULT_AXES = {"shoulder": ("pitch", "roll"), "elbow": ("yaw", "pitch")}
 AXIS_NAMES = ("roll", "pitch", "yaw")  # the API's `Axis` enum, in its order
+# Turning off smoothly: the SDK's three one-second steps of lower torque.
+SMOOTH_OFF_STEPS = 3
+SMOOTH_OFF_STEP_S = 1.0
 
 Joint = tuple[str, str, str, str | None]
 
@@ -398,11 +402,28 @@ class Link:
             )
             self._part_call("mobile_base", "SetZuuuMode", mode)
 
-    def turn_off(self, parts: Sequence[str]) -> None:
-        for part in [p for p in parts if p not in ("l_hand", "r_hand")]:
+    def turn_off_smoothly(self, parts: Sequence[str]) -> None:
+        """As the SDK's `turn_off_smoothly` (LeRobot's `disable_torque_on_disconnect`): the arms'
+        torque limit lowered from 50 % by 15 points a second for 3 s, so they sink instead of
+        dropping, then off (their torque limit back to 100); the other parts off at once. The
+        SDK also sends the arms to their default posture first (a GoTo), which rlctl does not."""
+        arms = [p for p in parts if p in ("l_arm", "r_arm")]
+        for part in [p for p in parts if p not in ("l_hand", "r_hand", *arms)]:
             self._part_call(part, "TurnOff", self.part_id(part))
-            if part in ("l_arm", "r_arm") and self.robot.HasField(f"{part[0]}_hand"):
+        torque = 50
+        for part in arms:
+            self._limit(part, "SetTorqueLimit", torque)
+            self._limit(part, "SetSpeedLimit", 25)
+        for _ in range(SMOOTH_OFF_STEPS):
+            time.sleep(SMOOTH_OFF_STEP_S)
+            torque -= 15
+            for part in arms:
+                self._limit(part, "SetTorqueLimit", torque)
+        for part in arms:
+            self._part_call(part, "TurnOff", self.part_id(part))
+            if self.robot.HasField(f"{part[0]}_hand"):
                 self._part_call(f"{part[0]}_hand", "TurnOff", self.part_id(f"{part[0]}_hand"))
+            self._limit(part, "SetTorqueLimit", 100)
 
     def _limit(self, part: str, method: str, value: int) -> None:
         module = self.api.arm if part in ("l_arm", "r_arm") else self.api.head
