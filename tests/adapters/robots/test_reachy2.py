@@ -234,12 +234,13 @@ def test_external_commands_are_recorded_but_never_sent(server):
     assert "SendDirection" not in server.robot.calls
 
 
-def test_no_server_is_one_error_naming_the_host_with_a_hint():
-    robot = Reachy2Robot(config(None, connect_timeout_s=0.5))
+@pytest.mark.parametrize("host", ["127.0.0.1", "reachy.invalid"])
+def test_no_server_or_a_wrong_host_is_one_error_naming_the_host_with_a_hint(host):
+    robot = Reachy2Robot(config(None, connect_timeout_s=0.5, ip_address=host))
     with pytest.raises(HardwareError) as caught:
         robot.connect()
     error = caught.value
-    assert f"127.0.0.1:{robot.config.sdk_port}" in error.message
+    assert f"{host}:{robot.config.sdk_port}" in error.message
     assert "no Reachy 2 SDK server answering" in error.message
     assert "sdk_port" in (error.hint or "")
     assert not robot.is_connected
@@ -550,3 +551,24 @@ def test_disable_torque_on_disconnect_lowers_the_arms_torque_then_turns_all_off(
     assert calls.index("SetTorqueLimit l_arm 5") < calls.index("TurnOff l_arm")
     assert not any(server.robot.on.values())
     assert server.robot.directions[-1] == (0.0, 0.0, 0.0)  # the base stopped first
+
+
+def test_a_part_that_stops_answering_mid_run_is_named_with_the_host(server):
+    robot = Reachy2Robot(config(server, observation_timeout_s=0.3))
+    robot.connect()
+    leader = teleop(server)
+    leader.connect()
+    try:
+        robot.get_observation()
+        server.robot.silent.add("r_hand")
+        robot.get_observation()  # the last reading, said once
+        with pytest.raises(HardwareError, match=r"right gripper does not answer") as caught:
+            leader.get_action({})
+        assert f"127.0.0.1:{server.port}" in caught.value.message
+        time.sleep(0.35)
+        with pytest.raises(HardwareError, match=r"right gripper does not answer") as caught:
+            robot.get_observation()
+        assert f"the Reachy 2 at 127.0.0.1:{server.port}" in caught.value.message
+    finally:
+        leader.disconnect()
+        robot.disconnect()
