@@ -5,8 +5,5 @@ which rlctl's environment (grpcio 1.85, protobuf 7, numpy 2.5) cannot take. The 
 the same whatever generated the stubs, so these modules are generated with this project's
 grpcio-tools from the descriptors shipped in `reachy2_sdk_api` 1.0.21's wheel, the files moved
 under this package (the services' and messages' full names, what goes on the wire, are
-unchanged). To regenerate: dump each `reachy2_sdk_api.*_pb2.DESCRIPTOR` into a
-FileDescriptorSet (names prefixed with `rlctl/adapters/robots/reachy2_api/`), then
-`python -m grpc_tools.protoc --descriptor_set_in=SET --python_out=. --pyi_out=.
---grpc_python_out=. <reachy, video and mobile_base_mobility and what they import>`.
+unchanged). `uv run python tools/gen_reachy2_api.py` regenerates them.
 """
