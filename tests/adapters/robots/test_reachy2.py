@@ -402,6 +402,15 @@ action = dict(observation)
 action.update(json.loads(sys.argv[2]))
 robot.send_action(action)
 robot.disconnect()
+# Its camera, read as its robot would once a frame is there (`read`, then `read_latest`).
+import numpy as np
+from lerobot.cameras.reachy2_camera import Reachy2Camera, Reachy2CameraConfig
+camera = Reachy2Camera(Reachy2CameraConfig(name="teleop", image_type="right",
+                                          ip_address="127.0.0.1", port=port, width=320, height=240))
+camera.connect()
+camera.read()
+np.save(sys.argv[3], camera.read_latest())
+camera.disconnect()
 features, actions = list(robot.observation_features), list(robot.action_features)
 print(json.dumps({"observation": observation, "action": action,
                   "features": features, "actions": actions}))
@@ -432,8 +441,15 @@ def test_lerobots_reachy2_reads_and_commands_the_same_emulated_robot(lerobot, tm
     if probe.returncode != 0:
         pytest.skip("reachy2_sdk is not importable by LeRobot's Python: set RLCTL_REACHY2_SDK_PATH")
     with ReachyServer() as theirs_server:
+        frame_file = tmp_path / "right.npy"
         theirs = lerobot(
-            "-c", LEROBOT_READS, theirs_server.port, json.dumps(CHANGES), timeout=120, env=env
+            "-c",
+            LEROBOT_READS,
+            theirs_server.port,
+            json.dumps(CHANGES),
+            frame_file,
+            timeout=120,
+            env=env,
         )
         their_goals = theirs_server.robot.commands[-1]
         their_direction = theirs_server.robot.directions[-1]
@@ -455,6 +471,29 @@ def test_lerobots_reachy2_reads_and_commands_the_same_emulated_robot(lerobot, tm
     for joint, value in their_goals.items():
         assert our_goals[joint] == pytest.approx(value, abs=1e-5), joint
     assert our_direction == pytest.approx(their_direction, abs=1e-6)
+    # The same frame: decoded, resized with area interpolation, RGB (their OpenCV build may
+    # round a level apart).
+    their_frame = np.load(frame_file)
+    with ReachyServer() as server:
+        camera = converter.structure(
+            {
+                "type": "reachy2_camera",
+                "name": "teleop",
+                "image_type": "right",
+                "ip_address": "127.0.0.1",
+                "port": server.port,
+                "width": 320,
+                "height": 240,
+            },
+            CameraConfig,
+        ).build()
+        camera.connect()
+        try:
+            our_frame = camera.read()
+        finally:
+            camera.disconnect()
+    assert their_frame.shape == our_frame.shape == (240, 320, 3)
+    assert np.abs(their_frame.astype(int) - our_frame.astype(int)).max() <= 1
 
 
 GARBAGE = [
