@@ -60,6 +60,10 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> N
         ("--max-message-mb=-1", "max_message_mb must be within"),
         ("--idle-timeout-s=0", "idle_timeout_s must be a positive number"),
         ("--port=70000", "port must be"),
+        ("--message_timeout_s=0", "message_timeout_s must be a positive, finite number"),
+        ("--message_timeout_s=-1", "message_timeout_s must be a positive, finite number"),
+        ("--message_timeout_s=nan", "message_timeout_s must be a positive, finite number"),
+        ("--message_timeout_s=inf", "message_timeout_s must be a positive, finite number"),
     ],
 )
 def test_limits_out_of_range_are_one_clear_error(option: str, complaint: str) -> None:
@@ -87,3 +91,27 @@ def test_insecure_serves_beyond_this_machine_when_said(tmp_path: Path) -> None:
         client.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("args", "expected"), [([], 30.0), (["--message_timeout_s=2.5"], 2.5)])
+def test_the_message_timeout_reaches_the_server(
+    args: list[str], expected: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A robot stalled mid-send is cut off after `--message_timeout_s`, as the learner's actors
+    are (the watchdog itself: tests/adapters/rl/test_actor_fleet.py)."""
+    from rlctl.adapters.remote import grpc_server
+    from rlctl.domain.errors import ConfigError
+
+    given: list[dict[str, object]] = []
+
+    def server(**kwargs: object) -> None:
+        given.append(kwargs)
+        raise ConfigError("stopped after the server's settings", where="test")
+
+    monkeypatch.setattr(grpc_server, "GrpcPolicyServer", server)
+    folder = tiny_mlp(tmp_path / "mlp")
+    result = CliRunner().invoke(
+        cli, ["policy", "serve", f"--policy.path={folder}", "--port=0", *args]
+    )
+    assert result.exit_code == 1 and "stopped after the server's settings" in result.output
+    assert [g["message_timeout_s"] for g in given] == [expected]

@@ -114,6 +114,7 @@ def compose_policy_serving(
         max_per_peer=settings.max_per_peer,
         max_connections=settings.max_connections,
         idle_timeout_s=settings.idle_timeout_s,
+        message_timeout_s=settings.message_timeout_s,
         handle_signals=True,
     )
     return serve(server=grpc), local

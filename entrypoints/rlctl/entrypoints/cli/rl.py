@@ -13,8 +13,6 @@ transport (token, no pickle, size limits). See docs/guides/rl.md.
 
 from __future__ import annotations
 
-import math
-
 import attrs
 import click
 
@@ -23,6 +21,7 @@ from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
 from rlctl.domain.rl.sac import SACSettings
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
 from rlctl.entrypoints.cli.lazy_group import LazyGroup
+from rlctl.entrypoints.cli.server_settings import check_message_timeout
 from rlctl.entrypoints.parts import RobotConfig
 from rlctl.entrypoints.settings import AppSettings
 
@@ -138,29 +137,6 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
         + (f", {result.offline_transitions} offline transitions" if config.demonstrations else "")
         + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
     )
-
-
-# The learner's server takes up to a year (its bound for every wait).
-MAX_MESSAGE_TIMEOUT_S = 86_400.0 * 365
-
-
-def check_message_timeout(seconds: float) -> None:
-    """`--message_timeout_s`: positive and finite; 0 would cut every call off, inf none."""
-    from rlctl.domain.errors import ConfigError
-
-    if not (
-        isinstance(seconds, int | float)
-        and not isinstance(seconds, bool)
-        and math.isfinite(seconds)
-        and 0 < seconds <= MAX_MESSAGE_TIMEOUT_S
-    ):
-        raise ConfigError(
-            f"message_timeout_s must be a positive, finite number of seconds (at most a year), "
-            f"got {seconds!r}",
-            where="--message_timeout_s",
-            hint="e.g. --message_timeout_s=30 (the default): longer than the actors' 10 s "
-            "deadline, short enough that a stalled actor frees its slots",
-        )
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ import click
 
 from rlctl.domain.policies.compute_dtype import ComputeDtype
 from rlctl.entrypoints.cli.config_options import config_options, settings_command
+from rlctl.entrypoints.cli.server_settings import check_message_timeout
 from rlctl.entrypoints.settings import AppSettings
 
 
@@ -61,6 +62,10 @@ class ServeCommandSettings(AppSettings):
     max_connections: int = 64
     # A connection without calls this long is closed (its client reconnects when it calls).
     idle_timeout_s: float = 300.0
+    # A call whose message has not arrived this many seconds after it was admitted is cut off,
+    # so a robot stalled mid-send (its network gone, its process frozen) frees its worker and
+    # its host's slots.
+    message_timeout_s: float = 30.0
 
 
 @settings_command("serve")
@@ -91,6 +96,7 @@ def serve(config: ServeCommandSettings, insecure: bool) -> None:
             f"max_message_mb must be within (0, 2047], got {config.max_message_mb}",
             where="--max-message-mb",
         )
+    check_message_timeout(config.message_timeout_s)
     # Each location (folder, run folder or Hub repo id) is resolved once, by the container.
     use_case, served = build_container(config).policy_serving(served, config, insecure=insecure)
 
