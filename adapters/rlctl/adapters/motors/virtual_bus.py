@@ -25,15 +25,15 @@ import select
 import termios
 import threading
 import time
-import tty
 from collections.abc import Iterable, Mapping
-from types import TracebackType
+from typing import Self
 
 import structlog
 
 from rlctl.adapters.motors.tables import Family, servo_model
 from rlctl.adapters.motors.virtual_firmware import DynamixelFirmware, FeetechFirmware, Firmware
 from rlctl.adapters.motors.virtual_motor import VirtualMotor
+from rlctl.adapters.motors.virtual_pty import PtyDevice
 
 # struct termios2 holds the exact speeds (custom rates such as 250000 included); Linux only.
 _TCGETS2 = getattr(termios, "TCGETS2", 0x802C542A)
@@ -83,7 +83,9 @@ class FaultInjector:
         return True
 
 
-class VirtualServoBus:
+class VirtualServoBus(PtyDevice):
+    device_name = "virtual bus"
+
     def __init__(
         self,
         family: Family | str,
@@ -104,10 +106,9 @@ class VirtualServoBus:
         )
         self.faults = FaultInjector()
         self.packets_handled = 0
-        self._master = self._slave = -1
+        super().__init__()
         self._wake_r = self._wake_w = -1
         self._thread: threading.Thread | None = None
-        self._port = ""
 
     @classmethod
     def uniform(
@@ -117,19 +118,8 @@ class VirtualServoBus:
 
     # Life cycle
 
-    @property
-    def port(self) -> str:
-        if not self._port:
-            raise RuntimeError("the virtual bus is not started")
-        return self._port
-
-    def start(self) -> VirtualServoBus:
-        self._master, self._slave = os.openpty()
-        # Raw until the host configures it: no echo, no newline translation of binary packets.
-        # Holding the slave open also keeps the master readable while the host closes and
-        # reopens the port (as the SDKs do on every baud-rate change).
-        tty.setraw(self._slave)
-        self._port = os.ttyname(self._slave)
+    def start(self) -> Self:
+        self._open_pty()
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="virtual-servo-bus", daemon=True)
         self._thread.start()
@@ -141,20 +131,7 @@ class VirtualServoBus:
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=5)
         self._thread = None
-        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __enter__(self) -> VirtualServoBus:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._close_pty(self._wake_r, self._wake_w)
 
     # The motors
 

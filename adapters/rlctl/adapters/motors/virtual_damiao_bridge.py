@@ -13,36 +13,28 @@ import contextlib
 import os
 import select
 import threading
-import tty
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from rlctl.adapters.motors import damiao_serial
+from rlctl.adapters.motors.virtual_pty import PtyDevice
 
 
-class VirtualDamiaoBridge:
+class VirtualDamiaoBridge(PtyDevice):
+    device_name = "virtual Damiao bridge"
+
     def __init__(self, channel: str, *, interface: str = "virtual") -> None:
         self.channel = channel
         self._interface = interface
         self._can: Any = None
-        self._master = self._slave = -1
+        super().__init__()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._port = ""
 
-    @property
-    def port(self) -> str:
-        if not self._port:
-            raise RuntimeError("the virtual Damiao bridge is not started")
-        return self._port
-
-    def start(self) -> VirtualDamiaoBridge:
+    def start(self) -> Self:
         import can
 
         self._can = can.Bus(interface=self._interface, channel=self.channel)
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self._port = os.ttyname(self._slave)
+        self._open_pty()
         self._stop.clear()
         self._threads = [
             threading.Thread(target=self._to_can, name="virtual-dm-bridge-tx", daemon=True),
@@ -60,20 +52,7 @@ class VirtualDamiaoBridge:
         if self._can is not None:
             self._can.shutdown()
             self._can = None
-        for fd in (self._master, self._slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __enter__(self) -> VirtualDamiaoBridge:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._close_pty()
 
     def _to_can(self) -> None:
         import can

@@ -13,18 +13,17 @@ Each servo keeps a shaft angle (where a hand put it, in degrees, any number of t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import struct
 import threading
-import tty
 from collections.abc import Callable, Iterable
-from types import TracebackType
+from typing import Self
 
 import attrs
 
 from rlctl.adapters.motors import fashionstar_protocol as fs
+from rlctl.adapters.motors.virtual_pty import PtyDevice
 
 
 @attrs.define
@@ -42,25 +41,19 @@ class EmulatedServo:
         return self.shaft - self.origin
 
 
-class VirtualFashionStarBus:
+class VirtualFashionStarBus(PtyDevice):
+    device_name = "virtual FashionStar bus"
+
     def __init__(self, ids: Iterable[int]) -> None:
         self.servos = {i: EmulatedServo(i) for i in ids}
         self.requests: list[fs.Packet] = []
         self._lock = threading.Lock()
-        self._master = self._slave = self._wake_r = self._wake_w = -1
+        super().__init__()
+        self._wake_r = self._wake_w = -1
         self._thread: threading.Thread | None = None
-        self._port = ""
 
-    @property
-    def port(self) -> str:
-        if not self._port:
-            raise RuntimeError("the virtual FashionStar bus is not started")
-        return self._port
-
-    def start(self) -> VirtualFashionStarBus:
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self._port = os.ttyname(self._slave)
+    def start(self) -> Self:
+        self._open_pty()
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._serve, name="virtual-fashionstar", daemon=True)
         self._thread.start()
@@ -72,20 +65,7 @@ class VirtualFashionStarBus:
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=5)
         self._thread = None
-        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __enter__(self) -> VirtualFashionStarBus:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._close_pty(self._wake_r, self._wake_w)
 
     # Hands and faults
 

@@ -12,17 +12,18 @@ writes one line of space-separated integers every `period_s`. Tests and demos se
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import tty
 from collections.abc import Sequence
-from types import TracebackType
+from typing import Self
 
+from rlctl.adapters.motors.virtual_pty import PtyDevice
 from rlctl.adapters.teleop.homunculus import ARM_FIELD_OF_JOINT, ARM_FIELDS, GLOVE_JOINTS
 
 
-class VirtualHomunculusBoard:
+class VirtualHomunculusBoard(PtyDevice):
+    device_name = "virtual Homunculus board"
+
     def __init__(
         self, fields: int, joints: dict[str, int], *, period_s: float = 0.005, start: int = 2048
     ) -> None:
@@ -35,7 +36,7 @@ class VirtualHomunculusBoard:
         self._paused = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._master = self._slave = -1
+        super().__init__()
         self.lines_sent = 0
 
     @classmethod
@@ -46,13 +47,8 @@ class VirtualHomunculusBoard:
     def arm(cls, **kwargs: float) -> VirtualHomunculusBoard:
         return cls(ARM_FIELDS, dict(ARM_FIELD_OF_JOINT), **kwargs)  # type: ignore[arg-type]
 
-    @property
-    def port(self) -> str:
-        return os.ttyname(self._slave)
-
-    def start(self) -> VirtualHomunculusBoard:
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)  # no echo: what the board prints is only read by the host
+    def start(self) -> Self:
+        self._open_pty()
         os.set_blocking(self._master, False)
         self._thread = threading.Thread(target=self._stream, name="homunculus board", daemon=True)
         self._thread.start()
@@ -62,20 +58,7 @@ class VirtualHomunculusBoard:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
-        for fd in (self._master, self._slave):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __enter__(self) -> VirtualHomunculusBoard:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._close_pty()
 
     # What a hand does
 
