@@ -251,3 +251,89 @@ def test_a_depth_only_camera_gives_depth_alone_as_recorded(bag):
         )
     finally:
         rotated.disconnect()
+
+
+class FakeColourSensor:
+    """A colour module's options as the SDK exposes them: what it supports, its ranges, and the
+    calls made on it, in order."""
+
+    def __init__(self, name: str, supported: set, limits: dict | None = None) -> None:
+        self.name, self.supported, self.limits, self.calls = name, supported, limits or {}, []
+
+    def get_info(self, info):
+        assert info == rs.camera_info.name
+        return self.name
+
+    def supports(self, option) -> bool:
+        return option in self.supported
+
+    def set_option(self, option, value) -> None:
+        low, high = self.limits.get(option, (-1e9, 1e9))
+        if not low <= value <= high:
+            raise RuntimeError("object doesn't support option value")
+        self.calls.append((option, value))
+
+    def get_option_range(self, option):
+        low, high = self.limits[option]
+        return type("Range", (), {"min": low, "max": high, "step": 1.0, "default": low})()
+
+
+class FakeDevice:
+    def __init__(self, *sensors: FakeColourSensor) -> None:
+        self.sensors = sensors
+
+    def query_sensors(self):
+        return list(self.sensors)
+
+
+EVERY_OPTION = {
+    rs.option.enable_auto_exposure, rs.option.exposure, rs.option.gain,
+    rs.option.enable_auto_white_balance, rs.option.white_balance,
+}  # fmt: skip
+
+
+def colour_options(**settings) -> RealSenseCamera:
+    return RealSenseCamera(RealSenseCameraConfig(serial_number_or_name="123456789012", **settings))
+
+
+def test_exposure_gain_and_white_balance_turn_the_automatic_ones_off_first_as_lerobot():
+    sensor = FakeColourSensor("RGB Camera", EVERY_OPTION)
+    depth = FakeColourSensor("Stereo Module", EVERY_OPTION)
+    colour_options(exposure=120, gain=64, white_balance=4600)._set_colour_options(
+        rs, FakeDevice(depth, sensor)
+    )
+    assert sensor.calls == [
+        (rs.option.enable_auto_exposure, 0), (rs.option.exposure, 120), (rs.option.gain, 64),
+        (rs.option.enable_auto_white_balance, 0), (rs.option.white_balance, 4600),
+    ]  # fmt: skip
+    assert depth.calls == []  # the depth's module is never touched
+    only_gain = FakeColourSensor("RGB Camera", EVERY_OPTION)
+    colour_options(gain=10)._set_colour_options(rs, FakeDevice(only_gain))
+    assert only_gain.calls == [(rs.option.enable_auto_exposure, 0), (rs.option.gain, 10)]
+
+
+def test_what_the_colour_sensor_cannot_take_is_one_error_naming_it():
+    d405 = FakeDevice(FakeColourSensor("Stereo Module", EVERY_OPTION))
+    with pytest.raises(HardwareError, match="dedicated colour module") as raised:
+        colour_options(exposure=100)._set_colour_options(rs, d405)
+    assert "Stereo Module" in raised.value.message
+    no_gain = FakeDevice(FakeColourSensor("RGB Camera", EVERY_OPTION - {rs.option.gain}))
+    with pytest.raises(HardwareError, match="no gain setting"):
+        colour_options(gain=100)._set_colour_options(rs, no_gain)
+    narrow = FakeColourSensor("RGB Camera", EVERY_OPTION, {rs.option.exposure: (1, 10000)})
+    with pytest.raises(HardwareError, match=r"exposure = 20000 \(the sensor takes 1 to 10000"):
+        colour_options(exposure=20000)._set_colour_options(rs, FakeDevice(narrow))
+
+
+def test_colour_settings_without_colour_or_on_a_recording_are_refused(bag):
+    with pytest.raises(ConfigError, match="use_rgb is false"):
+        RealSenseCameraConfig(
+            serial_number_or_name="123", use_rgb=False, use_depth=True, exposure=100
+        )
+    with pytest.raises(ConfigError, match="cannot be set on a recording"):
+        RealSenseCameraConfig(serial_number_or_name=str(bag), white_balance=4600)
+    with pytest.raises(ConfigError, match="whole number"):
+        RealSenseCameraConfig(serial_number_or_name="123", gain=1.5)  # type: ignore[arg-type]
+    assert RealSenseCameraConfig(serial_number_or_name="123", exposure=5).colour_options == {
+        "exposure": 5
+    }

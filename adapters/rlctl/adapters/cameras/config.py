@@ -144,8 +144,39 @@ class RealSenseCameraConfig(CameraConfig):
     warmup_s: float = 1.0
     # A recorded file: start over at its end instead of failing (a stand-in camera for demos).
     loop: bool = False
+    # The colour sensor's manual settings, in the sensor's own units (None: left as they are).
+    # Exposure or gain turns auto-exposure off first, white balance auto white balance.
+    exposure: int | None = None
+    gain: int | None = None
+    white_balance: int | None = None
+
+    @property
+    def colour_options(self) -> dict[str, int]:
+        """The manual colour settings given: exposure, gain, white_balance."""
+        given = {"exposure": self.exposure, "gain": self.gain, "white_balance": self.white_balance}
+        return {name: value for name, value in given.items() if value is not None}
 
     def __attrs_post_init__(self) -> None:
+        for name, value in self.colour_options.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(
+                    f"{name} must be a whole number in the sensor's units, got {value!r}",
+                    where=name,
+                    hint=f"e.g. {name}: 100; leave it out to keep the camera's own setting",
+                )
+        if self.colour_options and not self.use_rgb:
+            raise ConfigError(
+                f"{', '.join(self.colour_options)} set the colour sensor, and use_rgb is false",
+                where=", ".join(self.colour_options),
+                hint="set use_rgb: true, or leave them out for a depth-only camera",
+            )
+        if self.colour_options and self.is_recording:
+            raise ConfigError(
+                f"{', '.join(self.colour_options)} cannot be set on a recording: it plays the "
+                "frames as they were recorded",
+                where=", ".join(self.colour_options),
+                hint="leave them out to play the recording back",
+            )
         if not self.serial_number_or_name.strip():
             raise ConfigError(
                 "serial_number_or_name must name the camera",

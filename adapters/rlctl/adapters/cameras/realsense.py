@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 
 from rlctl.adapters.cameras.capture_thread import CameraLost, CaptureThreadCamera
 from rlctl.adapters.cameras.config import RealSenseCameraConfig
 from rlctl.domain.errors import HardwareError, NotSupported
+
+log = structlog.get_logger(__name__)
 
 MM_PER_METRE = 1000.0
 UINT16_MAX = 65535
@@ -260,6 +263,8 @@ class RealSenseCamera(CaptureThreadCamera):
         if device.is_playback():
             self._playback = device.as_playback()
             self._playback.set_real_time(True)  # frames at the pace they were recorded
+        elif self.config.colour_options:
+            self._set_colour_options(rs, device)
         # The size and rate of the colour stream (of the depth stream for a depth-only camera).
         main = rs.stream.color if self.config.use_rgb else rs.stream.depth
         stream = profile.get_stream(main).as_video_stream_profile()
@@ -279,6 +284,68 @@ class RealSenseCamera(CaptureThreadCamera):
             self._mm_per_unit = scale * MM_PER_METRE
         # Long enough for a slow first frame set, short enough to notice a lost camera.
         self._timeout_ms = max(1000, round(5000 / max(self._fps, 1.0)))
+
+    def _set_colour_options(self, rs: Any, device: Any) -> None:
+        """Exposure, gain and white balance on the colour sensor, LeRobot's way: auto-exposure
+        off before exposure or gain, auto white balance off before white balance; only on a
+        dedicated "RGB Camera" module (a D405's colour comes from its stereo module, whose
+        settings the depth shares: never touched)."""
+        sensors = {str(s.get_info(rs.camera_info.name)): s for s in device.query_sensors()}
+        sensor = sensors.get("RGB Camera")
+        if sensor is None:
+            raise HardwareError(
+                "exposure, gain and white balance are set on a dedicated colour module, which "
+                f"this camera does not have (it has: {', '.join(sensors) or 'no sensors'})",
+                where=self.name,
+                hint="leave exposure, gain and white_balance out for this camera",
+            )
+        wanted = self.config.colour_options
+        options = {
+            "exposure": rs.option.exposure,
+            "gain": rs.option.gain,
+            "white_balance": rs.option.white_balance,
+        }
+        missing = [name for name in wanted if not sensor.supports(options[name])]
+        if missing:
+            raise HardwareError(
+                f"the colour sensor has no {', '.join(missing)} setting",
+                where=self.name,
+                hint=f"leave {', '.join(missing)} out for this camera",
+            )
+        steps: list[tuple[str, Any, int]] = []
+        if "exposure" in wanted or "gain" in wanted:
+            steps.append(("auto-exposure", rs.option.enable_auto_exposure, 0))
+        steps += [
+            (name, options[name], wanted[name]) for name in ("exposure", "gain") if name in wanted
+        ]
+        if "white_balance" in wanted:
+            steps.append(("auto white balance", rs.option.enable_auto_white_balance, 0))
+            steps.append(("white_balance", rs.option.white_balance, wanted["white_balance"]))
+        for label, option, value in steps:
+            if label.startswith("auto") and not sensor.supports(option):
+                log.warning(
+                    "the colour sensor cannot turn this off", setting=label, camera=self.name
+                )
+                continue
+            self._set_option(sensor, option, value, label)
+
+    def _set_option(self, sensor: Any, option: Any, value: int, label: str) -> None:
+        try:
+            sensor.set_option(option, value)
+        except RuntimeError as error:
+            try:
+                limits = sensor.get_option_range(option)
+                within = (
+                    f" (the sensor takes {limits.min:g} to {limits.max:g}"
+                    f" in steps of {limits.step:g})"
+                )
+            except RuntimeError:
+                within = ""
+            raise HardwareError(
+                f"the colour sensor refused {label} = {value}{within}: {error}",
+                where=self.name,
+                hint=f"set {label} within the sensor's range, or leave it out",
+            ) from error
 
     def _captured_size(self) -> tuple[int, int] | None:
         if self.config.width is None or self.config.height is None:
