@@ -23,6 +23,7 @@ from rlctl.domain.config import (
     type_name_of,
 )
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.network_address import check_host, check_port
 from rlctl.domain.plugins import PluginKind, load_adapter
 
 if TYPE_CHECKING:
@@ -109,14 +110,11 @@ class ZMQCameraConfig(CameraConfig):
     warmup_s: float = 1.0
 
     def __attrs_post_init__(self) -> None:
-        if not self.server_address:
-            raise ConfigError(
-                "server_address must name the publisher's host",
-                where="server_address",
-                hint="e.g. {type: zmq, server_address: 192.168.1.20, port: 5555}",
-            )
-        if not 0 < self.port <= 65535:
-            raise ConfigError(f"port must be in 1..65535, got {self.port}", where="port")
+        check_host(
+            self.server_address, where="server_address", what="the publisher's host",
+            example="{type: zmq, server_address: 192.168.1.20, port: 5555}", port_setting="port",
+        )  # fmt: skip
+        check_port(self.port, where="port")
         if self.timeout_ms <= 0:
             raise ConfigError(
                 f"timeout_ms must be positive, got {self.timeout_ms}", where="timeout_ms"
@@ -245,10 +243,11 @@ class Reachy2CameraConfig(CameraConfig):
                 f"{' or '.join(views[self.name])}, got {self.image_type!r}{depth_note}",
                 where="image_type",
             )
-        if not self.ip_address:
-            raise ConfigError("ip_address must name the robot", where="ip_address")
-        if not 0 < self.port <= 65535:
-            raise ConfigError(f"port must be in 1..65535, got {self.port}", where="port")
+        check_host(
+            self.ip_address or "", where="ip_address", what="the robot", example="192.168.1.42",
+            port_setting="port",
+        )  # fmt: skip
+        check_port(self.port, where="port")
         if not (self.width and self.height and self.width > 0 and self.height > 0):
             raise ConfigError("width and height must be positive", where="width, height")
         if not 0 < self.timeout_s < float("inf"):

@@ -21,6 +21,7 @@ from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.adapters.sim.config import EnvConfig
 from rlctl.domain.config import Register, converter, tagged_union
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.network_address import check_host, check_port
 from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
@@ -508,18 +509,13 @@ class LeKiwiClientConfig(RobotConfig, LeKiwiBaseLimits):
     observation_timeout_s: float = 2.0
 
     def __attrs_post_init__(self) -> None:
-        if not self.remote_ip:
-            raise ConfigError(
-                "remote_ip must name the robot's address",
-                where="robot.remote_ip",
-                hint="the LeKiwi's IP address, as its host prints it (e.g. 192.168.1.42)",
-            )
+        check_host(
+            self.remote_ip, where="robot.remote_ip", what="the robot's address",
+            example="192.168.1.42 (the LeKiwi's IP address, as its host prints it)",
+            port_setting="robot.port_zmq_cmd and robot.port_zmq_observations",
+        )  # fmt: skip
         for field in ("port_zmq_cmd", "port_zmq_observations"):
-            port = getattr(self, field)
-            if not 0 < port <= 65535:
-                raise ConfigError(
-                    f"{field} must be in 1..65535, got {port}", where=f"robot.{field}"
-                )
+            check_port(getattr(self, field), where=f"robot.{field}")
 
 
 @RobotConfig.register("earthrover_mini_plus")
@@ -637,16 +633,12 @@ class Reachy2RobotConfig(RobotConfig):
                 where="robot.with_*",
                 hint="set at least one of " + ", ".join(parts) + " to true",
             )
-        if not self.ip_address:
-            raise ConfigError(
-                "ip_address must name the robot", where="robot.ip_address", hint="e.g. 192.168.1.42"
-            )
+        check_host(
+            self.ip_address or "", where="robot.ip_address", what="the robot",
+            example="192.168.1.42", port_setting="robot.sdk_port (robot.port: the video's)",
+        )  # fmt: skip
         for field in ("port", "sdk_port"):
-            if not 0 < getattr(self, field) <= 65535:
-                raise ConfigError(
-                    f"{field} must be in 1..65535, got {getattr(self, field)}",
-                    where=f"robot.{field}",
-                )
+            check_port(getattr(self, field), where=f"robot.{field}")
         positive = (
             "request_timeout_s",
             "connect_timeout_s",

@@ -17,6 +17,7 @@ import attrs
 from rlctl.adapters.robots.device_config import DeviceConfig
 from rlctl.domain.config import Register, tagged_union
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.network_address import check_host, check_port
 from rlctl.domain.plugins import PluginKind
 
 if TYPE_CHECKING:
@@ -340,12 +341,11 @@ class Reachy2TeleoperatorConfig(TeleoperatorConfig):
                 where="teleop.with_*",
                 hint="set at least one of " + ", ".join(parts) + " to true",
             )
-        if not self.ip_address:
-            raise ConfigError("ip_address must name the robot", where="teleop.ip_address")
-        if not 0 < self.sdk_port <= 65535:
-            raise ConfigError(
-                f"sdk_port must be in 1..65535, got {self.sdk_port}", where="teleop.sdk_port"
-            )
+        check_host(
+            self.ip_address or "", where="teleop.ip_address", what="the robot",
+            example="192.168.1.42", port_setting="teleop.sdk_port",
+        )  # fmt: skip
+        check_port(self.sdk_port, where="teleop.sdk_port")
         if not 0 < self.request_timeout_s < math.inf:
             raise ConfigError(
                 f"request_timeout_s must be positive, got {self.request_timeout_s!r}",
