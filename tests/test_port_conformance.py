@@ -137,6 +137,7 @@ from rlctl.adapters.robots.reachy2 import Reachy2Robot
 from rlctl.adapters.robots.rebot_b601_follower import RebotB601Arm, RebotB601Follower
 from rlctl.adapters.robots.servo_arm import ServoArm
 from rlctl.adapters.robots.sim_robot import SimRobot
+from rlctl.adapters.robots.unitree_g1 import UnitreeG1Robot
 from rlctl.adapters.sim.metaworld_expert import MetaWorldExpertPolicy
 from rlctl.adapters.sim.plain_vector import PlainVectorSimulator
 from rlctl.adapters.sim.random_policy import RandomPolicy
@@ -320,8 +321,9 @@ def robot(
     fake: ScriptedRobot,
     rebot: RebotB601Follower,
     reachy2: Reachy2Robot,
+    g1: UnitreeG1Robot,
 ) -> list[Robot]:
-    return [arm, arms, openarm, kiwi, kiwi_client, rover, sim, fake, rebot, reachy2]
+    return [arm, arms, openarm, kiwi, kiwi_client, rover, sim, fake, rebot, reachy2, g1]
 
 
 def teleoperator(

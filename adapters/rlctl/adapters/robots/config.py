@@ -693,6 +693,62 @@ class Reachy2RobotConfig(RobotConfig):
         )
 
 
+def _unitree_g1_gains(part: str) -> list[float]:
+    from rlctl.adapters.robots.unitree_g1_joints import default_gains
+
+    return default_gains(part)
+
+
+@RobotConfig.register("unitree_g1")
+@attrs.frozen(kw_only=True)
+class UnitreeG1Config(RobotConfig):
+    """Unitree's G1 humanoid (29 joints), as LeRobot 0.6.1's `unitree_g1` with
+    `is_simulation=false`: joint targets (`<joint>.q`, radians) and per-joint gains sent as JSON
+    over ZeroMQ to LeRobot's bridge on the robot (`run_g1_server.py`, which relays them to
+    Unitree's SDK), the robot's low-level state read back from it. LeRobot's fields and
+    defaults; the simulator, the gravity compensation and the locomotion controllers are
+    refused (see the guide)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.robots.unitree_g1:unitree_g1"
+
+    # Position gains and damping per joint, in LeRobot's joint order (29 each).
+    kp: list[float] = attrs.field(factory=lambda: _unitree_g1_gains("kp"))
+    kd: list[float] = attrs.field(factory=lambda: _unitree_g1_gains("kd"))
+    # LeRobot's pose for its `reset()` (29 radians); no rlctl command moves the robot to it.
+    default_positions: list[float] = attrs.field(factory=lambda: [0.0] * 29)
+    # LeRobot's state-polling period; rlctl reads each state message as it comes.
+    control_dt: float = 1.0 / 250.0
+    # LeRobot's default (its MuJoCo simulator); rlctl drives the real robot only: set false.
+    is_simulation: bool = True
+    # The robot's address, where the bridge runs.
+    robot_ip: str = "192.168.123.164"
+    # Cameras (LeRobot's are ZMQ ones: `{type: zmq, server_address: <robot_ip>, port: 5555}`).
+    cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
+    # LeRobot's arm gravity compensation (pinocchio on the G1's URDF): refused when true.
+    gravity_compensation: bool = False
+    # LeRobot's lower-body locomotion controller (ONNX models from the Hub): refused when set.
+    controller: str | None = None
+    # rlctl's: the bridge's ports (LeRobot's are fixed: 6000 for commands, 6001 for state).
+    lowcmd_port: int = 6000
+    lowstate_port: int = 6001
+    # rlctl's: how long connecting waits for the first state (LeRobot's 10 s).
+    connect_timeout_s: float = 10.0
+    # rlctl's: no good state for this long is one error naming the bridge (LeRobot keeps the
+    # last state forever).
+    observation_timeout_s: float = 1.0
+    # rlctl's: the most a joint moves in one step from its present position (radians); none:
+    # no cap (LeRobot has none).
+    max_relative_target: float | None = 0.5
+    # Send LeRobot's zero-gain command on disconnect (the joints go limp: the robot must be
+    # held or hung), as LeRobot always does.
+    disable_torque_on_disconnect: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        from rlctl.adapters.robots.unitree_g1_joints import check_config
+
+        check_config(self)
+
+
 def _default_env() -> EnvConfig:
     from rlctl.adapters.sim.envs.metaworld import MetaworldEnv
 

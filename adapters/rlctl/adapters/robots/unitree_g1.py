@@ -1,0 +1,430 @@
+"""`--robot.type=unitree_g1`: Unitree's G1 humanoid through LeRobot 0.6.1's ZeroMQ bridge.
+
+With `is_simulation=false` LeRobot's `UnitreeG1` does not speak DDS itself: it sends JSON over
+ZeroMQ to `run_g1_server.py` running on the robot, which relays it to Unitree's SDK (and
+recomputes the CRC). rlctl speaks the same messages with pyzmq alone:
+
+- state: a SUB socket on `tcp://<robot_ip>:6001` takes `{"topic": "rt/lowstate", "data":
+  {"motor_state": [{"q", "dq", "tau_est", "temperature"} x 35], "imu_state": {...},
+  "wireless_remote": base64, "mode_machine": int}}`, read by a thread (the newest kept);
+- commands: a PUSH socket on `tcp://<robot_ip>:6000` sends `{"topic": "rt/lowcmd", "data":
+  {"mode_pr": 0, "mode_machine": <the robot's>, "motor_cmd": [{"mode", "q", "dq", "kp", "kd",
+  "tau"} x 35]}}`: the 29 joints in position mode (1) with the goal and their gains, the other
+  six entries zero, as LeRobot's message is.
+
+Features are LeRobot's: `observation.state` and `action` are the 29 joints' `<name>.q`
+(radians, LeRobot's names and order), plus the cameras. Every action passes the guard first:
+finite and inside Unitree's joint limits (a small overshoot clipped, garbage held at the last
+safe goal), each joint at most `max_relative_target` from where it is. A state message with a
+non-finite value (or malformed) is not used: the last good one stands, said once per episode,
+and no good state for `observation_timeout_s` is one `HardwareError` naming the bridge, its
+ports and the last problem, where LeRobot serves its last state forever.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+
+from rlctl.adapters.cameras.robot_frames import camera_features, connect_cameras, read_cameras
+from rlctl.adapters.robots.config import UnitreeG1Config
+from rlctl.adapters.robots.unitree_g1_joints import (
+    FEATURE_NAMES,
+    JOINT_NAMES,
+    LEROBOT_BRIDGE,
+    LOWER,
+    NUM_JOINTS,
+    UPPER,
+)
+from rlctl.application.ports.camera import Camera
+from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
+from rlctl.application.robot_features import STATE_KEY, action_feature, state_feature
+from rlctl.domain.action_guard import ActionGuard, ActionLimits
+from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported
+from rlctl.domain.features import FeatureSpec
+
+log = structlog.get_logger(__name__)
+
+ROBOT_TYPE = "unitree_g1"
+LOWCMD_TOPIC = "rt/lowcmd"
+# Unitree's low-level command carries 35 motor entries; LeRobot sends them all.
+MOTOR_COMMANDS = 35
+POSITION_MODE = 1
+# How long the receiving thread waits per poll (so it notices `close` quickly).
+_POLL_MS = 50
+# How long closing waits for the last command (the zero-gain one) to leave.
+_LINGER_MS = 500
+
+
+def _zmq() -> Any:
+    try:
+        import zmq
+    except ImportError as error:
+        raise NotSupported(
+            "pyzmq is not installed", where=ROBOT_TYPE, hint="pip install 'rlctl[zmq]'"
+        ) from error
+    return zmq
+
+
+class BadState(Exception):
+    """A state message rlctl does not use (malformed, or with non-finite joints)."""
+
+
+@attrs.frozen
+class LowState:
+    """The part of one lowstate message rlctl uses: the 29 joints' positions and the robot's
+    mode, with when it came."""
+
+    q: np.ndarray = attrs.field(eq=False)
+    mode_machine: int
+    received_at: float
+
+
+def parse_lowstate(payload: bytes, received_at: float) -> LowState:
+    """One bridge message as `run_g1_server.py` sends it; `BadState` says what is wrong."""
+    try:
+        message = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadState(f"a state message is not JSON ({error})") from error
+    data = message.get("data") if isinstance(message, dict) else None
+    if not isinstance(data, dict):
+        data = {}
+    motors = data.get("motor_state")
+    if not isinstance(motors, list) or len(motors) < NUM_JOINTS:
+        count = len(motors) if isinstance(motors, list) else 0
+        raise BadState(f"a state message has {count} motor states, the G1 has {NUM_JOINTS} joints")
+    q = np.full(NUM_JOINTS, np.nan)
+    for i in range(NUM_JOINTS):
+        motor = motors[i]
+        value = motor.get("q") if isinstance(motor, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            q[i] = float(value)
+    bad = ~np.isfinite(q)
+    # A value past float32's range is no more finite once stored than NaN is.
+    with np.errstate(over="ignore"):
+        bad |= ~np.isfinite(q.astype(np.float32))
+    if bad.any():
+        names = ", ".join(JOINT_NAMES[i] for i in np.flatnonzero(bad))
+        raise BadState(f"no finite position for {names}")
+    mode = data.get("mode_machine", 0)
+    if not isinstance(mode, int) or isinstance(mode, bool):
+        raise BadState(f"mode_machine is {mode!r}, not an integer")
+    return LowState(q, mode, received_at)
+
+
+def lowcmd_message(
+    q: Sequence[float] | np.ndarray,
+    kp: Sequence[float] | np.ndarray,
+    kd: Sequence[float] | np.ndarray,
+    mode_machine: int,
+) -> dict[str, Any]:
+    """LeRobot's command message: the joints in position mode with their goals and gains (no
+    velocity, no feed-forward torque), the entries past the 29 joints zero."""
+    commands = []
+    for i in range(MOTOR_COMMANDS):
+        if i < NUM_JOINTS:
+            commands.append(
+                {
+                    "mode": POSITION_MODE,
+                    "q": float(q[i]),
+                    "dq": 0.0,
+                    "kp": float(kp[i]),
+                    "kd": float(kd[i]),
+                    "tau": 0.0,
+                }
+            )
+        else:
+            commands.append({"mode": 0, "q": 0.0, "dq": 0.0, "kp": 0.0, "kd": 0.0, "tau": 0.0})
+    return {
+        "topic": LOWCMD_TOPIC,
+        "data": {"mode_pr": 0, "mode_machine": int(mode_machine), "motor_cmd": commands},
+    }
+
+
+class Bridge:
+    """The two sockets to `run_g1_server.py` and the thread that keeps its newest state."""
+
+    def __init__(self, host: str, lowcmd_port: int, lowstate_port: int) -> None:
+        self.host = host
+        self.lowcmd_port = lowcmd_port
+        self.lowstate_port = lowstate_port
+        self._zmq = _zmq()
+        self._context: Any = None
+        self._commands: Any = None
+        self._states: Any = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._state: LowState | None = None
+        self._problem: str | None = None
+        self._received = 0
+
+    def address(self, port: int) -> str:
+        return f"tcp://{self.host}:{port}"
+
+    def open(self) -> None:
+        zmq = self._zmq
+        self._context = zmq.Context()
+        try:
+            self._commands = self._context.socket(zmq.PUSH)
+            self._commands.setsockopt(zmq.CONFLATE, 1)  # only the newest command matters
+            self._commands.setsockopt(zmq.LINGER, _LINGER_MS)
+            self._states = self._context.socket(zmq.SUB)
+            self._states.setsockopt(zmq.CONFLATE, 1)
+            self._states.setsockopt(zmq.LINGER, 0)
+            self._states.setsockopt_string(zmq.SUBSCRIBE, "")
+            self._commands.connect(self.address(self.lowcmd_port))
+            self._states.connect(self.address(self.lowstate_port))
+        except zmq.ZMQError as error:
+            self.close()
+            raise HardwareError(
+                f"cannot reach {self.host}: {error}",
+                where=f"{ROBOT_TYPE} {self.host}",
+                hint="robot_ip is the G1's IP address or host name",
+            ) from error
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._receive, name="unitree-g1-state", daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        zmq = self._zmq
+        states = self._states
+        while not self._stop.is_set():
+            try:
+                if not states.poll(_POLL_MS):
+                    continue
+                payload = states.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                continue
+            except zmq.ZMQError:
+                return  # closed under us
+            now = time.monotonic()
+            try:
+                state = parse_lowstate(payload, now)
+            except BadState as error:
+                with self._lock:
+                    self._problem = str(error)
+                continue
+            with self._lock:
+                self._state = state
+                self._problem = None
+                self._received += 1
+
+    def latest(self) -> tuple[LowState | None, str | None]:
+        """The newest good state, and what was wrong with the messages since (None: nothing)."""
+        with self._lock:
+            return self._state, self._problem
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """Queue one command; False when the socket would not take it (no bridge)."""
+        zmq = self._zmq
+        try:
+            self._commands.send(json.dumps(message).encode("utf-8"), zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        for socket in (self._states, self._commands):
+            if socket is not None:
+                socket.close()
+        self._states = self._commands = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+
+class UnitreeG1Robot:
+    def __init__(self, config: UnitreeG1Config) -> None:
+        self.config = config
+        self._kp = np.asarray(config.kp, dtype=np.float64)
+        self._kd = np.asarray(config.kd, dtype=np.float64)
+        self._guard = ActionGuard(
+            ActionLimits(FEATURE_NAMES, LOWER, UPPER), max_step=config.max_relative_target
+        )
+        self._camera_sizes = {
+            name: camera.frame_size(name) for name, camera in config.cameras.items()
+        }
+        self.cameras: dict[str, Camera] = {
+            name: camera.build() for name, camera in config.cameras.items()
+        }
+        self.where = f"{ROBOT_TYPE} {config.robot_ip}"
+        self._bridge: Bridge | None = None
+        self._mode_machine = 0
+        self._problem_said = False
+        self._held_said = False
+        self._refused_said = False
+
+    @property
+    def robot_type(self) -> str:
+        return ROBOT_TYPE
+
+    @property
+    def observation_features(self) -> dict[str, FeatureSpec]:
+        features = {STATE_KEY: state_feature(FEATURE_NAMES)}
+        features.update(camera_features(self.cameras, self._camera_sizes))
+        return features
+
+    @property
+    def action_features(self) -> dict[str, FeatureSpec]:
+        return {ACTION_KEY: action_feature(FEATURE_NAMES)}
+
+    @property
+    def realtime(self) -> bool:
+        return True
+
+    @property
+    def is_connected(self) -> bool:
+        return self._bridge is not None
+
+    def _hint(self) -> str:
+        config = self.config
+        return (
+            f"start LeRobot's bridge on the robot (`{LEROBOT_BRIDGE}`, which listens on ports "
+            f"{config.lowcmd_port} and {config.lowstate_port}), and check robot_ip and the network"
+        )
+
+    def connect(self) -> None:
+        if self._bridge is not None:
+            return
+        config = self.config
+        bridge = Bridge(config.robot_ip, config.lowcmd_port, config.lowstate_port)
+        bridge.open()
+        try:
+            deadline = time.monotonic() + config.connect_timeout_s
+            state, problem = bridge.latest()
+            while state is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+                state, problem = bridge.latest()
+            if state is None:
+                why = f" (its messages were unusable: {problem})" if problem else ""
+                raise HardwareError(
+                    f"no state from the G1 bridge at {bridge.address(config.lowstate_port)} "
+                    f"within {config.connect_timeout_s:g} s{why}",
+                    where=self.where,
+                    hint=self._hint(),
+                )
+        except BaseException:
+            bridge.close()
+            raise
+        self._bridge = bridge
+        self._mode_machine = state.mode_machine
+        self._guard.forget()
+        connect_cameras(self.cameras, self._camera_sizes, release=self.disconnect)
+
+    def calibration_targets(self) -> Sequence[CalibrationTarget]:
+        return []  # the G1's joints come calibrated from Unitree
+
+    def reset(self) -> None:
+        self._guard.begin_episode()
+        self._problem_said = False
+        self._held_said = False
+
+    @property
+    def episode_over(self) -> bool:
+        return False
+
+    def _fresh_state(self) -> LowState:
+        bridge = self._require_connected()
+        state, problem = bridge.latest()
+        assert state is not None  # connect waited for one
+        silent = time.monotonic() - state.received_at
+        if silent > self.config.observation_timeout_s:
+            why = f"; the messages since were unusable: {problem}" if problem else ""
+            raise HardwareError(
+                f"no usable state from the G1 bridge at "
+                f"{bridge.address(self.config.lowstate_port)} for {silent:.1f} s{why}",
+                where=self.where,
+                hint=self._hint(),
+            )
+        if problem is not None and not self._problem_said:
+            self._problem_said = True
+            log.warning(
+                "a state message was not used: keeping the last good state",
+                robot=ROBOT_TYPE,
+                reason=problem,
+                note="said once per episode",
+            )
+        return state
+
+    def get_observation(self) -> dict[str, Any]:
+        state = self._fresh_state()
+        observation: dict[str, Any] = {STATE_KEY: state.q.astype(np.float32)}
+        observation.update(read_cameras(self.cameras))
+        return observation
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        try:
+            values = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            values = np.full(NUM_JOINTS, np.nan)
+        if values.shape != (NUM_JOINTS,):
+            raise InvalidInput(
+                f"a G1 action has {NUM_JOINTS} values (one per joint, LeRobot's order), got "
+                f"{values.size}",
+                where=f"{ROBOT_TYPE} action",
+            )
+        state = self._fresh_state()
+        decision = self._guard(values, present=state.q)
+        if decision.held and not self._held_said:
+            self._held_said = True
+            log.warning(
+                "action refused: the joints hold their last safe goal",
+                robot=ROBOT_TYPE,
+                reason=decision.reason,
+                note="said once per episode",
+            )
+        goal = decision.values
+        if goal is None:  # nothing safe to send (cannot happen with a finite state)
+            return state.q.astype(np.float32)
+        message = lowcmd_message(goal, self._kp, self._kd, self._mode_machine)
+        assert self._bridge is not None
+        if not self._bridge.send(message) and not self._refused_said:
+            self._refused_said = True
+            log.warning("the bridge did not take a command", robot=ROBOT_TYPE)
+        return goal
+
+    def disconnect(self) -> None:
+        """LeRobot's zero-gain command first (with `disable_torque_on_disconnect`), then the
+        cameras and the sockets; safe twice."""
+        for camera in self.cameras.values():
+            if camera.is_connected:
+                try:
+                    camera.disconnect()
+                except Exception as error:
+                    log.warning("camera did not close", camera=camera.name, error=str(error))
+        bridge, self._bridge = self._bridge, None
+        if bridge is None:
+            return
+        try:
+            state, _ = bridge.latest()
+            if self.config.disable_torque_on_disconnect and state is not None:
+                zero = np.zeros(NUM_JOINTS)
+                here = np.clip(state.q, LOWER, UPPER)
+                bridge.send(lowcmd_message(here, zero, zero, self._mode_machine))
+        finally:
+            bridge.close()
+
+    def _require_connected(self) -> Bridge:
+        if self._bridge is None:
+            raise HardwareError(
+                "the G1 is not connected", where=self.where, hint="connect it first"
+            )
+        return self._bridge
+
+
+def unitree_g1(
+    config: UnitreeG1Config, *, calibration_store: CalibrationStore | None = None
+) -> UnitreeG1Robot:
+    return UnitreeG1Robot(config)
