@@ -711,8 +711,9 @@ class UnitreeG1Config(RobotConfig):
 
     adapter: ClassVar[str] = "rlctl.adapters.robots.unitree_g1:unitree_g1"
 
-    # Position gains and damping per joint, in LeRobot's joint order (29 each).
+    # Position gains per joint, in LeRobot's joint order (29).
     kp: list[float] = attrs.field(factory=lambda: _unitree_g1_gains("kp"))
+    # Damping gains per joint, in LeRobot's joint order (29).
     kd: list[float] = attrs.field(factory=lambda: _unitree_g1_gains("kd"))
     # LeRobot's pose for its `reset()` (29 radians); no rlctl command moves the robot to it.
     default_positions: list[float] = attrs.field(factory=lambda: [0.0] * 29)
@@ -728,8 +729,9 @@ class UnitreeG1Config(RobotConfig):
     gravity_compensation: bool = False
     # LeRobot's lower-body locomotion controller (ONNX models from the Hub): refused when set.
     controller: str | None = None
-    # rlctl's: the bridge's ports (LeRobot's are fixed: 6000 for commands, 6001 for state).
+    # rlctl's: the bridge's command port (LeRobot's is fixed at 6000).
     lowcmd_port: int = 6000
+    # rlctl's: the bridge's state port (LeRobot's is fixed at 6001).
     lowstate_port: int = 6001
     # rlctl's: how long connecting waits for the first state (LeRobot's 10 s).
     connect_timeout_s: float = 10.0
