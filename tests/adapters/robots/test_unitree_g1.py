@@ -5,6 +5,7 @@ unusable state messages)."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from rlctl.adapters.robots.config import RobotConfig, UnitreeG1Config
-from rlctl.adapters.robots.unitree_g1 import UnitreeG1Robot, parse_lowstate
+from rlctl.adapters.robots.unitree_g1 import BadState, UnitreeG1Robot, parse_lowstate
 from rlctl.adapters.robots.unitree_g1_joints import FEATURE_NAMES, JOINT_NAMES, LOWER, UPPER
 from rlctl.domain.config import structure
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
@@ -250,18 +251,51 @@ def test_keeping_torque_on_disconnect_sends_nothing(bridge):
     ],
 )
 def test_malformed_state_messages_say_what_is_wrong(payload, words):
-    from rlctl.adapters.robots.unitree_g1 import BadState
-
     with pytest.raises(BadState, match=words):
         parse_lowstate(payload, 0.0)
 
 
-def test_a_position_past_float32_is_not_finite():
-    from rlctl.adapters.robots.unitree_g1 import BadState
+@pytest.mark.parametrize("bad", [1e39, 10**400, None, "0.1", True, {"x": 1}])
+def test_a_position_that_is_no_finite_float32_is_named(bad):
+    motors: list = [{"q": 0.0}] * 35
+    motors[2] = {"q": bad}
+    payload = json.dumps({"data": {"motor_state": motors}}).encode()
+    with pytest.raises(BadState, match=r"no finite position for kLeftHipYaw$"):
+        parse_lowstate(payload, 0.0)
 
-    motors = [{"q": 0.0}] * 35
-    motors[2] = {"q": 1e39}
-    import json
 
-    with pytest.raises(BadState, match="kLeftHipYaw"):
-        parse_lowstate(json.dumps({"data": {"motor_state": motors}}).encode(), 0.0)
+def test_a_good_state_message_gives_the_positions_and_mode():
+    motors = [{"q": 0.5 * i, "dq": 1.0} for i in range(35)]
+    payload = json.dumps(
+        {"topic": "rt/lowstate", "data": {"motor_state": motors, "mode_machine": 7}}
+    )
+    state = parse_lowstate(payload.encode(), 12.5)
+    assert state.q.tolist() == [0.5 * i for i in range(29)]
+    assert (state.mode_machine, state.received_at) == (7, 12.5)
+
+
+def test_the_same_port_twice_is_refused():
+    with pytest.raises(ConfigError, match="both 6001"):
+        structure({"type": "unitree_g1", "is_simulation": False, "lowcmd_port": 6001}, RobotConfig)
+
+
+def test_cameras_and_no_step_cap_from_settings():
+    settings = {
+        "type": "unitree_g1",
+        "is_simulation": False,
+        "max_relative_target": None,
+        "cameras": {
+            "head": {
+                "type": "zmq",
+                "server_address": "192.168.123.164",
+                "camera_name": "head_camera",
+                "width": 640,
+                "height": 480,
+                "fps": 30,
+            }
+        },
+    }
+    ours = structure(settings, RobotConfig)
+    assert ours.max_relative_target is None
+    head = UnitreeG1Robot(ours).observation_features["observation.images.head"]
+    assert head.shape == (480, 640, 3)

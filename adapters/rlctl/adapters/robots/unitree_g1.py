@@ -23,6 +23,7 @@ ports and the last problem, where LeRobot serves its last state forever.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -105,7 +106,9 @@ def parse_lowstate(payload: bytes, received_at: float) -> LowState:
         motor = motors[i]
         value = motor.get("q") if isinstance(motor, dict) else None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            q[i] = float(value)
+            # An integer past float's range is as unusable as NaN: left NaN.
+            with contextlib.suppress(OverflowError):
+                q[i] = float(value)
     bad = ~np.isfinite(q)
     # A value past float32's range is no more finite once stored than NaN is.
     with np.errstate(over="ignore"):
