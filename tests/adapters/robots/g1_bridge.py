@@ -37,6 +37,7 @@ class EmulatedBridge:
         lowstate_port: int | None = None,
         period_s: float = 0.005,
         mode_machine: int = 5,
+        host: str = "127.0.0.1",
     ) -> None:
         self.lowcmd_port = lowcmd_port or free_port()
         self.lowstate_port = lowstate_port or free_port()
@@ -50,12 +51,15 @@ class EmulatedBridge:
         self._silent = threading.Event()
         self._corrupt: set[int] = set()
         self._context = zmq.Context()
+        ipv6 = ":" in host
+        where = f"[{host}]" if ipv6 else host
         self._pull = self._context.socket(zmq.PULL)
-        self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(f"tcp://127.0.0.1:{self.lowcmd_port}")
         self._pub = self._context.socket(zmq.PUB)
-        self._pub.setsockopt(zmq.LINGER, 0)
-        self._pub.bind(f"tcp://127.0.0.1:{self.lowstate_port}")
+        for sock in (self._pull, self._pub):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.IPV6, int(ipv6))
+        self._pull.bind(f"tcp://{where}:{self.lowcmd_port}")
+        self._pub.bind(f"tcp://{where}:{self.lowstate_port}")
         self._threads = [
             threading.Thread(target=self._publish, daemon=True),
             threading.Thread(target=self._take_commands, daemon=True),

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+import zmq
 
 from rlctl.adapters.robots.config import RobotConfig, UnitreeG1Config
 from rlctl.adapters.robots.unitree_g1 import BadState, UnitreeG1Robot, parse_lowstate
@@ -80,6 +81,7 @@ def test_lerobots_defaults_names_and_order():
         ({"kp": [1.0] * 28 + [math.nan]}, "robot.kp", "finite"),
         ({"default_positions": [0.0] * 5 + [1.0] + [0.0] * 23}, "robot.default_positions", "Ankle"),
         ({"robot_ip": ""}, "robot.robot_ip", "name the robot"),
+        ({"robot_ip": "192.168.123.164:6000"}, "robot.robot_ip", "holds a port"),
         ({"lowstate_port": 70000}, "robot.lowstate_port", "1..65535"),
         ({"observation_timeout_s": 0}, "robot.observation_timeout_s", "positive"),
         ({"max_relative_target": -1}, "robot.max_relative_target", "positive"),
@@ -172,6 +174,21 @@ def wait_until_state(robot: UnitreeG1Robot, expected, timeout_s: float = 2.0) ->
             return
         time.sleep(0.01)
     raise AssertionError("the emulated robot did not get there")
+
+
+def test_an_ipv6_address_reaches_the_bridge():
+    try:
+        bridge = EmulatedBridge(host="::1")
+    except zmq.ZMQError:
+        pytest.skip("no IPv6 loopback here")
+    with bridge:
+        robot = UnitreeG1Robot(config(bridge, robot_ip="::1"))
+        robot.connect()
+        try:
+            assert robot.get_observation()["observation.state"][1] == pytest.approx(0.01)
+        finally:
+            robot.disconnect()
+        assert bridge.wait_for_commands(1)  # the zero-gain command arrived
 
 
 def test_a_wrong_sized_action_is_refused(robot):

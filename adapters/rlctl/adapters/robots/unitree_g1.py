@@ -169,8 +169,13 @@ class Bridge:
         self._problem: str | None = None
         self._received = 0
 
+    @property
+    def _ipv6(self) -> bool:
+        return ":" in self.host
+
     def address(self, port: int) -> str:
-        return f"tcp://{self.host}:{port}"
+        host = self.host.strip().removeprefix("[").removesuffix("]")
+        return f"tcp://[{host}]:{port}" if self._ipv6 else f"tcp://{host}:{port}"
 
     def open(self) -> None:
         zmq = self._zmq
@@ -183,6 +188,9 @@ class Bridge:
             self._states.setsockopt(zmq.CONFLATE, 1)
             self._states.setsockopt(zmq.LINGER, 0)
             self._states.setsockopt_string(zmq.SUBSCRIBE, "")
+            if self._ipv6:
+                self._commands.setsockopt(zmq.IPV6, 1)
+                self._states.setsockopt(zmq.IPV6, 1)
             self._commands.connect(self.address(self.lowcmd_port))
             self._states.connect(self.address(self.lowstate_port))
         except zmq.ZMQError as error:

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from rlctl.domain.errors import ConfigError
+from rlctl.domain.network_address import check_host, check_port
 
 # (LeRobot's name, Unitree's URDF joint, lower, upper) in motor-index order.
 JOINTS: tuple[tuple[str, str, float, float], ...] = (
@@ -119,16 +120,13 @@ def check_config(config: Any) -> None:
             hint="leave it unset: rlctl commands all 29 joints itself (hang the robot or keep "
             "it supported), or run the locomotion with LeRobot",
         )
-    if not config.robot_ip:
-        raise ConfigError(
-            "robot_ip must name the robot",
-            where="robot.robot_ip",
-            hint="the G1's address on its network (LeRobot's default: 192.168.123.164)",
-        )
+    check_host(
+        config.robot_ip, where="robot.robot_ip", what="the robot",
+        example="192.168.123.164 (the G1's address, LeRobot's default)",
+        port_setting="robot.lowcmd_port and robot.lowstate_port",
+    )  # fmt: skip
     for field in ("lowcmd_port", "lowstate_port"):
-        port = getattr(config, field)
-        if not 0 < port <= 65535:
-            raise ConfigError(f"{field} must be in 1..65535, got {port}", where=f"robot.{field}")
+        check_port(getattr(config, field), where=f"robot.{field}")
     if config.lowcmd_port == config.lowstate_port:
         raise ConfigError(
             f"lowcmd_port and lowstate_port are both {config.lowcmd_port}",
