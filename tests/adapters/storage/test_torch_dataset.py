@@ -76,7 +76,7 @@ def test_multi_dataset_concatenates_and_marks_the_source(fixtures_dir):
     multi = MultiLeRobotTorchDataset(
         [fixtures_dir / "sim_video", fixtures_dir / "sim_images"], video_backend="pyav"
     )
-    assert len(multi) == 75 + 27 and multi.num_episodes == 5
+    assert len(multi) == 75 + 27 and multi.num_episodes == 5 and multi.num_frames == 75 + 27
     assert multi.differences == [] and multi.disabled_features == set()
     first, last = multi[74], multi[75]
     assert int(first["dataset_index"]) == 0 and int(first["index"]) == 74

@@ -84,6 +84,10 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
         return self.reader.num_episodes
 
     @property
+    def num_frames(self) -> int:
+        return self.reader.num_frames
+
+    @property
     def camera_keys(self) -> list[str]:
         return self.reader.camera_keys
 
@@ -120,7 +124,57 @@ class LeRobotTorchDataset(Dataset[dict[str, Any]]):
         return f"{type(self).__name__}({self.reader!r})"
 
 
-class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
+class MixtureView:
+    """What a mixture shows of its datasets, local or streamed alike: the features they share,
+    the first one's rate, their episodes and frames together, their statistics aggregated as
+    LeRobot aggregates them, and one image transform for all."""
+
+    datasets: Sequence[Any]
+    disabled_features: set[str]
+    _image_transforms: ImageTransform | None
+
+    @property
+    def features(self) -> dict[str, FeatureSpec]:
+        first = self.datasets[0].meta.features
+        return {k: v for k, v in first.items() if k not in self.disabled_features}
+
+    @property
+    def fps(self) -> int:
+        return int(self.datasets[0].fps)
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [k for k, f in self.features.items() if f.is_visual]
+
+    @property
+    def num_episodes(self) -> int:
+        return sum(d.num_episodes for d in self.datasets)
+
+    @property
+    def num_frames(self) -> int:
+        return sum(d.num_frames for d in self.datasets)
+
+    @property
+    def stats(self) -> dict[str, FeatureStats] | None:
+        """Statistics of the shared features, aggregated as LeRobot aggregates them."""
+        parts = [d.meta.stats for d in self.datasets]
+        if any(p is None for p in parts):
+            return None
+        merged = aggregate_stats([stats_from_json(p) for p in parts if p is not None])
+        return {k: v for k, v in merged.items() if k not in self.disabled_features}
+
+    @property
+    def image_transforms(self) -> ImageTransform | None:
+        return self._image_transforms
+
+    def set_image_transforms(self, image_transforms: ImageTransform | None) -> None:
+        check_transform(image_transforms)
+        self._image_transforms = image_transforms
+        for dataset in self.datasets:
+            dataset.set_image_transforms(image_transforms)
+
+
+class MultiLeRobotTorchDataset(MixtureView, Dataset[dict[str, Any]]):
     """Several LeRobot datasets concatenated, keeping the features they share.
 
     Features not common to all (or of different dtype/shape) are dropped from items and reported
@@ -168,42 +222,6 @@ class MultiLeRobotTorchDataset(Dataset[dict[str, Any]]):
             )
         self._starts = list(itertools.accumulate((len(d) for d in self.datasets), initial=0))
         self._image_transforms = image_transforms
-
-    @property
-    def features(self) -> dict[str, FeatureSpec]:
-        first = self.datasets[0].meta.features
-        return {k: v for k, v in first.items() if k not in self.disabled_features}
-
-    @property
-    def fps(self) -> int:
-        return self.datasets[0].fps
-
-    @property
-    def num_episodes(self) -> int:
-        return sum(d.num_episodes for d in self.datasets)
-
-    @property
-    def camera_keys(self) -> list[str]:
-        return [k for k, f in self.features.items() if f.is_visual]
-
-    @property
-    def stats(self) -> dict[str, FeatureStats] | None:
-        """Statistics of the shared features, aggregated as LeRobot aggregates them."""
-        parts = [d.meta.stats for d in self.datasets]
-        if any(p is None for p in parts):
-            return None
-        merged = aggregate_stats([stats_from_json(p) for p in parts if p is not None])
-        return {k: v for k, v in merged.items() if k not in self.disabled_features}
-
-    @property
-    def image_transforms(self) -> ImageTransform | None:
-        return self._image_transforms
-
-    def set_image_transforms(self, image_transforms: ImageTransform | None) -> None:
-        check_transform(image_transforms)
-        self._image_transforms = image_transforms
-        for dataset in self.datasets:
-            dataset.set_image_transforms(image_transforms)
 
     def clear_image_transforms(self) -> None:
         self.set_image_transforms(None)

@@ -32,12 +32,10 @@ from rlctl.adapters.storage.streaming.dataset import (
     StreamingLeRobotDataset,
 )
 from rlctl.adapters.storage.streaming.source import StreamSource, open_source
-from rlctl.adapters.storage.torch_dataset import _deltas_for, _read_cameras
+from rlctl.adapters.storage.torch_dataset import MixtureView, _deltas_for, _read_cameras
 from rlctl.domain.dataset_mixture import feature_differences
 from rlctl.domain.depth import DEFAULT_OUTPUT_UNIT
 from rlctl.domain.errors import DatasetError, InvalidInput
-from rlctl.domain.features import FeatureSpec
-from rlctl.domain.statistics import FeatureStats, aggregate_stats, stats_from_json
 from rlctl.domain.stream_mixture import interleave_order, pass_counts, restart_epoch
 from rlctl.domain.stream_shards import shard_of
 from rlctl.domain.windows import DEFAULT_TOLERANCE_S, is_pad_key
@@ -50,7 +48,7 @@ DATASET_INDEX = "dataset_index"
 MAX_EMPTY_RUNS = 64
 
 
-class StreamingMixture(IterableDataset[dict[str, Any]]):
+class StreamingMixture(MixtureView, IterableDataset[dict[str, Any]]):
     """A torch `IterableDataset` over several Hub datasets, interleaved by `weights` (one
     positive number per dataset; None: in proportion to their frames). The other arguments are
     `StreamingLeRobotDataset`'s, given to each dataset (`shuffle=False` reads each in file
@@ -153,46 +151,6 @@ class StreamingMixture(IterableDataset[dict[str, Any]]):
         self._seed = int(seed)
         for dataset in self.datasets:
             dataset.seed = self._seed
-
-    @property
-    def fps(self) -> int:
-        return self.datasets[0].fps
-
-    @property
-    def features(self) -> dict[str, FeatureSpec]:
-        first = self.datasets[0].meta.features
-        return {k: v for k, v in first.items() if k not in self.disabled_features}
-
-    @property
-    def camera_keys(self) -> list[str]:
-        return [k for k, f in self.features.items() if f.is_visual]
-
-    @property
-    def num_episodes(self) -> int:
-        return sum(d.num_episodes for d in self.datasets)
-
-    @property
-    def num_frames(self) -> int:
-        return sum(d.num_frames for d in self.datasets)
-
-    @property
-    def stats(self) -> dict[str, FeatureStats] | None:
-        """Statistics of the shared features, aggregated as the local mixture's."""
-        parts = [d.meta.stats for d in self.datasets]
-        if any(p is None for p in parts):
-            return None
-        merged = aggregate_stats([stats_from_json(p) for p in parts if p is not None])
-        return {k: v for k, v in merged.items() if k not in self.disabled_features}
-
-    @property
-    def image_transforms(self) -> ImageTransform | None:
-        return self._image_transforms
-
-    def set_image_transforms(self, image_transforms: ImageTransform | None) -> None:
-        check_transform(image_transforms)
-        self._image_transforms = image_transforms
-        for dataset in self.datasets:
-            dataset.set_image_transforms(image_transforms)
 
     def set_epoch(self, epoch: int) -> None:
         """Read pass `epoch`'s order next (every rank and worker must be told the same)."""
