@@ -105,11 +105,14 @@ class SoftActorCritic:
         if self.discrete and policy.discrete_critic is not None:
             from rlctl.adapters.policies.gaussian_actor import DiscreteCritic
 
+            # The target copies the policy's discrete critic, so it takes that critic's shape
+            # (the policy's `discrete_critic_network_kwargs`; LeRobot copies them into the
+            # algorithm's config, and sizing only the policy's critic must not break the copy).
             target = DiscreteCritic(
                 encoder,
                 encoder.output_dim,
                 int(config.num_discrete_actions or 0),
-                settings.discrete_critic_network_kwargs,
+                config.discrete_critic_network_kwargs,
             )
             target.load_state_dict(policy.discrete_critic.state_dict())
             self.discrete_critic_target = target

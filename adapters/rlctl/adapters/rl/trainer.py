@@ -63,6 +63,10 @@ TRAINING_STATE = "training_state"
 TRAINING_STEP = "training_step.json"
 REPLAY_FILE = "transitions.safetensors"
 REPLAY_META = "replay.json"
+# The config's default `dataset_stats` (LeRobot's placeholders).
+PLACEHOLDER_STATS: dict[str, dict[str, list[float]]] = attrs.fields(  # type: ignore[misc]
+    GaussianActorConfig
+).dataset_stats.default.factory()
 
 
 class TorchSACTrainer:
@@ -78,6 +82,7 @@ class TorchSACTrainer:
         self.model = model
         self.settings = settings
         self.sac = SoftActorCritic(model, settings)
+        self._action_normalizer = _action_normalizer(policy)
         stats = _pipeline_stats(policy)
         self._description = LearnerDescription(model.config, stats)
 
@@ -109,17 +114,36 @@ class TorchSACTrainer:
         )
 
     def _prepared(self, batch: TransitionBatch) -> dict[str, Any]:
-        """Tensors on the policy's device, observations normalised (LeRobot's trainer
-        normalises observations only: actions stay the robot's)."""
+        """Tensors on the policy's device, observations normalised, and the executed actions in
+        the actor's space (see `_actions`)."""
         device = self.model.device
         return {
             "state": self._observations(batch.state, device),
             "next_state": self._observations(batch.next_state, device),
-            "action": torch.from_numpy(batch.action).to(device),
+            "action": torch.from_numpy(self._actions(batch.action)).to(device),
             "reward": torch.from_numpy(batch.reward).to(device),
             "done": torch.from_numpy(batch.done).to(device),
             "discrete_penalty": torch.from_numpy(batch.discrete_penalty).to(device),
         }
+
+    def _actions(self, action: np.ndarray) -> np.ndarray:
+        """The robot's executed actions where the actor's proposals live: the critics judge
+        both (the stored actions in their loss, the actor's own in its targets and the actor's
+        loss), and the actor's tanh output is unnormalised with the action statistics before it
+        reaches the robot, so the stored continuous part is normalised with them here (a
+        discrete gripper's index stays). LeRobot's trainer normalises observations only, which
+        is the same where the statistics map [-1, 1] onto itself (its gym-hil recipe); with
+        others (a [0, 2] gripper command as a continuous action) its critics judge the robot's
+        values and its actor in another range. With such statistics this is left alone, so
+        both tools compute the same bits."""
+        if self._action_normalizer is None:
+            return np.ascontiguousarray(action, dtype=np.float32)
+        dim = self.model.config.action_dim
+        continuous = self._action_normalizer.transform(
+            np.asarray(action[:, :dim], dtype=np.float32), ACTION, FeatureKind.ACTION
+        )
+        joined = np.concatenate([np.asarray(continuous), action[:, dim:]], axis=1)
+        return np.ascontiguousarray(joined, dtype=np.float32)
 
     def _observations(self, values: Mapping[str, np.ndarray], device: torch.device) -> Any:
         tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).float() for k, v in values.items()}
@@ -127,6 +151,27 @@ class TorchSACTrainer:
         return {
             k: v.to(device) for k, v in processed.items() if k in self.model.config.input_features
         }
+
+
+def _action_normalizer(policy: LoadedPolicy) -> Any | None:
+    """The pre-processor's normaliser where it moves the action; None where it maps the actor's
+    range onto itself (min -1 and max 1, or mean 0 and std 1) or has no action statistics."""
+    for step in policy.preprocessor:
+        if type(step).__name__ != "Normalizer":
+            continue
+        stats = step.stats.get(ACTION)
+        mode = str(step.config.norm_map.get(FeatureKind.ACTION, "IDENTITY"))
+        if stats is None or mode == "IDENTITY":
+            return None
+        unchanged = {"MIN_MAX": {"min": -1.0, "max": 1.0}, "MEAN_STD": {"mean": 0.0, "std": 1.0}}
+        fixed = unchanged.get(mode)
+        if fixed is not None and all(
+            name in stats and np.all(np.asarray(stats[name]) == value)
+            for name, value in fixed.items()
+        ):
+            return None
+        return step
+    return None
 
 
 def _pipeline_stats(policy: LoadedPolicy) -> dict[str, dict[str, np.ndarray]]:
@@ -239,27 +284,64 @@ def _stats(
     dataset_stats: Mapping[str, Mapping[str, Any]] | None,
     hello: ActorHello | None,
 ) -> dict[str, dict[str, np.ndarray]]:
-    """The config's `dataset_stats` where they fit the features, else the demonstrations',
-    else (for the action) the robot's bounds; what fits none is left unnormalised."""
+    """The demonstrations' statistics where they fit the features, else the config's
+    `dataset_stats`, else (for the action) the robot's bounds; what fits none is left
+    unnormalised.
+
+    The config's own default action statistics (LeRobot's placeholder, min 0 and max 1 on
+    three dimensions, which a `--policy.dataset_stats` override merges into rather than
+    replaces) never stand in for a robot's bounds: the actor's tanh output is unnormalised with
+    them, and [0, 1] where the robot takes [-1, 1] leaves the policy unable to move one way."""
     features = {**config.input_features, **config.output_features}
+    bounds = _robot_bounds(config, hello)
+    configured = dict(config.dataset_stats or {})
+    if bounds is not None and _is_placeholder(configured.get(ACTION)):
+        del configured[ACTION]
+        log.info("the robot's action bounds replace the config's placeholder action statistics")
     out: dict[str, dict[str, np.ndarray]] = {}
-    sources = [("dataset", dataset_stats or {}), ("config", config.dataset_stats or {})]
+    sources = [("dataset", dataset_stats or {}), ("config", configured)]
     for key, feature in features.items():
         for _, source in sources:
             found = source.get(key)
             if found is not None and _fits(found, feature):
                 out[key] = {n: np.asarray(v, dtype=np.float32) for n, v in found.items()}
                 break
-    if ACTION not in out and hello is not None and hello.action_low is not None:
-        dim = config.action_dim
-        low = np.asarray(hello.action_low, dtype=np.float32)[:dim]
-        high = np.asarray(hello.action_high, dtype=np.float32)[:dim]
-        if np.isfinite(low).all() and np.isfinite(high).all() and low.shape == (dim,):
-            out[ACTION] = {"min": low, "max": high}
+    if ACTION not in out and bounds is not None:
+        out[ACTION] = {"min": bounds[0], "max": bounds[1]}
     for key in features:
         if key not in out:
             log.warning("no statistics fit this feature: it is not normalised", feature=key)
     return out
+
+
+def _robot_bounds(
+    config: GaussianActorConfig, hello: ActorHello | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The robot's bounds on the policy's continuous actions (a discrete gripper's left out)."""
+    if hello is None or hello.action_low is None or hello.action_high is None:
+        return None
+    dim = config.action_dim
+    low = np.asarray(hello.action_low, dtype=np.float32).reshape(-1)[:dim]
+    high = np.asarray(hello.action_high, dtype=np.float32).reshape(-1)[:dim]
+    if low.shape != (dim,) or high.shape != (dim,):
+        return None
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        return None
+    return low, high
+
+
+def _is_placeholder(stats: Mapping[str, Any] | None) -> bool:
+    """Whether `stats` are the config's default action statistics (LeRobot's placeholder)."""
+    if stats is None:
+        return False
+    default = PLACEHOLDER_STATS[ACTION]
+    if set(stats) != set(default):
+        return False
+    return all(
+        np.asarray(stats[name], dtype=np.float64).shape == np.asarray(values).shape
+        and np.allclose(np.asarray(stats[name], dtype=np.float64), values)
+        for name, values in default.items()
+    )
 
 
 def _fits(stats: Mapping[str, Any], feature: FeatureSpec) -> bool:
