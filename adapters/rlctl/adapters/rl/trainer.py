@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -64,9 +64,9 @@ TRAINING_STEP = "training_step.json"
 REPLAY_FILE = "transitions.safetensors"
 REPLAY_META = "replay.json"
 # The config's default `dataset_stats` (LeRobot's placeholders).
-PLACEHOLDER_STATS: dict[str, dict[str, list[float]]] = attrs.fields(  # type: ignore[misc]
-    GaussianActorConfig
-).dataset_stats.default.factory()
+PLACEHOLDER_STATS: dict[str, dict[str, list[float]]] = cast(
+    Any, attrs.fields(GaussianActorConfig).dataset_stats.default
+).factory()
 
 
 class TorchSACTrainer:
@@ -159,8 +159,9 @@ def _action_normalizer(policy: LoadedPolicy) -> Any | None:
     for step in policy.preprocessor:
         if type(step).__name__ != "Normalizer":
             continue
-        stats = step.stats.get(ACTION)
-        mode = str(step.config.norm_map.get(FeatureKind.ACTION, "IDENTITY"))
+        stats = getattr(step, "stats", {}).get(ACTION)
+        norm_map = getattr(step.config, "norm_map", {})
+        mode = str(norm_map.get(FeatureKind.ACTION, "IDENTITY"))
         if stats is None or mode == "IDENTITY":
             return None
         unchanged = {"MIN_MAX": {"min": -1.0, "max": 1.0}, "MEAN_STD": {"mean": 0.0, "std": 1.0}}
