@@ -18,7 +18,8 @@ fitted on smooth random chunks beside it); then each tool, in its own fresh proc
 
 PaliGemma's tokenizer is read from `--tokenizer DIR` in both tools (a Hub copy of
 `google/paligemma-3b-pt-224`, or any Gemma-style folder); without it a tiny stand-in with
-reserved ids for the action tokens is written (token ids differ, timings do not). `--size tiny`
+reserved ids for the action tokens is written (PaliGemma's 257,152 ids at real size; token
+ids differ, timings do not). `--size tiny`
 runs the same at toy sizes, to check the script; `--size medium` (Gemma width 512, 4 layers, a
 224x224 camera, about 0.6 GB) is enough arithmetic for the model rather than Python to dominate.
 
@@ -51,6 +52,7 @@ STATE, ACTION, HORIZON, CAMERA = 14, 14, 50, "observation.images.base"
 TASK = "pick up the cube and place it in the box"
 # The stand-in tokenizer: 320 text ids then 704 reserved ones, where the action tokens go.
 RESERVED = 704
+PALIGEMMA_VOCAB = 257_152
 TINY: dict[str, object] = {
     "paligemma_variant": "custom:width=32,depth=2,mlp_dim=64,num_heads=8,num_kv_heads=1,"
     "head_dim=8,vocab_size=1024,vision_width=32,vision_depth=1,vision_mlp_dim=64,vision_heads=2,"
@@ -259,7 +261,11 @@ def main() -> None:
         if tokenizer is None:
             write = runpy.run_path(str(TESTS / "tiny_paligemma_tokenizer.py"))
             tokenizer = write["write_tiny_paligemma_tokenizer"](
-                Path(scratch) / "tokenizer", RESERVED
+                Path(scratch) / "tokenizer",
+                RESERVED,
+                # Real size: every id the model can generate names a token (LeRobot's
+                # detokenising looks each one up).
+                vocab_size=PALIGEMMA_VOCAB if args.size == "real" else None,
             )
         args.tokenizer = tokenizer  # the children's
         folder = Path(scratch) / "pi0_fast"

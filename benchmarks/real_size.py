@@ -186,7 +186,16 @@ def chunk_times(predict: Callable[[], object], chunks: int) -> tuple[float, list
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory, in MB."""
+    """This process's peak resident memory, in MB: Linux's VmHWM, the peak of this program's
+    own memory. (`ru_maxrss` keeps the peak from before `exec`, so a child started by a parent
+    that had built a real-size checkpoint reported the parent's peak.)"""
+    try:
+        with Path("/proc/self/status").open() as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

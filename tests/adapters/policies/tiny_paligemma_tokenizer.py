@@ -26,7 +26,11 @@ TASKS = [
 VOCAB = 320
 
 
-def write_tiny_paligemma_tokenizer(out: Path, reserved: int = 0) -> Path:
+def write_tiny_paligemma_tokenizer(
+    out: Path, reserved: int = 0, *, vocab_size: int | None = None
+) -> Path:
+    """`reserved` unused tokens after the trained ones, or as many as fill `vocab_size` (a
+    real-size model's: every id it can generate names a token, as in PaliGemma's)."""
     import json
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -43,12 +47,14 @@ def write_tiny_paligemma_tokenizer(out: Path, reserved: int = 0) -> Path:
         show_progress=False,
     )
     # π0-FAST's tokenizer checks its generated text starts with the tokens "Action" and ":".
-    texts = TASKS * 20 + (["Action: "] * 40 if reserved else [])
+    texts = TASKS * 20 + (["Action: "] * 40 if reserved or vocab_size else [])
     bpe.train_from_iterator(texts, trainer)
-    if reserved:
+    if reserved or vocab_size:
         data = json.loads(bpe.to_str())
         vocab = data["model"]["vocab"]
         first = len(vocab)
+        if vocab_size:
+            reserved = vocab_size - first
         vocab.update({f"<unused{i}>": first + i for i in range(reserved)})
         bpe = Tokenizer.from_str(json.dumps(data))
     bpe.post_processor = processors.TemplateProcessing(
