@@ -93,7 +93,11 @@ from rlctl.adapters.memory.robot import ScriptedRobot
 from rlctl.adapters.memory.run_report import InMemoryRunFolders, RecordingReportRenderer
 from rlctl.adapters.memory.simulator import FakeSimulation, FakeVectorSimulator
 from rlctl.adapters.memory.success import ScriptedSuccessDetector
-from rlctl.adapters.memory.teleoperator import ScriptedLeaderArm, ScriptedTeleoperator
+from rlctl.adapters.memory.teleoperator import (
+    ScriptedLeaderArm,
+    ScriptedSelfCalibrating,
+    ScriptedTeleoperator,
+)
 from rlctl.adapters.memory.training import (
     ScriptedProcesses,
     ScriptedSession,
@@ -176,6 +180,7 @@ from rlctl.adapters.teleop.openarm_leader import OpenArmLeader
 from rlctl.adapters.teleop.phone import PhoneTeleop
 from rlctl.adapters.teleop.reachy2_teleoperator import Reachy2Teleoperator
 from rlctl.adapters.teleop.rebot_102_leader import Rebot102Arm, Rebot102Leader
+from rlctl.adapters.teleop.unitree_g1_exo import UnitreeG1Exoskeleton
 from rlctl.adapters.training.backend import TorchProcesses, TorchTrainingBackend
 from rlctl.adapters.training.session import TorchTrainingSession
 from rlctl.adapters.video.auto import AutoVideoDecoder
@@ -234,6 +239,7 @@ from rlctl.application.ports.success import SuccessDetector
 from rlctl.application.ports.teleoperator import (
     ActuatedTeleoperator,
     EpisodeActions,
+    SelfCalibrating,
     Teleoperator,
 )
 from rlctl.application.ports.training import (
@@ -341,9 +347,16 @@ def teleoperator(
     fake: ScriptedTeleoperator,
     rebot_leader: Rebot102Leader,
     reachy2: Reachy2Teleoperator,
+    g1_exo: UnitreeG1Exoskeleton,
 ) -> list[Teleoperator]:
     teleops: list[Teleoperator] = [arm, arms, openarm_leader, pad, phone, keys, ee_arm]
-    return [*teleops, kiwi_keys, rover_keys, replay, expert, fake, rebot_leader, reachy2]
+    return [*teleops, kiwi_keys, rover_keys, replay, expert, fake, rebot_leader, reachy2, g1_exo]
+
+
+def self_calibrating(
+    g1_exo: UnitreeG1Exoskeleton, fake: ScriptedSelfCalibrating
+) -> list[SelfCalibrating]:
+    return [g1_exo, fake]
 
 
 def actuated_teleoperator(fake: ScriptedLeaderArm) -> list[ActuatedTeleoperator]:

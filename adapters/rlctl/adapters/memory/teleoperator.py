@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from rlctl.adapters.memory.robot import DEFAULT_JOINTS
+from rlctl.application.ports.control import Console
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationTarget
 from rlctl.application.robot_features import action_feature, joint_names
 from rlctl.domain.errors import HardwareError
@@ -115,3 +116,31 @@ class ScriptedLeaderArm(ScriptedTeleoperator):
             self._tick += 1
             self.position = self._released_at + offset
         return self.position.copy()
+
+
+class ScriptedSelfCalibrating(ScriptedTeleoperator):
+    """A teleoperator that calibrates itself (`SelfCalibrating`): each of its `parts` is asked
+    about, then calibrated by waiting for Enter; the calibrations are kept in `saved`."""
+
+    def __init__(self, parts: Sequence[str] = ("left", "right"), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parts = tuple(parts)
+        self.saved: dict[str, int] = {}
+
+    def calibrate_with(
+        self, console: Console, *, reuse: Literal["ask", "yes", "no"] = "ask"
+    ) -> list[str]:
+        written = []
+        for part in self.parts:
+            if part in self.saved:
+                keep = reuse == "yes" or (
+                    reuse == "ask" and console.ask(f"reuse {part}? ").strip().lower() != "c"
+                )
+                if keep:
+                    continue
+            console.show(f"calibrating {part}: press Enter when done")
+            while not console.enter_pressed():
+                pass
+            self.saved[part] = self.saved.get(part, 0) + 1
+            written.append(f"memory:{part}")
+        return written

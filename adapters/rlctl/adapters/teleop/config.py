@@ -665,6 +665,68 @@ class HomunculusGloveConfig(HomunculusConfig):
     side: str = attrs.field(validator=_check_hand_side)
 
 
+@attrs.frozen(kw_only=True)
+class ExoskeletonArmPortConfig:
+    """One arm of the G1 exoskeleton (LeRobot's `ExoskeletonArmPortConfig`): its board's port."""
+
+    # The arm board's USB serial port (`rlctl find-port`); empty on both arms: joysticks only.
+    port: str = ""
+    baud_rate: int = 115_200
+
+
+@TeleoperatorConfig.register("unitree_g1")
+@attrs.frozen(kw_only=True)
+class UnitreeG1TeleoperatorConfig(TeleoperatorConfig):
+    """LeRobot 0.6.1's Unitree G1 exoskeleton: two arm boards streaming hall-sensor angles,
+    turned into the G1's 14 arm joints by inverse kinematics, plus the boards' joysticks as
+    `remote.lx/ly/rx/ry` (`teleoperators/unitree_g1/<id>_left.json` and `<id>_right.json`)."""
+
+    adapter: ClassVar[str] = "rlctl.adapters.teleop.unitree_g1_exo:unitree_g1_exoskeleton"
+
+    left_arm_config: ExoskeletonArmPortConfig = attrs.field(factory=ExoskeletonArmPortConfig)
+    right_arm_config: ExoskeletonArmPortConfig = attrs.field(factory=ExoskeletonArmPortConfig)
+    # G1 arm joints the IK leaves where they are (comma-separated URDF names,
+    # e.g. "left_wrist_yaw_joint,right_wrist_yaw_joint").
+    frozen_joints: str = ""
+    # rlctl's: the Hub repo holding the G1's and the exoskeleton's URDFs (LeRobot's), or a local
+    # folder laid out like it (`assets/g1_body29_hand14.urdf`, `assets/exo_left.urdf`, ...).
+    assets: str = "lerobot/unitree-g1-mujoco"
+    # rlctl's: how long a read waits for a board's next line before naming it silent (twice
+    # that for the first line, on connect).
+    timeout_s: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        left, right = (bool(a.port.strip()) for a in (self.left_arm_config, self.right_arm_config))
+        if left != right:
+            raise ConfigError(
+                f"only the {'left' if left else 'right'} exoskeleton arm has a port",
+                where="teleop.left_arm_config.port" if not left else "teleop.right_arm_config.port",
+                hint="set both --teleop.left_arm_config.port and --teleop.right_arm_config.port, "
+                "or neither (joysticks only, as LeRobot allows)",
+            )
+        for side in ("left", "right"):
+            rate = getattr(self, f"{side}_arm_config").baud_rate
+            if not isinstance(rate, int) or rate <= 0:
+                raise ConfigError(
+                    f"baud_rate must be a positive integer, got {rate!r}",
+                    where=f"teleop.{side}_arm_config.baud_rate",
+                    hint="the boards print at 115200",
+                )
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ConfigError(
+                f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}",
+                where="teleop.timeout_s",
+            )
+
+    @property
+    def arms_enabled(self) -> bool:
+        return bool(self.left_arm_config.port.strip())
+
+    @property
+    def frozen(self) -> tuple[str, ...]:
+        return tuple(j.strip() for j in self.frozen_joints.split(",") if j.strip())
+
+
 @TeleoperatorConfig.register("scripted")
 @attrs.frozen(kw_only=True)
 class ScriptedTeleopConfig(TeleoperatorConfig):

@@ -47,6 +47,8 @@ class SerialJointBus:
         first_line_timeout_s: float = 2.0,
         smoothing: int = 0,
         expected: str = "",
+        firmware: str = "Homunculus",
+        baud_setting: str = "--teleop.baud_rate",
     ) -> None:
         if timeout_s <= 0 or first_line_timeout_s <= 0:
             raise InvalidInput(
@@ -64,6 +66,8 @@ class SerialJointBus:
         self._alpha = 2 / (smoothing + 1) if smoothing > 1 else None
         self._ema: dict[str, float] = {}
         self._expected = expected
+        self._firmware = firmware
+        self._baud_setting = baud_setting
         self.calibration: Calibration | None = None
         self._serial: Any = None
         self._thread: threading.Thread | None = None
@@ -292,14 +296,14 @@ class SerialJointBus:
                 f"the {self._device} sent {garbled} unreadable line(s) and no reading for "
                 f"{timeout_s:g} s (last: {self._last_garbled!r}; expected {self._expected})",
                 where=self._port,
-                hint="check the baud rate (--teleop.baud_rate, 115200 by default) and that the "
-                "board runs the Homunculus firmware",
+                hint=f"check the baud rate ({self._baud_setting}, 115200 by default) and that "
+                f"the board runs the {self._firmware} firmware",
             )
         return HardwareError(
             f"the {self._device} sent nothing for {timeout_s:g} s",
             where=self._port,
             hint="check that the board is plugged in and powered, and that it runs the "
-            "Homunculus firmware (its serial monitor shows lines of numbers)",
+            f"{self._firmware} firmware (its serial monitor shows lines of numbers)",
         )
 
     def _smoothed(self, raw: dict[str, int]) -> dict[str, int]:

@@ -10,10 +10,11 @@ one float32 vector under the `action` feature, whose names must match the robot'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from rlctl.application.ports.control import Console
 from rlctl.application.ports.robot import CalibrationTarget
 from rlctl.domain.features import FeatureSpec
 
@@ -64,6 +65,20 @@ class ActuatedTeleoperator(Teleoperator, Protocol):
     def send_feedback(self, action: np.ndarray) -> None:
         """Drive the joints towards `action` (the action's names and units), within their
         calibrated range; torque must be on."""
+        ...
+
+
+@runtime_checkable
+class SelfCalibrating(Protocol):
+    """A device whose calibration is not a motor bus's ranges (LeRobot's G1 exoskeleton: an
+    ellipse fitted to each joint's hall sensors, then its zero pose): `rlctl calibrate` hands it
+    the console and it guides the person through its own steps, saving LeRobot's files."""
+
+    def calibrate_with(
+        self, console: Console, *, reuse: Literal["ask", "yes", "no"] = "ask"
+    ) -> Sequence[str]:
+        """Calibrate what is not reused (`reuse` answers the question about a saved
+        calibration); return the files written."""
         ...
 
 

@@ -2,6 +2,8 @@
 
     rlctl calibrate --robot.type=so101_follower --robot.port=/dev/ttyACM0 --robot.id=black
     rlctl calibrate --teleop.type=so101_leader --teleop.port=/dev/ttyACM1 --teleop.id=blue
+    rlctl calibrate --teleop.type=unitree_g1 --teleop.id=exo \\
+        --teleop.left_arm_config.port=/dev/ttyACM0 --teleop.right_arm_config.port=/dev/ttyACM1
 
 The file is `~/.cache/huggingface/lerobot/calibration/<robots|teleoperators>/<type>/<id>.json`
 (`HF_LEROBOT_CALIBRATION` moves it), so LeRobot and rlctl share it. With a saved calibration,
@@ -32,12 +34,18 @@ class CalibrateCommandSettings(AppSettings):
 def calibrate_command(config: CalibrateCommandSettings) -> None:
     """Calibrate a robot or teleoperator arm: homing, then ranges of motion."""
     from rlctl.application.devices import disconnect_devices
+    from rlctl.application.ports.teleoperator import SelfCalibrating
     from rlctl.entrypoints.cli.devices import build_device, one_device
     from rlctl.entrypoints.container import build_container
 
     kind, device_config = one_device(config.robot, config.teleop)
     container = build_container(config)
     device = build_device(container, kind, device_config, cameras=False)
+    if isinstance(device, SelfCalibrating):
+        # Its calibration is not a motor bus's ranges: it guides the person itself.
+        for where in device.calibrate_with(container.console(), reuse=config.reuse):
+            click.echo(f"saved {where}")
+        return
     targets = device.calibration_targets()
     if not targets:
         click.echo(f"{device_config.type_name} has nothing to calibrate")
