@@ -74,7 +74,6 @@ def test_lerobots_defaults_names_and_order():
     ("settings", "where", "words"),
     [
         ({"is_simulation": True}, "robot.is_simulation", "MuJoCo"),
-        ({"gravity_compensation": True}, "robot.gravity_compensation", "pinocchio"),
         ({"controller": "GrootLocomotionController"}, "robot.controller", "ONNX"),
         ({"kp": [1.0] * 28}, "robot.kp", "28 values"),
         ({"kd": [1.0] * 28 + [-1.0]}, "robot.kd", "kRightWristYaw"),
@@ -92,6 +91,37 @@ def test_what_cannot_be_done_is_refused_in_one_line(settings, where, words):
     with pytest.raises(ConfigError) as caught:
         structure(raw, RobotConfig)
     assert caught.value.where == where and words in caught.value.message, caught.value
+
+
+def test_gravity_compensation_sends_the_torques_that_hold_the_arms(bridge, tmp_path):
+    pytest.importorskip("pinocchio", reason="the gravity compensation needs the unitree_g1 extra")
+    from rlctl.adapters.kinematics.g1_arm_ik import load_g1_arm_ik
+    from rlctl.adapters.teleop.virtual_unitree_g1_exo import write_assets
+
+    assets = str(write_assets(tmp_path))
+    robot = UnitreeG1Robot(config(bridge, gravity_compensation=True, assets=assets))
+    robot.connect()
+    robot.reset()
+    try:
+        goal = np.array([0.01 * i for i in range(29)]) + 0.05
+        sent = robot.send_action(goal)
+        commands = bridge.wait_for_commands(1)[-1]["data"]["motor_cmd"]
+    finally:
+        robot.disconnect()
+    tau = np.array([command["tau"] for command in commands])
+    expected = load_g1_arm_ik(assets).gravity_torques(np.asarray(sent[15:], float))
+    np.testing.assert_allclose(tau[15:29], expected, atol=1e-9)
+    assert np.abs(expected).max() > 0.1  # the arms weigh something
+    assert not tau[:15].any() and not tau[29:].any()  # legs, waist and the spare entries: none
+
+
+def test_gravity_compensation_without_the_urdf_fails_before_any_command(bridge, tmp_path):
+    pytest.importorskip("pinocchio", reason="the gravity compensation needs the unitree_g1 extra")
+    robot = UnitreeG1Robot(config(bridge, gravity_compensation=True, assets=str(tmp_path)))
+    with pytest.raises(ConfigError, match="g1_body29_hand14") as caught:
+        robot.connect()
+    assert "lerobot/unitree-g1-mujoco" in caught.value.hint
+    assert not robot.is_connected and bridge.commands == []
 
 
 def test_lerobots_default_is_the_simulator_which_is_refused_with_the_way_out():

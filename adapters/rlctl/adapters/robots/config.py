@@ -706,8 +706,7 @@ class UnitreeG1Config(RobotConfig):
     `is_simulation=false`: joint targets (`<joint>.q`, radians) and per-joint gains sent as JSON
     over ZeroMQ to LeRobot's bridge on the robot (`run_g1_server.py`, which relays them to
     Unitree's SDK), the robot's low-level state read back from it. LeRobot's fields and
-    defaults; the simulator, the gravity compensation and the locomotion controllers are
-    refused (see the guide)."""
+    defaults; the simulator and the locomotion controllers are refused (see the guide)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.robots.unitree_g1:unitree_g1"
 
@@ -725,10 +724,14 @@ class UnitreeG1Config(RobotConfig):
     robot_ip: str = "192.168.123.164"
     # Cameras (LeRobot's are ZMQ ones: `{type: zmq, server_address: <robot_ip>, port: 5555}`).
     cameras: dict[str, CameraConfig] = attrs.field(factory=dict)
-    # LeRobot's arm gravity compensation (pinocchio on the G1's URDF): refused when true.
+    # LeRobot's arm gravity compensation: each command carries the torques that hold the arms
+    # at their goals (pinocchio's RNEA on the G1's URDF; the `unitree_g1` extra).
     gravity_compensation: bool = False
     # LeRobot's lower-body locomotion controller (ONNX models from the Hub): refused when set.
     controller: str | None = None
+    # rlctl's: the Hub repo with the G1's URDF for the gravity compensation (LeRobot's), or a
+    # local folder laid out like it (`assets/g1_body29_hand14.urdf`).
+    assets: str = "lerobot/unitree-g1-mujoco"
     # rlctl's: the bridge's command port (LeRobot's is fixed at 6000).
     lowcmd_port: int = 6000
     # rlctl's: the bridge's state port (LeRobot's is fixed at 6001).

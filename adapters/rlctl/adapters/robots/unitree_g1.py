@@ -58,6 +58,8 @@ LOWCMD_TOPIC = "rt/lowcmd"
 # Unitree's low-level command carries 35 motor entries; LeRobot sends them all.
 MOTOR_COMMANDS = 35
 POSITION_MODE = 1
+# The arm joints (left shoulder pitch .. right wrist yaw) are the last 14 of the 29.
+ARM_START = 15
 # How long the receiving thread waits per poll (so it notices `close` quickly).
 _POLL_MS = 50
 # How long closing waits for the last command (the zero-gain one) to leave.
@@ -127,9 +129,12 @@ def lowcmd_message(
     kp: Sequence[float] | np.ndarray,
     kd: Sequence[float] | np.ndarray,
     mode_machine: int,
+    tau: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, Any]:
     """LeRobot's command message: the joints in position mode with their goals and gains (no
-    velocity, no feed-forward torque), the entries past the 29 joints zero."""
+    velocity; a feed-forward torque only with the gravity compensation), the entries past the
+    29 joints zero."""
+    torques = np.zeros(NUM_JOINTS) if tau is None else np.asarray(tau, dtype=np.float64)
     commands = []
     for i in range(MOTOR_COMMANDS):
         if i < NUM_JOINTS:
@@ -140,7 +145,7 @@ def lowcmd_message(
                     "dq": 0.0,
                     "kp": float(kp[i]),
                     "kd": float(kd[i]),
-                    "tau": 0.0,
+                    "tau": float(torques[i]),
                 }
             )
         else:
@@ -276,6 +281,8 @@ class UnitreeG1Robot:
         self._problem_said = False
         self._held_said = False
         self._refused_said = False
+        # LeRobot's arm solver, for its gravity torques (loaded on connect).
+        self._arm_ik: Any = None
 
     @property
     def robot_type(self) -> str:
@@ -310,6 +317,10 @@ class UnitreeG1Robot:
         if self._bridge is not None:
             return
         config = self.config
+        if config.gravity_compensation and self._arm_ik is None:
+            from rlctl.adapters.kinematics.g1_arm_ik import load_g1_arm_ik
+
+            self._arm_ik = load_g1_arm_ik(config.assets)
         bridge = Bridge(config.robot_ip, config.lowcmd_port, config.lowstate_port)
         bridge.open()
         try:
@@ -399,12 +410,23 @@ class UnitreeG1Robot:
         goal = decision.values
         if goal is None:  # nothing safe to send (cannot happen with a finite state)
             return state.q.astype(np.float32)
-        message = lowcmd_message(goal, self._kp, self._kd, self._mode_machine)
+        message = lowcmd_message(
+            goal, self._kp, self._kd, self._mode_machine, tau=self._gravity_torques(goal)
+        )
         assert self._bridge is not None
         if not self._bridge.send(message) and not self._refused_said:
             self._refused_said = True
             log.warning("the bridge did not take a command", robot=ROBOT_TYPE)
         return goal
+
+    def _gravity_torques(self, goal: np.ndarray) -> np.ndarray | None:
+        """LeRobot's gravity compensation: the torques holding the arms still at their goals
+        (RNEA on the G1's URDF, the legs, waist and hands locked at 0); none on the others."""
+        if self._arm_ik is None:
+            return None
+        tau = np.zeros(NUM_JOINTS)
+        tau[ARM_START:] = self._arm_ik.gravity_torques(np.asarray(goal[ARM_START:], float))
+        return tau
 
     def disconnect(self) -> None:
         """LeRobot's zero-gain command first (with `disable_torque_on_disconnect`), then the

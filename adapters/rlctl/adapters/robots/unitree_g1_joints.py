@@ -105,13 +105,6 @@ def check_config(config: Any) -> None:
             hint="drive the real robot through its bridge: --robot.is_simulation=false "
             f"--robot.robot_ip=<the G1's address>, with `{LEROBOT_BRIDGE}` running on the robot",
         )
-    if config.gravity_compensation:
-        raise ConfigError(
-            "gravity_compensation=true needs LeRobot's arm solver (pinocchio and casadi on the "
-            "G1's URDF from the Hub), which rlctl does not have",
-            where="robot.gravity_compensation",
-            hint="leave it false (the joints' kp/kd hold the arms), or record with LeRobot",
-        )
     if config.controller is not None:
         raise ConfigError(
             f"controller={config.controller!r} asks for one of LeRobot's locomotion policies "
