@@ -7,13 +7,11 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-pytest.importorskip("pinocchio", reason="the G1 exoskeleton needs the unitree_g1 extra")
-
-from rlctl.adapters.teleop.virtual_unitree_g1_exo import (  # noqa: E402
+from rlctl.adapters.teleop.virtual_unitree_g1_exo import (
     VirtualExoArm,
     true_calibration,
 )
-from rlctl.entrypoints.cli.main import cli  # noqa: E402
+from rlctl.entrypoints.cli.main import cli
 
 
 def invoke(*args: str, stdin: str | None = None):
@@ -56,4 +54,20 @@ def test_a_port_on_one_arm_only_is_one_message(boards):
     )
     assert result.exit_code != 0
     assert "only the left exoskeleton arm has a port" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_teleoperating_the_g1_without_a_locomotion_controller_is_one_message(boards):
+    result = CliRunner().invoke(
+        cli,
+        [
+            "teleoperate",
+            "--robot.type=unitree_g1",
+            "--robot.is_simulation=false",
+            *args(*boards),
+            "--display_data=false",
+        ],
+    )
+    assert result.exit_code != 0
+    assert "only while a locomotion controller drives its legs" in result.output, result.output
     assert "Traceback" not in result.output

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import attrs
 
 from rlctl.adapters.robots.device_config import DeviceConfig
-from rlctl.domain.config import Register, tagged_union
+from rlctl.domain.config import Register, tagged_union, type_name_of
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.network_address import check_host, check_port
 from rlctl.domain.plugins import PluginKind
@@ -669,8 +669,10 @@ class HomunculusGloveConfig(HomunculusConfig):
 class ExoskeletonArmPortConfig:
     """One arm of the G1 exoskeleton (LeRobot's `ExoskeletonArmPortConfig`): its board's port."""
 
-    # The arm board's USB serial port (`rlctl find-port`); empty on both arms: joysticks only.
+    # The arm board's USB serial port (`rlctl find-port`); both arms need theirs (LeRobot's
+    # joystick-only mode, both empty, is refused).
     port: str = ""
+    # The board's serial speed (its firmware prints at 115200).
     baud_rate: int = 115_200
 
 
@@ -721,6 +723,21 @@ class UnitreeG1TeleoperatorConfig(TeleoperatorConfig):
     @property
     def arms_enabled(self) -> bool:
         return bool(self.left_arm_config.port.strip())
+
+    def paired_with(self, robot: Any) -> TeleoperatorConfig:
+        """Refused beside a G1 with no locomotion controller: that G1 takes all 29 joints,
+        this gives 14 and the remote's axes (LeRobot pairs them only with a controller)."""
+        if type_name_of(robot) == "unitree_g1" and getattr(robot, "controller", None) is None:
+            raise ConfigError(
+                "the exoskeleton gives the G1's 14 arm joints and the remote's axes, which the "
+                "G1 takes only while a locomotion controller drives its legs (LeRobot's "
+                "--robot.controller); rlctl does not run those controllers yet, so its G1 takes "
+                "all 29 joints",
+                where="teleop.type",
+                hint="drive the G1 with a replayed episode or a policy, or use the exoskeleton "
+                "with LeRobot's controller; its calibration (`rlctl calibrate`) is LeRobot's",
+            )
+        return self
 
     @property
     def frozen(self) -> tuple[str, ...]:
