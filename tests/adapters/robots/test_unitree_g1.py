@@ -74,7 +74,7 @@ def test_lerobots_defaults_names_and_order():
     ("settings", "where", "words"),
     [
         ({"is_simulation": True}, "robot.is_simulation", "MuJoCo"),
-        ({"controller": "GrootLocomotionController"}, "robot.controller", "ONNX"),
+        ({"controller": "WalkerController"}, "robot.controller", "not one of"),
         ({"kp": [1.0] * 28}, "robot.kp", "28 values"),
         ({"kd": [1.0] * 28 + [-1.0]}, "robot.kd", "kRightWristYaw"),
         ({"kp": [1.0] * 28 + [math.nan]}, "robot.kp", "finite"),

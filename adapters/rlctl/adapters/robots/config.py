@@ -706,7 +706,7 @@ class UnitreeG1Config(RobotConfig):
     `is_simulation=false`: joint targets (`<joint>.q`, radians) and per-joint gains sent as JSON
     over ZeroMQ to LeRobot's bridge on the robot (`run_g1_server.py`, which relays them to
     Unitree's SDK), the robot's low-level state read back from it. LeRobot's fields and
-    defaults; the simulator and the locomotion controllers are refused (see the guide)."""
+    defaults; the simulator is refused (see the guide)."""
 
     adapter: ClassVar[str] = "rlctl.adapters.robots.unitree_g1:unitree_g1"
 
@@ -727,8 +727,13 @@ class UnitreeG1Config(RobotConfig):
     # LeRobot's arm gravity compensation: each command carries the torques that hold the arms
     # at their goals (pinocchio's RNEA on the G1's URDF; the `unitree_g1` extra).
     gravity_compensation: bool = False
-    # LeRobot's lower-body locomotion controller (ONNX models from the Hub): refused when set.
+    # LeRobot's lower-body locomotion controller: GrootLocomotionController or
+    # HolosomaLocomotionController (ONNX policies from the Hub run beside the robot, driving the
+    # legs and the waist from the remote's axes; the action is then the arms and those axes).
     controller: str | None = None
+    # rlctl's: where the controller's ONNX files come from instead of LeRobot's Hub repo (another
+    # repo, or a local folder holding the same files).
+    controller_repo: str | None = None
     # rlctl's: the Hub repo with the G1's URDF for the gravity compensation (LeRobot's), or a
     # local folder laid out like it (`assets/g1_body29_hand14.urdf`).
     assets: str = "lerobot/unitree-g1-mujoco"

@@ -13,7 +13,12 @@ recomputes the CRC). rlctl speaks the same messages with pyzmq alone:
   six entries zero, as LeRobot's message is.
 
 Features are LeRobot's: `observation.state` and `action` are the 29 joints' `<name>.q`
-(radians, LeRobot's names and order), plus the cameras. Every action passes the guard first:
+(radians, LeRobot's names and order), plus the cameras. With a locomotion `controller`
+(`g1_locomotion.py`), LeRobot's ONNX policy runs in a thread at its own rate, driving the 15 leg
+and waist joints from the remote's axes and the state (velocities and IMU included); the action
+is then the 14 arm joints and `remote.lx/ly/rx/ry`, and both threads' commands pass the same
+guard, one at a time. With `gravity_compensation`, each command carries the arms' holding
+torques (LeRobot's RNEA on the G1's URDF). Every action passes the guard first:
 finite and inside Unitree's joint limits (a small overshoot clipped, garbage held at the last
 safe goal), each joint at most `max_relative_target` from where it is. A state message with a
 non-finite value (or malformed) is not used: the last good one stands, said once per episode,
@@ -36,6 +41,7 @@ import structlog
 
 from rlctl.adapters.cameras.robot_frames import camera_features, connect_cameras, read_cameras
 from rlctl.adapters.robots.config import UnitreeG1Config
+from rlctl.adapters.robots.g1_locomotion import LOWER_BODY, REMOTE_AXES, BodyState
 from rlctl.adapters.robots.unitree_g1_joints import (
     FEATURE_NAMES,
     JOINT_NAMES,
@@ -48,7 +54,7 @@ from rlctl.application.ports.camera import Camera
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
 from rlctl.application.robot_features import STATE_KEY, action_feature, state_feature
 from rlctl.domain.action_guard import ActionGuard, ActionLimits
-from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported
+from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported, RlctlError
 from rlctl.domain.features import FeatureSpec
 
 log = structlog.get_logger(__name__)
@@ -83,11 +89,26 @@ class BadState(Exception):
 @attrs.frozen
 class LowState:
     """The part of one lowstate message rlctl uses: the 29 joints' positions and the robot's
-    mode, with when it came."""
+    mode, with when it came; for a locomotion controller also the joints' velocities and the
+    IMU's quaternion (w, x, y, z) and gyroscope (NaN where the message has none)."""
 
     q: np.ndarray = attrs.field(eq=False)
     mode_machine: int
     received_at: float
+    dq: np.ndarray = attrs.field(eq=False, factory=lambda: np.full(NUM_JOINTS, np.nan))
+    quaternion: np.ndarray = attrs.field(eq=False, factory=lambda: np.full(4, np.nan))
+    gyroscope: np.ndarray = attrs.field(eq=False, factory=lambda: np.full(3, np.nan))
+
+
+def _floats(values: Any, size: int) -> np.ndarray:
+    out = np.full(size, np.nan)
+    if isinstance(values, list) and len(values) >= size:
+        for i in range(size):
+            value = values[i]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                with contextlib.suppress(OverflowError):
+                    out[i] = float(value)
+    return out
 
 
 def parse_lowstate(payload: bytes, received_at: float) -> LowState:
@@ -121,7 +142,17 @@ def parse_lowstate(payload: bytes, received_at: float) -> LowState:
     mode = data.get("mode_machine", 0)
     if not isinstance(mode, int) or isinstance(mode, bool):
         raise BadState(f"mode_machine is {mode!r}, not an integer")
-    return LowState(q, mode, received_at)
+    dq = _floats([m.get("dq") if isinstance(m, dict) else None for m in motors], NUM_JOINTS)
+    imu = data.get("imu_state")
+    imu = imu if isinstance(imu, dict) else {}
+    return LowState(
+        q,
+        mode,
+        received_at,
+        dq=dq,
+        quaternion=_floats(imu.get("quaternion"), 4),
+        gyroscope=_floats(imu.get("gyroscope"), 3),
+    )
 
 
 def lowcmd_message(
@@ -283,6 +314,15 @@ class UnitreeG1Robot:
         self._refused_said = False
         # LeRobot's arm solver, for its gravity torques (loaded on connect).
         self._arm_ik: Any = None
+        # LeRobot's locomotion controller (loaded on connect) and the thread that runs it; the
+        # goals last sent (both threads change them, one command at a time).
+        self._controller: Any = None
+        self._goals: np.ndarray | None = None
+        self._inputs = dict.fromkeys(REMOTE_AXES, 0.0)
+        self._send_lock = threading.Lock()
+        self._loop: threading.Thread | None = None
+        self._loop_stop = threading.Event()
+        self._loop_error: BaseException | None = None
 
     @property
     def robot_type(self) -> str:
@@ -296,7 +336,10 @@ class UnitreeG1Robot:
 
     @property
     def action_features(self) -> dict[str, FeatureSpec]:
-        return {ACTION_KEY: action_feature(FEATURE_NAMES)}
+        if self.config.controller is None:
+            return {ACTION_KEY: action_feature(FEATURE_NAMES)}
+        # The controller drives the legs and the waist: the arms and the remote's axes are left.
+        return {ACTION_KEY: action_feature((*FEATURE_NAMES[ARM_START:], *REMOTE_AXES))}
 
     @property
     def realtime(self) -> bool:
@@ -321,6 +364,11 @@ class UnitreeG1Robot:
             from rlctl.adapters.kinematics.g1_arm_ik import load_g1_arm_ik
 
             self._arm_ik = load_g1_arm_ik(config.assets)
+        if config.controller is not None:
+            from rlctl.adapters.robots.g1_locomotion import make_controller
+
+            # A fresh one each time: its gait and observation history start over.
+            self._controller = make_controller(config.controller, config.controller_repo)
         bridge = Bridge(config.robot_ip, config.lowcmd_port, config.lowstate_port)
         bridge.open()
         try:
@@ -343,15 +391,26 @@ class UnitreeG1Robot:
         self._bridge = bridge
         self._mode_machine = state.mode_machine
         self._guard.forget()
+        # LeRobot's first command holds every joint where it is.
+        self._goals = np.asarray(state.q, dtype=np.float64).copy()
+        self._inputs = dict.fromkeys(REMOTE_AXES, 0.0)
+        if self._controller is not None:
+            self._loop_error = None
+            self._loop_stop.clear()
+            self._loop = threading.Thread(
+                target=self._run_controller, name="unitree-g1-locomotion", daemon=True
+            )
+            self._loop.start()
         connect_cameras(self.cameras, self._camera_sizes, release=self.disconnect)
 
     def calibration_targets(self) -> Sequence[CalibrationTarget]:
         return []  # the G1's joints come calibrated from Unitree
 
     def reset(self) -> None:
-        self._guard.begin_episode()
-        self._problem_said = False
-        self._held_said = False
+        with self._send_lock:
+            self._guard.begin_episode()
+            self._problem_said = False
+            self._held_said = False
 
     @property
     def episode_over(self) -> bool:
@@ -381,43 +440,142 @@ class UnitreeG1Robot:
         return state
 
     def get_observation(self) -> dict[str, Any]:
+        self._raise_controller_error()
         state = self._fresh_state()
         observation: dict[str, Any] = {STATE_KEY: state.q.astype(np.float32)}
         observation.update(read_cameras(self.cameras))
         return observation
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
+        width = len(self.action_features[ACTION_KEY].names or ())
         try:
             values = np.asarray(action, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
-            values = np.full(NUM_JOINTS, np.nan)
-        if values.shape != (NUM_JOINTS,):
+            values = np.full(width, np.nan)
+        if values.shape != (width,):
+            what = (
+                "one per joint, LeRobot's order"
+                if self._controller is None and self.config.controller is None
+                else "the 14 arm joints then the remote's 4 axes: the controller drives the legs"
+            )
             raise InvalidInput(
-                f"a G1 action has {NUM_JOINTS} values (one per joint, LeRobot's order), got "
-                f"{values.size}",
+                f"a G1 action has {width} values ({what}), got {values.size}",
                 where=f"{ROBOT_TYPE} action",
             )
+        self._raise_controller_error()
         state = self._fresh_state()
-        decision = self._guard(values, present=state.q)
-        if decision.held and not self._held_said:
-            self._held_said = True
-            log.warning(
-                "action refused: the joints hold their last safe goal",
-                robot=ROBOT_TYPE,
-                reason=decision.reason,
-                note="said once per episode",
+        if self.config.controller is None:
+            goal = self._command(state, everything=values)
+            return (state.q if goal is None else goal).astype(np.float32)
+        arms, axes = values[: NUM_JOINTS - ARM_START], values[NUM_JOINTS - ARM_START :]
+        # The remote's axes set the walking speed: a non-finite one is no command (0), and
+        # none goes past the stick's travel.
+        axes = np.clip(np.nan_to_num(axes, nan=0.0, posinf=0.0, neginf=0.0), -1.0, 1.0)
+        with self._send_lock:
+            self._inputs.update(zip(REMOTE_AXES, (float(a) for a in axes), strict=True))
+        goal = self._command(state, arms=arms)
+        sent = state.q if goal is None else goal
+        return np.concatenate([sent[ARM_START:], axes]).astype(np.float32)
+
+    def _command(
+        self,
+        state: LowState,
+        *,
+        everything: np.ndarray | None = None,
+        arms: np.ndarray | None = None,
+        legs: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """Guard and send the goals, changed where given; the goals sent, or None."""
+        with self._send_lock:
+            assert self._goals is not None and self._bridge is not None  # connected
+            goals = self._goals.copy() if everything is None else everything
+            if arms is not None:
+                goals[ARM_START:] = arms
+            if legs is not None:
+                goals[:LOWER_BODY] = legs
+            decision = self._guard(goals, present=state.q)
+            if decision.held and not self._held_said:
+                self._held_said = True
+                log.warning(
+                    "action refused: the joints hold their last safe goal",
+                    robot=ROBOT_TYPE,
+                    reason=decision.reason,
+                    note="said once per episode",
+                )
+            goal = decision.values
+            if goal is None:  # nothing safe to send (cannot happen with a finite state)
+                return None
+            goal = np.asarray(goal, dtype=np.float64)
+            self._goals = goal.copy()
+            kp, kd = self._kp, self._kd
+            controller = self._controller
+            if controller is not None and controller.kp is not None:
+                # LeRobot's controller sends its joints with its own gains (Holosoma's).
+                kp, kd = kp.copy(), kd.copy()
+                kp[:LOWER_BODY] = controller.kp[:LOWER_BODY]
+                kd[:LOWER_BODY] = controller.kd[:LOWER_BODY]
+            message = lowcmd_message(
+                goal, kp, kd, self._mode_machine, tau=self._gravity_torques(goal)
             )
-        goal = decision.values
-        if goal is None:  # nothing safe to send (cannot happen with a finite state)
-            return state.q.astype(np.float32)
-        message = lowcmd_message(
-            goal, self._kp, self._kd, self._mode_machine, tau=self._gravity_torques(goal)
-        )
-        assert self._bridge is not None
-        if not self._bridge.send(message) and not self._refused_said:
-            self._refused_said = True
-            log.warning("the bridge did not take a command", robot=ROBOT_TYPE)
-        return goal
+            if not self._bridge.send(message) and not self._refused_said:
+                self._refused_said = True
+                log.warning("the bridge did not take a command", robot=ROBOT_TYPE)
+            return goal
+
+    def _run_controller(self) -> None:
+        """LeRobot's controller loop: every `control_dt`, the legs' and waist's goals from the
+        remote's axes and the newest state, sent with the arms' last goals."""
+        controller = self._controller
+        bridge = self._bridge
+        assert controller is not None and bridge is not None
+        timeout_s = self.config.observation_timeout_s
+        last_good = time.monotonic()
+        try:
+            while not self._loop_stop.is_set():
+                started = time.monotonic()
+                state, problem = bridge.latest()
+                assert state is not None  # connect waited for one
+                body = BodyState(state.q, state.dq, state.quaternion, state.gyroscope)
+                usable = started - state.received_at <= timeout_s and all(
+                    np.isfinite(part).all() for part in (body.dq, body.quaternion, body.gyroscope)
+                )
+                if usable:
+                    last_good = started
+                    with self._send_lock:
+                        inputs = dict(self._inputs)
+                    self._command(state, legs=controller.step(inputs, body))
+                elif started - last_good > timeout_s:
+                    why = f" ({problem})" if problem else ""
+                    raise HardwareError(
+                        f"the {controller.name} had no usable state (joint positions, velocities "
+                        f"and the IMU, fresh) from the G1 bridge at "
+                        f"{bridge.address(self.config.lowstate_port)} for {timeout_s:g} s{why}; "
+                        "it stopped commanding the legs",
+                        where=self.where,
+                        hint=self._hint(),
+                    )
+                self._loop_stop.wait(max(0.0, controller.control_dt - (time.monotonic() - started)))
+        except BaseException as error:  # said by the next call of the main loop
+            self._loop_error = error
+            log.error("the locomotion controller stopped", robot=ROBOT_TYPE, error=str(error))
+
+    def _raise_controller_error(self) -> None:
+        error = self._loop_error
+        if error is None:
+            return
+        if isinstance(error, RlctlError):
+            raise error
+        raise HardwareError(
+            f"the {self.config.controller} stopped: {error}",
+            where=self.where,
+            hint="its policy failed on the robot's state; the legs are no longer commanded",
+        ) from error
+
+    def _stop_controller(self) -> None:
+        self._loop_stop.set()
+        if self._loop is not None:
+            self._loop.join(timeout=2.0)
+            self._loop = None
 
     def _gravity_torques(self, goal: np.ndarray) -> np.ndarray | None:
         """LeRobot's gravity compensation: the torques holding the arms still at their goals
@@ -437,6 +595,7 @@ class UnitreeG1Robot:
                     camera.disconnect()
                 except Exception as error:
                     log.warning("camera did not close", camera=camera.name, error=str(error))
+        self._stop_controller()
         bridge, self._bridge = self._bridge, None
         if bridge is None:
             return

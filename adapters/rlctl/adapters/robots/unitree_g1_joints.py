@@ -66,6 +66,8 @@ _GAINS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }
 
 LEROBOT_BRIDGE = "python -m lerobot.robots.unitree_g1.run_g1_server"
+# LeRobot's locomotion controllers (`--robot.controller`), by the class names it takes.
+CONTROLLERS = ("GrootLocomotionController", "HolosomaLocomotionController")
 
 
 def default_gains(which: str) -> list[float]:
@@ -105,13 +107,11 @@ def check_config(config: Any) -> None:
             hint="drive the real robot through its bridge: --robot.is_simulation=false "
             f"--robot.robot_ip=<the G1's address>, with `{LEROBOT_BRIDGE}` running on the robot",
         )
-    if config.controller is not None:
+    if config.controller is not None and config.controller not in CONTROLLERS:
         raise ConfigError(
-            f"controller={config.controller!r} asks for one of LeRobot's locomotion policies "
-            "(ONNX models from the Hub run beside the robot), which rlctl does not run",
+            f"controller={config.controller!r} is not one of LeRobot's locomotion controllers",
             where="robot.controller",
-            hint="leave it unset: rlctl commands all 29 joints itself (hang the robot or keep "
-            "it supported), or run the locomotion with LeRobot",
+            hint=f"one of {', '.join(CONTROLLERS)}, or unset (rlctl commands all 29 joints)",
         )
     check_host(
         config.robot_ip, where="robot.robot_ip", what="the robot",

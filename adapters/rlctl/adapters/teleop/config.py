@@ -730,12 +730,11 @@ class UnitreeG1TeleoperatorConfig(TeleoperatorConfig):
         if type_name_of(robot) == "unitree_g1" and getattr(robot, "controller", None) is None:
             raise ConfigError(
                 "the exoskeleton gives the G1's 14 arm joints and the remote's axes, which the "
-                "G1 takes only while a locomotion controller drives its legs (LeRobot's "
-                "--robot.controller); rlctl does not run those controllers yet, so its G1 takes "
-                "all 29 joints",
-                where="teleop.type",
-                hint="drive the G1 with a replayed episode or a policy, or use the exoskeleton "
-                "with LeRobot's controller; its calibration (`rlctl calibrate`) is LeRobot's",
+                "G1 takes only while a locomotion controller drives its legs; without one it "
+                "takes all 29 joints",
+                where="robot.controller",
+                hint="add --robot.controller=GrootLocomotionController (or "
+                "HolosomaLocomotionController), as with LeRobot",
             )
         return self
 
