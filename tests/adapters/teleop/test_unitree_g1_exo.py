@@ -471,3 +471,15 @@ def test_lerobot_reads_rlctls_calibration_and_back(arms, tmp_path):
     for raw, angles in zip(raws, theirs, strict=True):
         assert ours.angles(raw) == pytest.approx(angles, abs=1e-12)
     assert ExoCalibration.from_json(back.read_text()) == ours
+
+
+def test_the_in_memory_self_calibrating_teleoperator_asks_reuses_and_calibrates():
+    from rlctl.adapters.memory.teleoperator import ScriptedSelfCalibrating
+
+    fake = ScriptedSelfCalibrating(("left", "right"))
+    assert isinstance(fake, SelfCalibrating)
+    console = ScriptedConsole(["", "c"], enter_after_polls=3)
+    assert fake.calibrate_with(console, reuse="no") == ["memory:left", "memory:right"]
+    assert fake.calibrate_with(console, reuse="ask") == ["memory:right"]  # Enter, then 'c'
+    assert fake.saved == {"left": 1, "right": 2}
+    assert fake.calibrate_with(console, reuse="yes") == []
