@@ -225,6 +225,11 @@ def test_the_state_only_mode_has_the_cubes_position_and_no_cameras():
     ("fields", "where"),
     [
         ({"obs_type": "state"}, "env.obs_type"),
+        ({"reward_type": "shaped"}, "env.reward_type"),
+        (
+            {"task": "PandaArrangeBoxes-v0", "random_block_position": True},
+            "env.random_block_position",
+        ),
         (
             {
                 "obs_type": "environment_state_agent_pos",
@@ -318,3 +323,37 @@ class Idle:
 
     def should_intervene(self) -> bool:
         return False
+
+
+@pytest.mark.slow
+def test_the_dense_reward_and_the_random_cube_reach_gym_hil():
+    _needs_gym_hil()
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+
+    def three_resets(**fields):
+        env = make_env_config("hil", obs_type="environment_state_agent_pos", **SMALL, **fields)
+        robot = SimRobot(SimRobotConfig(env=env))
+        robot.connect()
+        cubes, rewards = [], []
+        try:
+            for _ in range(3):
+                robot.reset()
+                cubes.append(robot.get_observation()["observation.environment_state"].copy())
+                robot.send_action(np.array([0.0, 0.0, 0.0, 1.0], np.float32))
+                assert robot.last_step is not None
+                rewards.append(float(robot.last_step.reward[0]))
+        finally:
+            robot.disconnect()
+        return np.stack(cubes), rewards
+
+    cubes, rewards = three_resets()
+    # gym-hil's defaults: the cube at (0.5, 0) on every reset, and 0 until it is lifted.
+    np.testing.assert_allclose(cubes[:, :2], [[0.5, 0.0]] * 3, atol=1e-3)
+    assert rewards == [0.0, 0.0, 0.0]
+    cubes, rewards = three_resets(reward_type="dense", random_block_position=True)
+    # Dense: the hand's closeness to the cube counts already (0.3 exp(-20 d), nothing lifted).
+    assert all(0.0 < r < 0.3 for r in rewards), rewards
+    # Random: a new place in gym-hil's sampling square on each reset.
+    assert len({tuple(np.round(c[:2], 3)) for c in cubes}) == 3, cubes
+    assert ((cubes[:, :2] >= [0.3, -0.15]) & (cubes[:, :2] <= [0.5, 0.15])).all(), cubes

@@ -51,6 +51,10 @@ STATE_DIM = 18
 # gym-hil's state-only observation adds the cube's (or the first box's) position.
 ENVIRONMENT_STATE_DIM = 3
 OBS_TYPES = ("pixels_agent_pos", "environment_state_agent_pos")
+# gym-hil's reward types: "sparse" (1 once the cube is lifted 10 cm, or every box is on its
+# target) or "dense" (the gripper's closeness to the cube and the lift, or the boxes' closeness
+# to their targets, every step).
+REWARD_TYPES = ("sparse", "dense")
 ACTION_NAMES = ("delta_x", "delta_y", "delta_z", "gripper")
 
 
@@ -157,8 +161,12 @@ class HilEnv(EnvConfig):
     observation_width: int = _rlctl_only(128)
     # rlctl's: the seconds gym-hil waits on each reset for a person to look (its own default is 1).
     reset_delay_seconds: float = _rlctl_only(0.0)
-    # rlctl's: put the cube at a random place on each reset (gym-hil's `random_block_position`).
+    # gym-hil's: put the cube at a random place on each reset (PandaPickCube's
+    # `random_block_position`; PandaArrangeBoxes shuffles its boxes on every reset anyway).
     random_block_position: bool = _rlctl_only(False)
+    # gym-hil's `reward_type`: "sparse" (its default: 1 on success, else 0) or "dense" (a
+    # shaped reward every step; success is then gym-hil's own check, the cube lifted in hand).
+    reward_type: str = _rlctl_only("sparse")
     # rlctl's: "auto" takes the input device from the task name; "scripted" replays
     # `scripted_keys` instead of a keyboard (tests, demos without a desktop); "none" never
     # lets a person take over.
@@ -207,6 +215,19 @@ class HilEnv(EnvConfig):
                 "image_preprocessing crops and resizes the cameras, and a state-only env has none",
                 where="env.processor.image_preprocessing",
                 hint="leave it out, or use --env.obs_type=pixels_agent_pos",
+            )
+        if self.reward_type not in REWARD_TYPES:
+            raise ConfigError(
+                f"unknown reward_type {self.reward_type!r}",
+                where="env.reward_type",
+                hint=f"one of {', '.join(REWARD_TYPES)} (gym-hil's)",
+            )
+        scene, _ = self.scene_and_input()
+        if self.random_block_position and scene != "PandaPickCube":
+            raise ConfigError(
+                f"{scene} takes no random_block_position: it shuffles its boxes on every reset",
+                where="env.random_block_position",
+                hint="leave it out, or use PandaPickCube-v0",
             )
         if self.fps <= 0:
             raise ConfigError(f"fps must be positive, got {self.fps}", where="env.fps")
@@ -311,6 +332,7 @@ class HilEnv(EnvConfig):
                 max_steps=self.max_steps(),
                 reset_delay_s=self.reset_delay_seconds,
                 random_block_position=self.random_block_position,
+                reward_type=self.reward_type,
                 scripted_keys=self.scripted_keys,
                 install_hint=self.install_hint(),
             ),
@@ -331,6 +353,7 @@ class HilEnvSpec:
     max_steps: int
     reset_delay_s: float
     random_block_position: bool
+    reward_type: str
     scripted_keys: tuple[str, ...]
     install_hint: str
 

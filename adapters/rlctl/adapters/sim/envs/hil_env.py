@@ -108,6 +108,7 @@ def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
         "image_obs": spec.image_obs,
         "render_mode": "rgb_array",
         "render_spec": GymRenderingSpec(height=spec.height, width=spec.width),
+        "reward_type": spec.reward_type,
     }
     if spec.scene == "PandaPickCube":
         options["random_block_position"] = spec.random_block_position
