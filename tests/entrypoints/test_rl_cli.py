@@ -344,3 +344,61 @@ def test_a_learner_cuts_off_a_stalled_call_after_its_message_timeout(tmp_path: P
         never.set()
         channel.close()
         stop(learner)
+
+
+HIL_STATE_ONLY = [
+    "--robot.type=sim",
+    "--robot.env.type=hil",
+    "--robot.env.obs_type=environment_state_agent_pos",
+    "--robot.env.episode_length=10",
+    "--robot.env.reward_type=dense",
+    "--robot.env.random_block_position=true",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_state_only_gym_hil_run_is_normalised_with_the_arms_ranges_and_gym_hils_options(
+    tmp_path: Path,
+) -> None:
+    """No --policy.dataset_stats: the learner normalises the arm's state and the cube's position
+    with the ranges the env knows (its model's), and gym-hil's dense reward and random cube
+    reach the env (the replay's rewards are shaped, its cube moves between episodes)."""
+    pytest.importorskip("gym_hil")
+    out = tmp_path / "run"
+    actor_log, learner_log = tmp_path / "actor.log", tmp_path / "learner.log"
+    actor, learner, _ = actor_then_learner(
+        tmp_path,
+        [*HIL_STATE_ONLY, "--steps=30"],
+        [f"--output_dir={out}", "--steps=5", "--policy.online_step_before_learning=30", *TINY],
+    )
+    finish(actor, actor_log, RUN_S)
+    learned = finish(learner, learner_log, RUN_S)
+    assert "learned: 5 steps, 30 online transitions" in learned
+    assert "no statistics fit this feature" not in learned
+
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+    from rlctl.adapters.sim.registry import make_env_config
+
+    env = make_env_config("hil", obs_type="environment_state_agent_pos")
+    ranges = SimRobot(SimRobotConfig(env=env)).observation_bounds
+    last = out / "checkpoints" / "last"
+    (normalizer,) = (last / "pretrained_model").glob(
+        "policy_preprocessor_step_*normalizer*.safetensors"
+    )
+    stats = load_file(str(normalizer))
+    for key in ("observation.state", "observation.environment_state"):
+        low, high = ranges[key]
+        np.testing.assert_allclose(stats[f"{key}.min"], low, rtol=1e-6)
+        np.testing.assert_allclose(stats[f"{key}.max"], high, rtol=1e-6)
+    assert stats["observation.state.max"][14] == 255.0  # the gripper's command, 0-255
+
+    replay = load_file(str(last / "replay" / "transitions.safetensors"))
+    rewards = replay["reward"].reshape(-1)
+    # Dense: the hand's closeness to the cube, every step (sparse would be all zeros here).
+    assert ((rewards > 0.0) & (rewards < 1.0)).all(), rewards
+    cubes = {k: v for k, v in replay.items() if "environment_state" in k and "next" not in k}
+    (cube,) = cubes.values()
+    starts = np.round(cube.reshape(30, 3)[::10, :2], 3)
+    assert len({tuple(xy) for xy in starts}) == 3, starts

@@ -189,3 +189,31 @@ def test_decoding_checks_the_batch_before_the_replay_sees_it() -> None:
                 transitions=wire.encode_tensors({"reward": np.zeros(1)})
             ).SerializeToString()
         )
+
+
+def test_a_hello_carries_the_robots_observation_ranges() -> None:
+    low, high = np.array([-2.9, 0.0]), np.array([2.9, 255.0])
+    hello = ActorHello(FEATURES, None, None, {"observation.state": (low, high)})
+    back = rl_wire.decode_hello(rl_wire.encode_hello(hello))
+    (key,) = back.observation_bounds
+    np.testing.assert_array_equal(back.observation_bounds[key][0], low)
+    np.testing.assert_array_equal(back.observation_bounds[key][1], high)
+    assert rl_wire.decode_hello(rl_wire.encode_hello(ActorHello(FEATURES))).observation_bounds == {}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "reason"),
+    [
+        ({"observation.state": ([0.0, -np.inf], [1.0, 1.0])}, "finite"),
+        ({"observation.state": ([0.0, 2.0], [1.0, 1.0])}, "low <= high"),
+        ({"observation.state": ([0.0], [1.0])}, "shape"),
+        ({"observation.elsewhere": ([0.0, 0.0], [1.0, 1.0])}, "feature the actor observes"),
+    ],
+)
+def test_observation_ranges_that_are_not_a_range_of_a_feature_are_refused(
+    bounds: dict[str, tuple[list[float], list[float]]], reason: str
+) -> None:
+    pairs = {k: (np.asarray(lo), np.asarray(hi)) for k, (lo, hi) in bounds.items()}
+    body = rl_wire.encode_hello(ActorHello(FEATURES, None, None, pairs))
+    with pytest.raises(InvalidInput, match=reason):
+        rl_wire.decode_hello(body)

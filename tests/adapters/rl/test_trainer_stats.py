@@ -107,3 +107,39 @@ def test_actions_the_statistics_map_onto_themselves_reach_the_critics_untouched(
     actions = [[0.3, -0.7, 0.1, 2.0], [1.0, -1.0, 0.123456789, 0.0]]
     prepared = trainer(num_discrete_actions=3)._prepared(executed(*actions))
     np.testing.assert_array_equal(prepared["action"].numpy(), np.asarray(actions, np.float32))
+
+
+ARM_LOW, ARM_HIGH = np.array([-2.9, -0.5]), np.array([2.9, 255.0])
+
+
+def state_stats(dataset_stats: Any = None) -> dict[str, np.ndarray]:
+    hello = ActorHello(
+        HELLO.features,
+        HELLO.action_low,
+        HELLO.action_high,
+        {"observation.state": (ARM_LOW, ARM_HIGH)},
+    )
+    config = GaussianActorConfig(
+        latent_dim=8,
+        state_encoder_hidden_dim=8,
+        actor_network_kwargs={"hidden_dims": [8]},
+        num_discrete_actions=3,
+        **({"dataset_stats": dataset_stats} if dataset_stats is not None else {}),
+    )
+    factory = TorchSACTrainerFactory(TrainerSettings(policy=config, algorithm=SMALL, device="cpu"))
+    return dict(factory.create(hello).description.stats["observation.state"])
+
+
+def test_the_robots_observation_ranges_normalise_the_state_in_place_of_the_placeholder() -> None:
+    # The config's default holds LeRobot's placeholder for a 2-value state, min 0 / max 1: the
+    # robot's ranges win over it, as its action bounds win over the action's.
+    stats = state_stats()
+    np.testing.assert_array_equal(stats["min"], ARM_LOW.astype(np.float32))
+    np.testing.assert_array_equal(stats["max"], ARM_HIGH.astype(np.float32))
+
+
+def test_state_stats_a_user_gives_win_over_the_robots_ranges() -> None:
+    given = {"observation.state": {"min": [-1.0, -2.0], "max": [1.0, 2.0]}}
+    stats = state_stats(given)
+    np.testing.assert_allclose(stats["min"], [-1.0, -2.0])
+    np.testing.assert_allclose(stats["max"], [1.0, 2.0])

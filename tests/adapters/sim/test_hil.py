@@ -357,3 +357,56 @@ def test_the_dense_reward_and_the_random_cube_reach_gym_hil():
     # Random: a new place in gym-hil's sampling square on each reset.
     assert len({tuple(np.round(c[:2], 3)) for c in cubes}) == 3, cubes
     assert ((cubes[:, :2] >= [0.3, -0.15]) & (cubes[:, :2] <= [0.5, 0.15])).all(), cubes
+
+
+def test_bounded_observations_are_the_finite_float_boxes_of_a_space():
+    gym = pytest.importorskip("gymnasium")
+    from rlctl.adapters.sim.simulation import bounded_observations
+
+    box = gym.spaces.Box
+    space = gym.spaces.Dict(
+        {
+            "agent_pos": box(np.array([-1.0, 0.0]), np.array([1.0, 2.0]), (2,), np.float32),
+            "environment_state": box(-np.inf, np.inf, (3,), np.float32),
+            "pixels": gym.spaces.Dict({"front": box(0, 255, (4, 4, 3), np.uint8)}),
+        }
+    )
+    (key,) = bounded_observations(space)
+    assert key == "agent_pos"
+    # A lone box (Pendulum's) is the observation `as_observation` names `state`.
+    pendulum = bounded_observations(box(np.array([-1.0, -8.0]), np.array([1.0, 8.0])))
+    np.testing.assert_array_equal(pendulum["state"][1], [1.0, 8.0])
+
+
+@pytest.mark.slow
+def test_gym_hils_arm_tells_its_ranges_from_its_model():
+    _needs_gym_hil()
+    from rlctl.adapters.robots.config import SimRobotConfig
+    from rlctl.adapters.robots.sim_robot import SimRobot
+
+    env = make_env_config("hil", obs_type="environment_state_agent_pos", **SMALL)
+    robot = SimRobot(SimRobotConfig(env=env))
+    bounds = robot.observation_bounds
+    low, high = bounds["observation.state"]
+    # The 7 joints' ranges of MuJoCo's Panda, their rated speeds, the gripper's command range
+    # (0-255), the fingertip within the controller's workspace.
+    np.testing.assert_allclose(
+        low[:7], [-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973]
+    )
+    np.testing.assert_allclose(high[3], -0.0698, atol=1e-6)
+    np.testing.assert_allclose(high[7:14], [2.175] * 4 + [2.61] * 3, rtol=1e-6)
+    assert (low[14], high[14]) == (0.0, 255.0)
+    np.testing.assert_allclose(low[15:], [0.2, -0.3, 0.0], atol=1e-6)
+    np.testing.assert_allclose(high[15:], [0.6, 0.3, 0.5], atol=1e-6)
+    np.testing.assert_allclose(
+        bounds["observation.environment_state"][0], [0.2, -0.3, 0.0], atol=1e-6
+    )
+    robot.connect()
+    try:
+        robot.reset()
+        for _ in range(5):
+            robot.send_action(np.array([1.0, -1.0, -1.0, 2.0], np.float32))
+            state = robot.get_observation()["observation.state"]
+            assert ((state >= low - 1e-4) & (state <= high + 1e-4)).all(), state
+    finally:
+        robot.disconnect()

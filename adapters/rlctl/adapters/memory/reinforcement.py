@@ -127,6 +127,9 @@ class LineInteraction:
     def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
         return np.array([-1.0]), np.array([1.0])
 
+    def observation_bounds(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
+        return {}  # the point may go anywhere on its line
+
     def reset(self) -> Mapping[str, Any]:
         self.position, self.t = self.start, 0
         return {"observation.state": np.array([self.position], dtype=np.float32)}

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rlctl.adapters.remote import policy_service_pb2 as rlctl_dot_adapters_dot_remote_dot_policy__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&rlctl/adapters/remote/rl_service.proto\x12\x0brlctl.rl.v1\x1a*rlctl/adapters/remote/policy_service.proto\"P\n\nActorHello\x12+\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32\x19.rlctl.policy.v1.Features\x12\x15\n\raction_bounds\x18\x02 \x01(\x0c\"T\n\x12LearnerDescription\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\x12\r\n\x05stats\x18\x02 \x01(\x0c\x12\x1a\n\x12parameters_version\x18\x03 \x01(\x03\";\n\x0fTransitionBatch\x12\x13\n\x0btransitions\x18\x01 \x01(\x0c\x12\x13\n\x0breport_json\x18\x02 \x01(\t\"9\n\tPushReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x03\x12\x1a\n\x12parameters_version\x18\x02 \x01(\x03\")\n\x11ParametersRequest\x12\x14\n\x0chave_version\x18\x01 \x01(\x03\".\n\nParameters\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0f\n\x07weights\x18\x02 \x01(\x0c\x32\xf1\x01\n\x0eLearnerService\x12\x46\n\x08\x44\x65scribe\x12\x17.rlctl.rl.v1.ActorHello\x1a\x1f.rlctl.rl.v1.LearnerDescription(\x01\x12I\n\x0fPushTransitions\x12\x1c.rlctl.rl.v1.TransitionBatch\x1a\x16.rlctl.rl.v1.PushReply(\x01\x12L\n\x0f\x46\x65tchParameters\x12\x1e.rlctl.rl.v1.ParametersRequest\x1a\x17.rlctl.rl.v1.Parameters(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&rlctl/adapters/remote/rl_service.proto\x12\x0brlctl.rl.v1\x1a*rlctl/adapters/remote/policy_service.proto\"l\n\nActorHello\x12+\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32\x19.rlctl.policy.v1.Features\x12\x15\n\raction_bounds\x18\x02 \x01(\x0c\x12\x1a\n\x12observation_bounds\x18\x03 \x01(\x0c\"T\n\x12LearnerDescription\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\x12\r\n\x05stats\x18\x02 \x01(\x0c\x12\x1a\n\x12parameters_version\x18\x03 \x01(\x03\";\n\x0fTransitionBatch\x12\x13\n\x0btransitions\x18\x01 \x01(\x0c\x12\x13\n\x0breport_json\x18\x02 \x01(\t\"9\n\tPushReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x03\x12\x1a\n\x12parameters_version\x18\x02 \x01(\x03\")\n\x11ParametersRequest\x12\x14\n\x0chave_version\x18\x01 \x01(\x03\".\n\nParameters\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0f\n\x07weights\x18\x02 \x01(\x0c\x32\xf1\x01\n\x0eLearnerService\x12\x46\n\x08\x44\x65scribe\x12\x17.rlctl.rl.v1.ActorHello\x1a\x1f.rlctl.rl.v1.LearnerDescription(\x01\x12I\n\x0fPushTransitions\x12\x1c.rlctl.rl.v1.TransitionBatch\x1a\x16.rlctl.rl.v1.PushReply(\x01\x12L\n\x0f\x46\x65tchParameters\x12\x1e.rlctl.rl.v1.ParametersRequest\x1a\x17.rlctl.rl.v1.Parameters(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rlctl.adapters.remote.rl_se
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ACTORHELLO']._serialized_start=99
-  _globals['_ACTORHELLO']._serialized_end=179
-  _globals['_LEARNERDESCRIPTION']._serialized_start=181
-  _globals['_LEARNERDESCRIPTION']._serialized_end=265
-  _globals['_TRANSITIONBATCH']._serialized_start=267
-  _globals['_TRANSITIONBATCH']._serialized_end=326
-  _globals['_PUSHREPLY']._serialized_start=328
-  _globals['_PUSHREPLY']._serialized_end=385
-  _globals['_PARAMETERSREQUEST']._serialized_start=387
-  _globals['_PARAMETERSREQUEST']._serialized_end=428
-  _globals['_PARAMETERS']._serialized_start=430
-  _globals['_PARAMETERS']._serialized_end=476
-  _globals['_LEARNERSERVICE']._serialized_start=479
-  _globals['_LEARNERSERVICE']._serialized_end=720
+  _globals['_ACTORHELLO']._serialized_end=207
+  _globals['_LEARNERDESCRIPTION']._serialized_start=209
+  _globals['_LEARNERDESCRIPTION']._serialized_end=293
+  _globals['_TRANSITIONBATCH']._serialized_start=295
+  _globals['_TRANSITIONBATCH']._serialized_end=354
+  _globals['_PUSHREPLY']._serialized_start=356
+  _globals['_PUSHREPLY']._serialized_end=413
+  _globals['_PARAMETERSREQUEST']._serialized_start=415
+  _globals['_PARAMETERSREQUEST']._serialized_end=456
+  _globals['_PARAMETERS']._serialized_start=458
+  _globals['_PARAMETERS']._serialized_end=504
+  _globals['_LEARNERSERVICE']._serialized_start=507
+  _globals['_LEARNERSERVICE']._serialized_end=748
 # @@protoc_insertion_point(module_scope)

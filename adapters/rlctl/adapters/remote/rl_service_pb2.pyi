@@ -7,12 +7,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ActorHello(_message.Message):
-    __slots__ = ("features", "action_bounds")
+    __slots__ = ("features", "action_bounds", "observation_bounds")
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     ACTION_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     features: _policy_service_pb2.Features
     action_bounds: bytes
-    def __init__(self, features: _Optional[_Union[_policy_service_pb2.Features, _Mapping]] = ..., action_bounds: _Optional[bytes] = ...) -> None: ...
+    observation_bounds: bytes
+    def __init__(self, features: _Optional[_Union[_policy_service_pb2.Features, _Mapping]] = ..., action_bounds: _Optional[bytes] = ..., observation_bounds: _Optional[bytes] = ...) -> None: ...
 
 class LearnerDescription(_message.Message):
     __slots__ = ("config_json", "stats", "parameters_version")

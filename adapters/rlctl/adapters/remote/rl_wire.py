@@ -24,6 +24,7 @@ from rlctl.adapters.remote import wire
 from rlctl.application.ports.reinforcement import ActorHello, LearnerDescription
 from rlctl.domain.config import structure
 from rlctl.domain.errors import InvalidInput
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
 from rlctl.domain.rl.replay import COLUMNS, DISCRETE_PENALTY, IS_INTERVENTION, TransitionBatch
 
@@ -181,7 +182,20 @@ def encode_hello(hello: ActorHello) -> bytes:
                 "high": np.asarray(hello.action_high, dtype=np.float64),
             }
         )
-    message = pb.ActorHello(features=wire.encode_features(hello.features), action_bounds=bounds)
+    observed = b""
+    if hello.observation_bounds:
+        observed = wire.encode_tensors(
+            {
+                f"{key}.{end}": np.asarray(value, dtype=np.float64)
+                for key, pair in hello.observation_bounds.items()
+                for end, value in zip(("low", "high"), pair, strict=True)
+            }
+        )
+    message = pb.ActorHello(
+        features=wire.encode_features(hello.features),
+        action_bounds=bounds,
+        observation_bounds=observed,
+    )
     return message.SerializeToString()
 
 
@@ -198,7 +212,50 @@ def decode_hello(body: bytes) -> ActorHello:
             raise InvalidInput(
                 "action bounds must be two vectors of numbers", where="action_bounds"
             )
-    return ActorHello(features, low, high)
+    observed = (
+        _observation_bounds(message.observation_bounds, features)
+        if message.observation_bounds
+        else {}
+    )
+    return ActorHello(features, low, high, observed)
+
+
+def _observation_bounds(
+    buffer: bytes, features: Mapping[str, FeatureSpec]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`<feature>.low` / `<feature>.high` pairs, each of a feature the hello names, finite,
+    of its shape, low <= high."""
+    arrays = wire.decode_tensors(buffer, "observation_bounds")
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name in arrays:
+        key, _, end = name.rpartition(".")
+        if end not in ("low", "high") or not key:
+            raise InvalidInput(
+                f"{name}: observation bounds are named <feature>.low and <feature>.high",
+                where="observation_bounds",
+            )
+        if key in out:
+            continue
+        low, high = arrays.get(f"{key}.low"), arrays.get(f"{key}.high")
+        feature = features.get(key)
+        if low is None or high is None or feature is None:
+            raise InvalidInput(
+                f"{key}: observation bounds need both ends, for a feature the actor observes",
+                where="observation_bounds",
+            )
+        if (
+            low.shape != tuple(feature.shape)
+            or high.shape != low.shape
+            or not (np.isfinite(low).all() and np.isfinite(high).all())
+            or (low > high).any()
+        ):
+            raise InvalidInput(
+                f"{key}: observation bounds must be finite, low <= high, of the feature's shape "
+                f"{tuple(feature.shape)}",
+                where="observation_bounds",
+            )
+        out[key] = (low, high)
+    return out
 
 
 def encode_description(description: LearnerDescription) -> bytes:

@@ -89,6 +89,18 @@ class RobotInteraction:
             return None
         return np.asarray(limits.low, dtype=np.float64), np.asarray(limits.high, dtype=np.float64)
 
+    def observation_bounds(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
+        """What the robot knows of its observations' ranges (a simulated robot: its env's
+        observation space), for the features the actor observes."""
+        known = getattr(self._robot, "observation_bounds", None) or {}
+        features = self.features
+        out = {}
+        for key, (low, high) in known.items():
+            feature = features.get(key)
+            if feature is not None and np.shape(low) == tuple(feature.shape):
+                out[key] = (np.asarray(low, np.float64), np.asarray(high, np.float64))
+        return out
+
     def reset(self) -> Mapping[str, Any]:
         self._robot.reset()
         self._last_sent = None

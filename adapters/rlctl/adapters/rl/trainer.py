@@ -286,29 +286,38 @@ def _stats(
     hello: ActorHello | None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """The demonstrations' statistics where they fit the features, else the config's
-    `dataset_stats`, else (for the action) the robot's bounds; what fits none is left
-    unnormalised.
+    `dataset_stats`, else the robot's bounds (its action bounds; the ranges it knows of its
+    observations, as a simulated arm's joint ranges); what fits none is left unnormalised.
 
-    The config's own default action statistics (LeRobot's placeholder, min 0 and max 1 on
-    three dimensions, which a `--policy.dataset_stats` override merges into rather than
-    replaces) never stand in for a robot's bounds: the actor's tanh output is unnormalised with
-    them, and [0, 1] where the robot takes [-1, 1] leaves the policy unable to move one way."""
+    The config's own default statistics (LeRobot's placeholders, min 0 and max 1, which a
+    `--policy.dataset_stats` override merges into rather than replaces) never stand in for a
+    robot's bounds: the actor's tanh output is unnormalised with them, and [0, 1] where the
+    robot takes [-1, 1] leaves the policy unable to move one way; a state in [0, 1] is no
+    joint's range."""
     features = {**config.input_features, **config.output_features}
     bounds = _robot_bounds(config, hello)
+    observed = _observation_bounds(hello)
     configured = dict(config.dataset_stats or {})
-    if bounds is not None and _is_placeholder(configured.get(ACTION)):
-        del configured[ACTION]
-        log.info("the robot's action bounds replace the config's placeholder action statistics")
+    for key in list(configured):
+        known = bounds is not None if key == ACTION else key in observed
+        if known and _is_placeholder(configured[key], key):
+            del configured[key]
+            log.info("the robot's bounds replace the config's placeholder statistics", feature=key)
+    robot: dict[str, Mapping[str, Any]] = {
+        key: {"min": low, "max": high} for key, (low, high) in observed.items()
+    }
+    if bounds is not None:
+        robot[ACTION] = {"min": bounds[0], "max": bounds[1]}
     out: dict[str, dict[str, np.ndarray]] = {}
-    sources = [("dataset", dataset_stats or {}), ("config", configured)]
+    sources = [("dataset", dataset_stats or {}), ("config", configured), ("robot", robot)]
     for key, feature in features.items():
-        for _, source in sources:
+        for name, source in sources:
             found = source.get(key)
             if found is not None and _fits(found, feature):
                 out[key] = {n: np.asarray(v, dtype=np.float32) for n, v in found.items()}
+                if name == "robot" and key != ACTION:
+                    log.info("normalised with the robot's range", feature=key)
                 break
-    if ACTION not in out and bounds is not None:
-        out[ACTION] = {"min": bounds[0], "max": bounds[1]}
     for key in features:
         if key not in out:
             log.warning("no statistics fit this feature: it is not normalised", feature=key)
@@ -331,11 +340,21 @@ def _robot_bounds(
     return low, high
 
 
-def _is_placeholder(stats: Mapping[str, Any] | None) -> bool:
-    """Whether `stats` are the config's default action statistics (LeRobot's placeholder)."""
-    if stats is None:
+def _observation_bounds(hello: ActorHello | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The ranges the robot knows of its observations, where finite."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for key, (low, high) in (hello.observation_bounds if hello is not None else {}).items():
+        low32, high32 = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        if np.isfinite(low32).all() and np.isfinite(high32).all():
+            out[key] = (low32, high32)
+    return out
+
+
+def _is_placeholder(stats: Mapping[str, Any] | None, key: str = ACTION) -> bool:
+    """Whether `stats` are the config's default statistics of `key` (LeRobot's placeholder)."""
+    if stats is None or key not in PLACEHOLDER_STATS:
         return False
-    default = PLACEHOLDER_STATS[ACTION]
+    default = PLACEHOLDER_STATS[key]
     if set(stats) != set(default):
         return False
     return all(

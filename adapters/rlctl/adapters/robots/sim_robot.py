@@ -71,6 +71,17 @@ class SimRobot:
         return out
 
     @property
+    def observation_bounds(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """(low, high) of the observations the env's observation space bounds (gym-hil's arm:
+        its joint ranges), under the keys `get_observation` gives them."""
+        spec = self.spec
+        return {
+            policy_key(raw, spec.feature_map): (np.asarray(low), np.asarray(high))
+            for raw, (low, high) in spec.observation_bounds.items()
+            if raw != ACTION_KEY
+        }
+
+    @property
     def action_features(self) -> dict[str, FeatureSpec]:
         action = self.spec.features[ACTION_KEY]
         return {ACTION_KEY: FeatureSpec(ACTION_KEY, "float32", action.shape, names=action.names)}

@@ -172,6 +172,7 @@ class GymSimulation:
             ),
             max_parallel_tasks=self.config.max_parallel_tasks,
             renders_on_gpu=self.config.renders_on_gpu(),
+            observation_bounds=bounded_observations(shape.observation_space),
         )
 
     def probe(self) -> SimProbe:
@@ -289,3 +290,23 @@ def policy_env_processors(policy: PolicyConfig, env_type: str) -> tuple[Any, Any
     except ConfigError:
         return None
     return implementation.env_processors(policy, env_type)
+
+
+def bounded_observations(space: Any, prefix: str = "") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(low, high) of each float box of an observation space whose bounds are all finite, by
+    raw key (a nested dict's keys joined with "/", as `pixels/front`; a lone box is `state`, as
+    `as_observation` names it); images (integer boxes) and unbounded boxes are left out."""
+    spaces = getattr(space, "spaces", None)
+    if isinstance(spaces, Mapping):
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for key, sub in spaces.items():
+            out.update(bounded_observations(sub, f"{prefix}{key}/"))
+        return out
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    dtype = np.dtype(getattr(space, "dtype", None) or np.float64)
+    if low is None or high is None or dtype.kind != "f":
+        return {}
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()) or (low > high).any():
+        return {}
+    return {prefix.removesuffix("/") or PLAIN_OBSERVATION_KEY: (low, high)}

@@ -39,11 +39,15 @@ class LearnerBusy(LearnerUnavailable):
 
 @attrs.frozen
 class ActorHello:
-    """What an actor tells the learner first: its features and its robot's action bounds."""
+    """What an actor tells the learner first: its features, its robot's action bounds, and the
+    ranges of the observations the robot knows them for (feature -> (low, high))."""
 
     features: Mapping[str, FeatureSpec]
     action_low: np.ndarray | None = attrs.field(default=None, eq=False)
     action_high: np.ndarray | None = attrs.field(default=None, eq=False)
+    observation_bounds: Mapping[str, tuple[np.ndarray, np.ndarray]] = attrs.field(
+        factory=dict, eq=False
+    )
 
 
 @attrs.frozen
@@ -173,6 +177,11 @@ class Interaction(Protocol):
     def features(self) -> Mapping[str, FeatureSpec]: ...
 
     def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+    def observation_bounds(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
+        """(low, high) of the observations whose range the robot knows (a simulated arm's joint
+        ranges), by feature; the others are left out."""
+        ...
 
     def reset(self) -> Mapping[str, Any]: ...
 

@@ -78,6 +78,11 @@ class SimSpec:
     # Its envs render through a GL context on a GPU (EGL on an NVIDIA device): each live env
     # holds one, so by default the next task's envs are not started ahead.
     renders_on_gpu: bool = False
+    # (low, high) of the raw observations whose range the env's observation space bounds
+    # (finite float boxes: a simulated arm's joint ranges), by raw key.
+    observation_bounds: Mapping[str, tuple[np.ndarray, np.ndarray]] = attrs.field(
+        factory=dict, eq=False
+    )
 
     @property
     def action_dim(self) -> int:

@@ -106,6 +106,7 @@ class ActWithPolicy:
             self._world.features,
             None if bounds is None else bounds[0],
             None if bounds is None else bounds[1],
+            self._world.observation_bounds(),
         )
         description = self._reliably(lambda: self._link.describe(hello), settings)
         policy = self._policies.create(description)

@@ -112,7 +112,7 @@ def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
     }
     if spec.scene == "PandaPickCube":
         options["random_block_position"] = spec.random_block_position
-    env: gym.Env = scene_class[spec.scene](**options)  # type: ignore[type-arg]
+    env: gym.Env = ArmObservationBounds(scene_class[spec.scene](**options))  # type: ignore[type-arg]
     if spec.use_gripper:
         env = GripperPenaltyWrapper(env, penalty=spec.gripper_penalty)
     # gym-hil always keeps the gripper command in the action, `use_gripper` or not.
@@ -126,6 +126,48 @@ def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
     if spec.reset_delay_s > 0:
         env = ResetDelayWrapper(env, delay_seconds=spec.reset_delay_s)
     return gym.wrappers.TimeLimit(FrontCameraRender(env), max_episode_steps=spec.max_steps)
+
+
+# The Franka Emika Panda's rated joint speeds (rad/s, Franka's datasheet): MuJoCo's model of the
+# arm carries no velocity limits.
+PANDA_MAX_JOINT_SPEED = (2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61)
+
+
+class ArmObservationBounds(gym.ObservationWrapper):  # type: ignore[type-arg]
+    """gym-hil's observation space with the ranges its scene knows in place of its unbounded
+    boxes: `agent_pos` (the 7 joint positions within the model's joint ranges, their 7 speeds
+    within the Panda's rated ones, the gripper's command within its actuator's range, the
+    fingertip's position within the workspace the controller keeps it in) and
+    `environment_state` (the cube's position, in that workspace). What a learner normalises the
+    state with when it is given no statistics, as LeRobot's processors normalise with an env's
+    bounds. Observations are passed through untouched."""
+
+    def __init__(self, env: gym.Env) -> None:  # type: ignore[type-arg]
+        super().__init__(env)
+        scene: Any = env.unwrapped  # gym-hil's FrankaGymEnv: its model and its controller's setup
+        model = scene._model
+        joints = model.dof_jntid[scene._panda_dof_ids]
+        workspace = np.asarray(scene._cartesian_bounds, dtype=np.float64)
+        gripper = model.actuator_ctrlrange[scene._gripper_ctrl_id]
+        speed = np.asarray(PANDA_MAX_JOINT_SPEED)
+        low = np.concatenate([model.jnt_range[joints, 0], -speed, gripper[:1], workspace[0]])
+        high = np.concatenate([model.jnt_range[joints, 1], speed, gripper[1:], workspace[1]])
+        observed: Any = env.observation_space
+        spaces = dict(observed.spaces)
+        agent = spaces["agent_pos"]
+        if agent.shape != low.shape:
+            raise AssertionError(f"gym-hil's agent_pos is {agent.shape}, its bounds {low.shape}")
+        spaces["agent_pos"] = gym.spaces.Box(
+            low.astype(np.float32), high.astype(np.float32), agent.shape, np.float32
+        )
+        if "environment_state" in spaces:
+            spaces["environment_state"] = gym.spaces.Box(
+                workspace[0].astype(np.float32), workspace[1].astype(np.float32), (3,), np.float32
+            )
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    def observation(self, observation: Any) -> Any:
+        return observation
 
 
 class FrontCameraRender(gym.Wrapper):  # type: ignore[type-arg]
