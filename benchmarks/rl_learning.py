@@ -24,7 +24,8 @@ default (the same place each episode; `random_block_position` is off in gym-hil'
 registration too); the person is a scripted grasp (over the cube, down, close, lift) that
 takes whole episodes over. The learner runs LeRobot's HIL-SERL recipe for this task
 (`PICK_RECIPE`: a discrete gripper with its own critic, discount 0.97, temperature 0.01 to
-start, two critic updates per step, the arm's state min-max normalised) at small sizes. It
+start, two critic updates per step, the arm's state min-max normalised: with the ranges the env
+knows by default, with the recipe's recorded statistics under `--stats=recipe`) at small sizes. It
 prints the success of every episode, the policy's success alone early and late and by blocks
 of 10 of its episodes, the SAC updates per second and the transitions per second. With cameras
 (128x128 frames, a ResNet-10 encoder per critic) gym-hil's tasks take hours of GPU training;
@@ -85,9 +86,11 @@ PICK_STATS = {
     "observation.state": {"min": ARM_MIN, "max": ARM_MAX},
     "observation.environment_state": {"min": [0.2, -0.3, 0.0], "max": [0.6, 0.3, 0.5]},
 }
+# `--stats=recipe` gives the recipe's recorded statistics; by default the learner takes the
+# ranges the env knows (the arm's joint ranges and speeds, the gripper's 0-255, the workspace).
+RECIPE_STATS = f"--policy.dataset_stats={json.dumps(PICK_STATS)}"
 PICK_RECIPE = [
     "--policy.num_discrete_actions=3",
-    f"--policy.dataset_stats={json.dumps(PICK_STATS)}",
     "--policy.policy_kwargs.std_max=5",
     "--algorithm.discount=0.97",
     "--algorithm.temperature_init=0.01",
@@ -242,6 +245,13 @@ def main() -> None:
         help="more `rlctl rl learn` settings, after the task's (a later one wins), e.g. "
         "'--algorithm.temperature_init=1.0'",
     )
+    parser.add_argument(
+        "--stats",
+        choices=("env", "recipe"),
+        default="env",
+        help="pick-cube: normalise the state with the ranges the env knows (what a user gets "
+        "with no --policy.dataset_stats), or with LeRobot's recipe's recorded statistics",
+    )
     parser.add_argument("--actor", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.actor is not None:
@@ -250,6 +260,8 @@ def main() -> None:
     print(host_line())
     if args.learner_args:
         print(f"learner settings added: {args.learner_args}")
+    if args.task == "pick-cube":
+        print(f"state statistics: {args.stats}")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}
     env.setdefault("MUJOCO_GL", "egl")
     port = free_port()
@@ -274,7 +286,9 @@ def main() -> None:
                 *cli, "--log-format=json", "rl", "learn", f"--output_dir={work / 'run'}",
                 f"--port={port}", f"--seed={args.seed}", "--steps=100000000",
                 "--policy.online_step_before_learning=400", *SMALL,
-                *(PICK_RECIPE if pick else []), *shlex.split(args.learner_args),
+                *(PICK_RECIPE if pick else []),
+                *([RECIPE_STATS] if pick and args.stats == "recipe" else []),
+                *shlex.split(args.learner_args),
             ],
             stdout=learner_log.open("wb"), stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
