@@ -331,9 +331,9 @@ def test_the_dense_reward_and_the_random_cube_reach_gym_hil():
     from rlctl.adapters.robots.config import SimRobotConfig
     from rlctl.adapters.robots.sim_robot import SimRobot
 
-    def three_resets(**fields):
+    def three_resets(seed=0, **fields):
         env = make_env_config("hil", obs_type="environment_state_agent_pos", **SMALL, **fields)
-        robot = SimRobot(SimRobotConfig(env=env))
+        robot = SimRobot(SimRobotConfig(env=env, seed=seed))
         robot.connect()
         cubes, rewards = [], []
         try:
@@ -357,6 +357,12 @@ def test_the_dense_reward_and_the_random_cube_reach_gym_hil():
     # Random: a new place in gym-hil's sampling square on each reset.
     assert len({tuple(np.round(c[:2], 3)) for c in cubes}) == 3, cubes
     assert ((cubes[:, :2] >= [0.3, -0.15]) & (cubes[:, :2] <= [0.5, 0.15])).all(), cubes
+    # The robot's seed decides the places (gym-hil draws them from numpy's global generator).
+    np.random.seed(12345)  # what ran before must not matter
+    again, _ = three_resets(reward_type="dense", random_block_position=True)
+    np.testing.assert_array_equal(again, cubes)
+    other, _ = three_resets(seed=7, reward_type="dense", random_block_position=True)
+    assert not np.allclose(other[:, :2], cubes[:, :2]), other
 
 
 def test_bounded_observations_are_the_finite_float_boxes_of_a_space():

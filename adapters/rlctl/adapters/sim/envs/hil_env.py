@@ -125,7 +125,20 @@ def build_hil_env(spec: HilEnvSpec) -> gym.Env:  # type: ignore[type-arg]
         )
     if spec.reset_delay_s > 0:
         env = ResetDelayWrapper(env, delay_seconds=spec.reset_delay_s)
-    return gym.wrappers.TimeLimit(FrontCameraRender(env), max_episode_steps=spec.max_steps)
+    env = gym.wrappers.TimeLimit(FrontCameraRender(env), max_episode_steps=spec.max_steps)
+    return SeedsGlobalDraws(env)
+
+
+class SeedsGlobalDraws(gym.Wrapper):  # type: ignore[type-arg]
+    """gym-hil draws the cube's place (`random_block_position`) from numpy's global generator,
+    not the env's own: a reset given a seed seeds that one too, so the seed decides the scene
+    as it does in every other env (LeRobot's `set_seed` seeds it once per process)."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        seed = kwargs.get("seed")
+        if seed is not None:
+            np.random.seed(int(seed) % 2**32)
+        return self.env.reset(**kwargs)
 
 
 # The Franka Emika Panda's rated joint speeds (rad/s, Franka's datasheet): MuJoCo's model of the
