@@ -187,6 +187,30 @@ def test_reloads_bit_exactly_and_every_decoding_path_writes_the_same_tokens(
     assert chunk.shape == (2, CHUNK, ACTION) and torch.isfinite(chunk).all()
 
 
+def in_file_mapping(param: torch.Tensor) -> bool:
+    from rlctl.adapters.policies.vla.loading import _file_mappings
+
+    start = param.data_ptr()
+    end = start + param.numel() * param.element_size()
+    return any(low <= start and end <= high for low, high in _file_mappings())
+
+
+def test_decoding_reads_the_language_model_from_process_memory(policy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A loaded checkpoint's language model and lm_head (read once per decoded token) are
+    copied out of the file's memory map; the vision tower (read once per chunk) stays mapped;
+    the weights and tokens are the same."""
+    folder = policy.save(tmp_path / "model")
+    loaded = load_policy_folder(folder)
+    paligemma = loaded.model.model.paligemma_with_expert.paligemma
+    decoder = [*paligemma.model.language_model.parameters(), *paligemma.lm_head.parameters()]
+    assert not any(in_file_mapping(p) for p in decoder)
+    assert any(in_file_mapping(p) for p in paligemma.model.vision_tower.parameters())
+    ours, theirs = policy.model.state_dict(), loaded.model.state_dict()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    batch = policy._preprocess(raw_batch())
+    assert torch.equal(loaded.model.generate(batch), policy.model.generate(batch))
+
+
 def recorded_logits(policy, batch, *, speed: bool) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
     """The generated tokens and the logits each decoding step picked them from."""
     model = policy.model.model

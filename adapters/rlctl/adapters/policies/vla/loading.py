@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -116,3 +117,71 @@ def _rebuilt_buffer(owner: nn.Module, name: str, what: str) -> torch.Tensor:
         if value is not None:
             return value
     raise ConfigError(f"{what}'s buffer {name!r} cannot be rebuilt after loading")
+
+
+# --- weights read token after token --------------------------------------------------------------
+
+MADV_DONTNEED = 4
+
+
+def _file_mappings() -> list[tuple[int, int]]:
+    """The address ranges of this process's memory-mapped files (Linux's /proc/self/maps;
+    none elsewhere)."""
+    try:
+        with Path("/proc/self/maps").open(encoding="ascii", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    ranges = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        # address perms offset dev inode path: a file's mapping has an inode and a path.
+        if len(fields) == 6 and fields[4] != "0" and fields[5].startswith("/"):
+            start, _, end = fields[0].partition("-")
+            ranges.append((int(start, 16), int(end, 16)))
+    return ranges
+
+
+def _release(start: int, length: int) -> None:
+    """Drops this process's pages of a file-mapped range (whole pages inside it): the file's
+    pages stay in the page cache, and a later read of the range reads them again."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    first = -(-start // page) * page
+    last = (start + length) // page * page
+    if last <= first:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), MADV_DONTNEED)
+
+
+def into_process_memory(module: nn.Module) -> int:
+    """Copies the CPU parameters of `module` that still lie in the checkpoint's memory map into
+    the process's own memory; returns how many bytes moved.
+
+    Why: a checkpoint loads by mapping its safetensors file (no copy, read as first touched),
+    which suits weights read a few times. Token-by-token decoding reads every weight of the
+    language model once per token (gigabytes at real size), and reading them through the file's
+    mapping measured 10-20 % slower on a CPU than from the process's memory (LeRobot's, which
+    copies the weights at load): more page-table walks for the file's pages. Each copied
+    parameter's mapped pages are dropped at once (`madvise`), so memory grows by one parameter
+    at a time; other tensors over the same file range still read it (from the page cache)."""
+    mapped = _file_mappings()
+    if not mapped:
+        return 0
+    moved = 0
+    for param in module.parameters():
+        if param.device.type != "cpu" or param.is_meta or not param.is_contiguous():
+            continue
+        start = param.data_ptr()
+        length = param.numel() * param.element_size()
+        if not any(low <= start and start + length <= high for low, high in mapped):
+            continue
+        source = param.data
+        param.data = source.clone()
+        del source
+        _release(start, length)
+        moved += length
+    return moved

@@ -41,6 +41,7 @@ from rlctl.adapters.policies.vla.backbones.paligemma import (
 )
 from rlctl.adapters.policies.vla.fast import FASTTokenizer, load_action_tokenizer
 from rlctl.adapters.policies.vla.inputs import openpi_camera
+from rlctl.adapters.policies.vla.loading import into_process_memory
 from rlctl.adapters.policies.vla.pi0 import tokens_after_normalizer, with_relative_pair
 from rlctl.adapters.policies.vla.policy import VLAModel
 from rlctl.adapters.policies.vla.rotary import gemma_rope_tables
@@ -399,7 +400,14 @@ class PI0FastPolicy(VLAModel):
         state = dict(state_dict)
         if LM_HEAD in state and EMBED_TOKENS not in state:
             state[EMBED_TOKENS] = state[LM_HEAD]
-        return super().load_state_dict(state, strict=strict, assign=assign)
+        result = super().load_state_dict(state, strict=strict, assign=assign)
+        if self.model.speed_paths:
+            # Decoding reads the language model's weights once per token: from the process's
+            # memory rather than the checkpoint's file mapping (`into_process_memory`).
+            paligemma = self.model.paligemma_with_expert.paligemma
+            into_process_memory(paligemma.model.language_model)
+            into_process_memory(paligemma.lm_head)
+        return result
 
     # -- training and inference ----------------------------------------------------------------
 
