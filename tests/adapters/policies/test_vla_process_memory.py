@@ -1,8 +1,10 @@
 """`vla.loading.into_process_memory`: parameters mapped from a safetensors file are copied into
-the process's memory, their mapped pages dropped, and nothing else is touched."""
+the process's memory, their mapped pages dropped, and nothing else is touched; `map_in`: their
+pages mapped in at once."""
 
 from __future__ import annotations
 
+import platform
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from rlctl.adapters.policies.vla.loading import _file_mappings, into_process_memory
+from rlctl.adapters.policies.vla.loading import _file_mappings, into_process_memory, map_in
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc/self/maps"
@@ -45,3 +47,34 @@ def test_mapped_parameters_move_and_every_reader_keeps_its_values(tmp_path: Path
     # The file's range was released, not lost: a tensor still over it reads the file again.
     torch.testing.assert_close(state["a"], values["a"], rtol=0, atol=0)
     assert into_process_memory(module) == 0
+
+
+def resident_kb(address: int) -> int:
+    """The resident kilobytes of the mapping holding `address` (/proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, _, high = head.partition("-")
+            inside = int(low, 16) <= address < int(high, 16)
+        elif inside and head == "Rss:":
+            return int(line.split()[1])
+    raise AssertionError("no mapping holds the address")
+
+
+def test_map_in_maps_a_parameters_pages_at_once(tmp_path: Path) -> None:
+    release = tuple(int(part) for part in platform.release().split(".")[:2] if part.isdigit())
+    values = {"a": torch.randn(512, 1024)}  # 2 MiB
+    save_file(values, str(tmp_path / "w.safetensors"))
+    state = load_file(str(tmp_path / "w.safetensors"))
+    module = nn.Module()
+    module.a = nn.Parameter(state["a"])
+    before = resident_kb(module.a.data_ptr())
+    asked = map_in(module)
+    if release < (5, 14):  # no MADV_POPULATE_READ: the pages come as they are touched
+        assert asked == 0
+        return
+    assert asked == 512 * 1024 * 4
+    assert before < 1024 <= 2048 <= resident_kb(module.a.data_ptr())  # mapped in, not read
+    assert mapped(module.a)  # still the file's pages, unchanged
+    torch.testing.assert_close(module.a.data, values["a"], rtol=0, atol=0)

@@ -5,6 +5,7 @@ processors would."""
 
 from __future__ import annotations
 
+import copy
 import json
 import runpy
 from pathlib import Path
@@ -212,6 +213,43 @@ def test_the_speed_paths_give_the_reference_chunks(
     assert len(built) == 1  # the reference path packs nothing
     torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
     assert not torch.equal(fast, torch.zeros_like(fast))
+
+
+def test_a_loaded_model_packs_its_weights_ahead_and_keeps_them_while_they_hold(
+    tokenizer: Path, tmp_path: Path
+) -> None:
+    """Loading packs the blocks' weights for a one-row chunk in the background; one-row chunks
+    use that packing and keep it; another row count, or a weight changed in place (a training
+    step), packs again; the chunks stay the reference path's; a copy of the model starts with
+    no packing."""
+    torch.manual_seed(0)
+    folder = create_policy(tiny_config(tokenizer, depth=2)).save(tmp_path / "model")
+    loaded = load_policy_folder(folder)
+    model = loaded.model.model
+    if not Linears.available(model.transformer.blocks) or torch.cuda.is_available():
+        assert model.packed.thread is None  # nothing to pack ahead here
+        return
+    assert model.packed.thread is not None
+    model.packed.thread.join()
+    warm = model.packed.linears
+    assert warm is not None and warm.tokens == model.one_row_tokens()
+    noise = torch.randn(1, 4, 20)
+    first = loaded.predict_chunk(observation(1), noise=noise).actions
+    assert model.packed.linears is warm  # the load's packing fits the chunk
+    loaded.predict_chunk(observation(1), noise=noise)
+    assert model.packed.linears is warm  # and is kept
+    loaded.predict_chunk(observation(2), noise=torch.randn(2, 4, 20))
+    two_rows = model.packed.linears
+    assert two_rows is not None and two_rows.tokens == 2 * warm.tokens
+    with torch.no_grad():
+        model.transformer.blocks[0].mlp.fc1.weight.mul_(1.5)
+    changed = loaded.predict_chunk(observation(1), noise=noise).actions
+    assert model.packed.linears is not two_rows and model.packed.linears is not warm
+    assert not torch.equal(changed, first)
+    assert copy.deepcopy(model).packed.linears is None
+    model.speed_paths = False
+    reference = loaded.predict_chunk(observation(1), noise=noise).actions
+    torch.testing.assert_close(changed, reference, rtol=1e-5, atol=1e-5)
 
 
 def test_packed_linears_match_nn_linear_and_leave_other_shapes_to_it() -> None:

@@ -17,7 +17,8 @@ sampling starts from noise x1 and, for t = 1, (n-1)/n, …, 1/n, re-mixes x1 wit
 prediction and predicts again.
 
 On the speed paths (`XVLAModel.speed_paths`, on by default; the same chunks up to float rounding)
-the denoising steps multiply by weights packed once per chunk for MKL's GEMM, the last block
+the denoising steps multiply by weights packed for MKL's GEMM (packed ahead while a checkpoint
+loads, and kept from chunk to chunk while the weights hold: `PackedWeights`), the last block
 computes the action tokens only (nothing reads the others), and DaViT's window attention does not
 multiply the zero padding of its maps (`xvla_florence.WindowAttention`).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +56,7 @@ from rlctl.adapters.policies.vla.loading import (
     built_dtypes,
     finish_meta_load,
     is_on_meta,
+    map_in,
     require_transformers,
 )
 from rlctl.adapters.policies.vla.tokenizer import TokenizerStep
@@ -189,18 +192,43 @@ def plain_linear(layer: nn.Linear, x: Tensor) -> Tensor:
 class Linears:
     """The speed paths' Linear layers of the transformer blocks over the denoising steps of one
     chunk: the steps multiply inputs of one shape by the same weights, so on a CPU with MKL each
-    weight is packed for MKL's GEMM once per chunk (`torch.ops.mkl`, as torch.compile's frozen
-    CPU graphs do) rather than by each product; the products are those of `nn.Linear`. Inputs
-    of another row count, and every other device or dtype, take `nn.Linear` itself."""
+    weight is packed for MKL's GEMM once (`torch.ops.mkl`, as torch.compile's frozen CPU graphs
+    do; kept across chunks by `PackedWeights`) rather than by each product; the products are
+    those of `nn.Linear`. Inputs of another row count, and every other device or dtype, take
+    `nn.Linear` itself."""
 
     def __init__(self, blocks: nn.ModuleList, tokens: int) -> None:
         self.tokens = tokens
         self.packed: dict[nn.Linear, Tensor] = {}
+        self.sources: list[tuple[nn.Linear, int, int]] = []
         if not self.available(blocks):
             return
         for layer in blocks.modules():
             if isinstance(layer, nn.Linear):
+                self.sources.append(self._source(layer))
                 self.packed[layer] = torch.ops.mkl._mkl_reorder_linear_weight(layer.weight, tokens)
+
+    @staticmethod
+    def _source(layer: nn.Linear) -> tuple[nn.Linear, int, int]:
+        # A weight replaced (moved, cast) has another address; one changed in place (an
+        # optimiser's step) another version.
+        try:
+            version = layer.weight._version
+        except RuntimeError:  # an inference tensor keeps no version (and trains in no step)
+            version = -1
+        return layer, layer.weight.data_ptr(), version
+
+    def current(self, blocks: nn.ModuleList, tokens: int) -> bool:
+        """Whether these are `tokens`-row packings of the blocks' weights as they are now."""
+        layers = [layer for layer in blocks.modules() if isinstance(layer, nn.Linear)]
+        return (
+            tokens == self.tokens
+            and len(layers) == len(self.sources)
+            and all(
+                self._source(layer) == source
+                for layer, source in zip(layers, self.sources, strict=True)
+            )
+        )
 
     @staticmethod
     def available(blocks: nn.ModuleList) -> bool:
@@ -220,6 +248,58 @@ class Linears:
             return plain_linear(layer, x)
         out: Tensor = torch.ops.mkl._mkl_linear(flat, packed, layer.weight, layer.bias, self.tokens)
         return out.view(*x.shape[:-1], out.shape[-1])
+
+
+class PackedWeights:
+    """The speed paths' packed weights (`Linears`), kept from one chunk to the next while the
+    blocks' weights and the chunk's token count stay the same (at real size, packing is some
+    0.5 s of each chunk), and packed ahead in a background thread while a checkpoint's loading
+    goes on (`start`). A copy of the model starts with none; the packings are freed for
+    training (`clear`)."""
+
+    def __init__(self) -> None:
+        self.linears: Linears | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, blocks: nn.ModuleList, tokens: int, model: nn.Module) -> None:
+        """In a background thread, beside the rest of the load (the processors, the tokenizer
+        and its imports: about a second on one core): maps in the pages of `model`'s weights
+        from the checkpoint's file mapping (`loading.map_in`, not one page fault at a time in
+        the first chunk), then packs the blocks' weights for `tokens` rows. Both run outside
+        Python's lock."""
+
+        def pack() -> None:
+            try:
+                map_in(model)
+                with torch.no_grad():
+                    self.linears = Linears(blocks, tokens)
+            except Exception:  # a warm-up only: the first chunk packs again
+                self.linears = None
+
+        self.thread = threading.Thread(target=pack, name="xvla-pack-weights", daemon=True)
+        self.thread.start()
+
+    def get(self, blocks: nn.ModuleList, tokens: int) -> Linears:
+        """The packings for a chunk of `tokens` rows: the kept ones if current, else new."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.linears is None or not self.linears.current(blocks, tokens):
+            self.linears = None  # freed before the new packing is made
+            self.linears = Linears(blocks, tokens)
+        return self.linears
+
+    def clear(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        self.linears = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PackedWeights:
+        return PackedWeights()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"linears": None, "thread": None}
 
 
 class Attention(nn.Module):
@@ -408,9 +488,9 @@ class XVLAModel(nn.Module):
     """LeRobot's `XVLAModel`: Florence-2's encoder side and the soft-prompted transformer."""
 
     # The family's one switch of the inference speed paths (`flow_matching.speed_paths`): the
-    # blocks' weights packed once per chunk for MKL's GEMM (`Linears`), and the last block
-    # computing the action tokens only; the same chunks up to float rounding. Set it False on a
-    # loaded model (`policy.model.model.speed_paths = False`) for LeRobot's arithmetic.
+    # blocks' weights packed for MKL's GEMM (`Linears`, kept by `PackedWeights`), and the last
+    # block computing the action tokens only; the same chunks up to float rounding. Set it False
+    # on a loaded model (`policy.model.model.speed_paths = False`) for LeRobot's arithmetic.
     speed_paths = True
     # True once `PolicyModel.compute_in_float32` upcast a bfloat16 model (`vla.compute_dtype`):
     # inputs and noise then take float32, whatever the config's dtype.
@@ -441,6 +521,47 @@ class XVLAModel(nn.Module):
         self.transformer = SoftPromptedTransformer(config, width, self.dim_action, proprio_dim)
         self._freeze()
         self.to(dtype=self.target_dtype)
+        self.packed = PackedWeights()
+
+    def one_row_tokens(self) -> int | None:
+        """The transformer's token count for a chunk of one row, from the config alone (None
+        where the task's token count varies: text not padded to its maximum length): the
+        actions, the first camera's image tokens and the task's, the other cameras' and the
+        soft prompts."""
+        config = self.config
+        if config.pad_language_to != "max_length" or not config.image_features:
+            return None
+        size = config.resize_imgs_with_padding or tuple(
+            next(iter(config.image_features.values())).shape[-2:]
+        )
+        height, width = int(size[0]), int(size[1])
+        for embed in self.vlm.vision_tower.convs:
+            conv = embed.conv
+            height = (height + 2 * conv.padding[0] - conv.kernel_size[0]) // conv.stride[0] + 1
+            width = (width + 2 * conv.padding[1] - conv.kernel_size[1]) // conv.stride[1] + 1
+        image = 1 + height * width
+        return (
+            config.chunk_size
+            + image * config.image_views
+            + config.tokenizer_max_length
+            + config.len_soft_prompts
+        )
+
+    def warm_up(self) -> None:
+        """After a checkpoint's weights are in, where the model will run on this CPU (no
+        accelerator here): its weights mapped in and the speed paths' packings for a one-row
+        chunk made, in the background (`PackedWeights.start`)."""
+        tokens = self.one_row_tokens()
+        blocks = self.transformer.blocks
+        if (
+            not self.speed_paths
+            or tokens is None
+            or not Linears.available(blocks)
+            or torch.cuda.is_available()
+            or torch.backends.mps.is_available()
+        ):
+            return
+        self.packed.start(blocks, tokens, self)
 
     @property
     def target_dtype(self) -> torch.dtype:
@@ -491,6 +612,7 @@ class XVLAModel(nn.Module):
         return self.transformer.context(inputs.domain_id, vlm, aux, self.chunk_size)
 
     def forward(self, inputs: XVLAInputs, actions: Tensor) -> dict[str, Tensor]:
+        self.packed.clear()  # training changes the weights: their packings go
         dtype = self.target_dtype
         inputs = inputs.cast(dtype)
         actions = actions.to(dtype)
@@ -518,7 +640,7 @@ class XVLAModel(nn.Module):
         if self.speed_paths:
             tokens = x1.shape[1] + context.tokens.shape[1]
             tokens += context.prompts.shape[1] if context.prompts is not None else 0
-            linear = Linears(self.transformer.blocks, x1.shape[0] * tokens)
+            linear = self.packed.get(self.transformer.blocks, x1.shape[0] * tokens)
         action = torch.zeros_like(x1)
         steps = max(1, int(steps))
         for i in range(steps, 0, -1):
@@ -774,6 +896,7 @@ class XVLAPolicy(PolicyModel):
         language.encoder.embed_tokens.weight = language.shared.weight
         if on_meta:
             finish_meta_load(self, dtypes, "xvla")
+        self.model.warm_up()
         return result
 
     def fsdp_units(self) -> list[nn.Module | tuple[nn.Module, ...]]:
