@@ -196,15 +196,17 @@ def in_file_mapping(param: torch.Tensor) -> bool:
 
 
 def test_decoding_reads_the_language_model_from_process_memory(policy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A loaded checkpoint's language model and lm_head (read once per decoded token) are
-    copied out of the file's memory map; the vision tower (read once per chunk) stays mapped;
-    the weights and tokens are the same."""
+    """A loaded checkpoint's language model layers and lm_head (read whole once per decoded
+    token) are copied out of the file's memory map; the vision tower (read once per chunk) and
+    the token embeddings (a row per token) stay mapped; the weights and tokens are the same."""
     folder = policy.save(tmp_path / "model")
     loaded = load_policy_folder(folder)
-    paligemma = loaded.model.model.paligemma_with_expert.paligemma
-    decoder = [*paligemma.model.language_model.parameters(), *paligemma.lm_head.parameters()]
+    parts = loaded.model.model.paligemma_with_expert
+    paligemma = parts.paligemma
+    decoder = [*parts.vlm_layers.parameters(), *paligemma.lm_head.parameters()]
     assert not any(in_file_mapping(p) for p in decoder)
     assert any(in_file_mapping(p) for p in paligemma.model.vision_tower.parameters())
+    assert in_file_mapping(paligemma.model.language_model.embed_tokens.weight)
     ours, theirs = policy.model.state_dict(), loaded.model.state_dict()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
     batch = policy._preprocess(raw_batch())

@@ -404,9 +404,10 @@ class PI0FastPolicy(VLAModel):
         if self.model.speed_paths:
             # Decoding reads the language model's weights once per token: from the process's
             # memory rather than the checkpoint's file mapping (`into_process_memory`).
-            paligemma = self.model.paligemma_with_expert.paligemma
-            into_process_memory(paligemma.model.language_model)
-            into_process_memory(paligemma.lm_head)
+            # (The token embeddings, read a row per token, stay mapped.)
+            parts = self.model.paligemma_with_expert
+            into_process_memory(parts.vlm_layers)
+            into_process_memory(parts.paligemma.lm_head)
         return result
 
     # -- training and inference ----------------------------------------------------------------
