@@ -149,7 +149,7 @@ def _file_mapped(module: nn.Module) -> list[tuple[nn.Parameter, int, int]]:
     """The CPU parameters of `module` that lie in a memory-mapped file, with their byte
     ranges."""
     mapped = _file_mappings()
-    found = []
+    found: list[tuple[nn.Parameter, int, int]] = []
     if not mapped:
         return found
     for param in module.parameters():
