@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +252,31 @@ def test_a_loaded_model_packs_its_weights_ahead_and_keeps_them_while_they_hold(
     model.speed_paths = False
     reference = loaded.predict_chunk(observation(1), noise=noise).actions
     torch.testing.assert_close(changed, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_process_that_loads_and_exits_at_once_exits_cleanly(
+    tokenizer: Path, tmp_path: Path
+) -> None:
+    """The background packing may still run when a script that only loaded the policy ends:
+    the process exits with 0, not the abort of a daemon thread inside torch at shutdown."""
+    torch.manual_seed(0)
+    folder = create_policy(tiny_config(tokenizer, depth=2)).save(tmp_path / "model")
+    script = (
+        "import sys\n"
+        "from rlctl.adapters.policies.loaded_policy import load_policy_folder\n"
+        "load_policy_folder(sys.argv[1])\n"
+    )
+    for _ in range(3):  # the abort came at most exits, not every one
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "terminate called" not in done.stderr
 
 
 def test_packed_linears_match_nn_linear_and_leave_other_shapes_to_it() -> None:

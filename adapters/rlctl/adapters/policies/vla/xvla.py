@@ -276,7 +276,10 @@ class PackedWeights:
             except Exception:  # a warm-up only: the first chunk packs again
                 self.linears = None
 
-        self.thread = threading.Thread(target=pack, name="xvla-pack-weights", daemon=True)
+        # Not a daemon: a process that exits while the thread is inside torch's packing (a
+        # script that loads and ends) would abort ("terminate called without an active
+        # exception"); the exit waits for the packing instead, a second or two at real size.
+        self.thread = threading.Thread(target=pack, name="xvla-pack-weights", daemon=False)
         self.thread.start()
 
     def get(self, blocks: nn.ModuleList, tokens: int) -> Linears:
