@@ -43,14 +43,9 @@ class CalibrationFiles:
 
     def load(self, key: CalibrationKey) -> Calibration | None:
         path = self.path_for(key)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_calibration_text(path)
+        if text is None:
             return None
-        except OSError as error:
-            raise CalibrationError(
-                f"cannot read the calibration file ({error.strerror})", where=str(path)
-            ) from error
         try:
             return Calibration.from_json(text)
         except CalibrationError as error:
@@ -68,3 +63,15 @@ class CalibrationFiles:
         tmp.write_text(calibration.to_json() + "\n", encoding="utf-8")
         tmp.replace(path)
         return str(path)
+
+
+def read_calibration_text(path: Path) -> str | None:
+    """A calibration file's text; None when there is none yet; unreadable: one error naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise CalibrationError(
+            f"cannot read the calibration file ({error.strerror})", where=str(path)
+        ) from error

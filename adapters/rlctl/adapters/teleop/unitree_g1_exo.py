@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 import structlog
 
-from rlctl.adapters.robots.calibration_files import CalibrationFiles
+from rlctl.adapters.robots.calibration_files import CalibrationFiles, read_calibration_text
 from rlctl.adapters.teleop.config import UnitreeG1TeleoperatorConfig
 from rlctl.adapters.teleop.serial_joints import SerialJointBus
 from rlctl.application.ports.control import Console
@@ -139,15 +139,8 @@ class ExoArm:
 
     def saved_calibration(self) -> ExoCalibration | None:
         path = self.calibration_path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise CalibrationError(
-                f"cannot read the calibration file ({error.strerror})", where=str(path)
-            ) from error
-        return ExoCalibration.from_json(text, where=str(path))
+        text = read_calibration_text(path)
+        return None if text is None else ExoCalibration.from_json(text, where=str(path))
 
     def load_calibration(self) -> ExoCalibration:
         saved = self.saved_calibration()

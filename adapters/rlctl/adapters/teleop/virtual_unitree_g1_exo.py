@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from pathlib import Path
-from typing import Self
 
 import numpy as np
 
-from rlctl.adapters.motors.virtual_pty import PtyDevice
+from rlctl.adapters.teleop.virtual_line_board import VirtualLineBoard
 from rlctl.domain.exoskeleton import (
     ADC_HALF,
     ADC_MAX,
@@ -41,10 +39,13 @@ from rlctl.domain.exoskeleton import (
 JOYSTICK_X, JOYSTICK_BUTTON, JOYSTICK_Y = 11, 12, 13
 
 
-class VirtualExoArm(PtyDevice):
+class VirtualExoArm(VirtualLineBoard):
     device_name = "virtual G1 exoskeleton arm"
+    thread_name = "exo board"
+    garbled_fields = 7
 
     def __init__(self, side: str, *, period_s: float = 0.005, seed: int = 0) -> None:
+        super().__init__(period_s=period_s)
         rng = np.random.default_rng(seed + (0 if side == "left" else 1))
         # Each joint's sensor ellipse: centre (counts around the ADC's middle), semi-axes, tilt.
         self.ellipses = {
@@ -62,27 +63,6 @@ class VirtualExoArm(PtyDevice):
         self._joystick = [2048, 4095, 2048]  # x, button (released: high), y
         self._sweeping: str | None = None
         self._sweep_phase = 0.0
-        self._period_s = period_s
-        self._lock = threading.Lock()
-        self._garble = 0
-        self._paused = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        super().__init__()
-        self.lines_sent = 0
-
-    def start(self) -> Self:
-        self._open_pty()
-        os.set_blocking(self._master, False)
-        self._thread = threading.Thread(target=self._stream, name="exo board", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._close_pty()
 
     # What a person does
 
@@ -107,18 +87,6 @@ class VirtualExoArm(PtyDevice):
         with self._lock:
             return self._line_values()
 
-    # Faults
-
-    def garble(self, lines: int = 1) -> None:
-        with self._lock:
-            self._garble += lines
-
-    def pause(self) -> None:
-        self._paused.set()
-
-    def resume(self) -> None:
-        self._paused.clear()
-
     # The firmware
 
     def sensor_phase(self, joint: str, angle: float) -> float:
@@ -142,26 +110,10 @@ class VirtualExoArm(PtyDevice):
             values[sine] = int(np.clip(round(y + ADC_HALF), 0, ADC_MAX))
         return values
 
-    def _stream(self) -> None:
-        while not self._stop.wait(self._period_s):
-            if self._paused.is_set():
-                continue
-            with self._lock:
-                if self._sweeping is not None:
-                    self._sweep_phase = (self._sweep_phase + 2 * math.pi / 200) % (2 * math.pi)
-                values = self._line_values()
-                if self._garble:
-                    self._garble -= 1
-                    line = " ".join(map(str, values[:7])) + " 2x\xff7"
-                else:
-                    line = " ".join(map(str, values))
-            try:
-                os.write(self._master, (line + "\r\n").encode("utf-8", errors="replace"))
-            except BlockingIOError:  # nobody reads and the buffer is full: the line is lost
-                continue
-            except OSError:  # closed
-                return
-            self.lines_sent += 1
+    def _next_values(self) -> list[int]:
+        if self._sweeping is not None:
+            self._sweep_phase = (self._sweep_phase + 2 * math.pi / 200) % (2 * math.pi)
+        return self._line_values()
 
 
 def true_calibration(arm: VirtualExoArm) -> ExoCalibration:
