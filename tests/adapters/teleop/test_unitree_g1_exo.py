@@ -204,25 +204,40 @@ class PersonAtTheExoskeleton(ScriptedConsole):
     """The console with a person behind it: turns the joint asked for round, or holds it at
     zero, and presses Enter after the number of readings `presses` gives, one per step."""
 
+    # Lines a board may have written before the person stopped the joint that the host has
+    # not read yet (a pseudo-terminal's buffer holds about 60 of them): a loaded machine reads
+    # them late, so the readings counted in the zero pose start once more than that many
+    # lines came after it.
+    STALE_LINES = 100
+
     def __init__(self, arms, presses, answers=()):
         super().__init__(answers)
         self.arms = arms
         self.presses = iter(presses)
         self.polls = 0
         self.due = next(self.presses)
+        self.settling: tuple[object, int] | None = None
 
     def show(self, text):
         super().show(text)
         if "] " not in text or "zero at" in text:
             return
         side, joint = text.split("] ")[1].split()[:2]
+        arm = self.arms[side]
         if "round and round" in text or "keep turning" in text:
-            self.arms[side].sweep(joint.rstrip(":"))
+            arm.sweep(joint.rstrip(":"))
+            self.settling = None
         else:
-            self.arms[side].sweep(None)
-            self.arms[side].set_angles(**{joint.rstrip(":"): 0.0})
+            arm.sweep(None)
+            arm.set_angles(**{joint.rstrip(":"): 0.0})
+            self.settling = (arm, arm.lines_sent)
 
     def enter_pressed(self):
+        if self.settling is not None:
+            arm, since = self.settling
+            if arm.lines_sent - since < self.STALE_LINES:
+                self.polls = 0  # the host may still read lines from before the pose
+                return False
         self.polls += 1
         if self.polls < self.due:
             return False
