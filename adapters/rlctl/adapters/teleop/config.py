@@ -703,8 +703,8 @@ class UnitreeG1TeleoperatorConfig(TeleoperatorConfig):
             raise ConfigError(
                 f"only the {'left' if left else 'right'} exoskeleton arm has a port",
                 where="teleop.left_arm_config.port" if not left else "teleop.right_arm_config.port",
-                hint="set both --teleop.left_arm_config.port and --teleop.right_arm_config.port, "
-                "or neither (joysticks only, as LeRobot allows)",
+                hint="set both --teleop.left_arm_config.port and --teleop.right_arm_config.port "
+                "(the exoskeleton reads its two arm boards)",
             )
         for side in ("left", "right"):
             rate = getattr(self, f"{side}_arm_config").baud_rate
