@@ -357,4 +357,5 @@ def test_rlctl_lekiwi_host_serves_a_client_in_another_process(kiwi_bus, tmp_path
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=30)
     assert "watchdog" in output or "no command" in output, output
-    assert not kiwi_bus.motor(7).torque_enabled
+    # The host's last writes turn the torque off; the emulated bus applies them a moment later.
+    assert wait_for(lambda: not kiwi_bus.motor(7).torque_enabled, 5)

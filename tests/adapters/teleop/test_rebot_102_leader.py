@@ -108,7 +108,8 @@ def test_actions_are_lerobots(servos, tmp_path):
 
 
 def test_a_servo_that_stops_answering_is_named(servos, tmp_path):
-    leader = build(servos.port, tmp_path)
+    # Time enough for the retry's answers on a loaded machine (0.2 s once was not).
+    leader = build(servos.port, tmp_path, timeout_s=1.0)
     leader.connect()
     try:
         calibrate(leader, tmp_path)
