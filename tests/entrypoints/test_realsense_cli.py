@@ -108,9 +108,10 @@ def test_record_colour_and_depth_from_a_realsense_on_a_virtual_arm(so101, one_se
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_realsense_that_stops_mid_recording_is_named_and_the_finished_episodes_kept(tmp_path):
-    # 6 s: the file plays from the camera's start, and a loaded machine can take seconds to
-    # begin the first episode (a 1.5 s file once ended before the first 1 s episode did).
-    short = recording.record(tmp_path / "short.db3", WIDTH, HEIGHT, FPS, 180)
+    # 15 s: the file plays from the camera's start, and a loaded machine can take seconds to
+    # begin the first episode (a 1.5 s file, then a 6 s one, once ended before the first 1 s
+    # episode did); 40 episodes of 1 s outlast it on any machine.
+    short = recording.record(tmp_path / "short.db3", WIDTH, HEIGHT, FPS, 450)
     root = tmp_path / "lost"
     result = CliRunner().invoke(
         cli,
@@ -121,7 +122,7 @@ def test_a_realsense_that_stops_mid_recording_is_named_and_the_finished_episodes
             camera(short, loop=False),
             f"--dataset.root={root}",
             "--dataset.single_task=look",
-            "--dataset.num_episodes=20",
+            "--dataset.num_episodes=40",
             "--dataset.fps=10",
             "--dataset.episode_time_s=1",
             "--dataset.reset_time_s=0",
@@ -132,9 +133,9 @@ def test_a_realsense_that_stops_mid_recording_is_named_and_the_finished_episodes
     assert f"camera 'front', intelrealsense {recording.SERIAL}: " in result.output
     assert "loop the recording" in result.output
     reader = LeRobotDatasetReader(root)
-    # The file ends 6 s after the camera starts: the episodes finished by then, as the machine's
-    # pace allows, each whole; never all 20.
-    assert 1 <= reader.meta.total_episodes < 20
+    # The file ends 15 s after the camera starts: the episodes finished by then, as the
+    # machine's pace allows, each whole; never all 40.
+    assert 1 <= reader.meta.total_episodes < 40
     assert len(reader) == 10 * reader.meta.total_episodes
     assert reader[0][DEPTH].shape == (1, HEIGHT, WIDTH)
     check = CliRunner().invoke(cli, ["dataset", "check", str(root)])

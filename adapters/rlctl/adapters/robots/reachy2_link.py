@@ -268,9 +268,10 @@ class Link:
         self.channel = grpc.insecure_channel(f"{self.host}:{self.port}")
         try:
             grpc.channel_ready_future(self.channel).result(timeout=connect_timeout_s)
-            self.robot = self._call(
-                self.api.reachy_grpc.ReachyServiceStub(self.channel).GetReachy,
-                _empty(),
+            # Describing the robot belongs to connecting: it gets the connect time, not one
+            # request's (a server busy starting up answers it late, once).
+            self.robot = self.api.reachy_grpc.ReachyServiceStub(self.channel).GetReachy(
+                _empty(), timeout=max(self.timeout_s, connect_timeout_s)
             )
         except grpc.FutureTimeoutError:
             self.close()
