@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# As every rlctl process does (importing the entrypoints layer), before any test imports torch;
+# the tests' subprocesses inherit it.
+import rlctl.entrypoints  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RLCTL_SHARED", REPO_ROOT.parent / "shared"))
 FIXTURES = SHARED / "fixtures" / "lerobot-0.6.1"
