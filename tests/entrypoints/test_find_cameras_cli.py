@@ -25,7 +25,11 @@ def test_find_cameras_lists_a_zmq_publishers_camera_and_says_what_it_did_not_loo
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline())
-        result = CliRunner().invoke(cli, ["find-cameras", f"--zmq=127.0.0.1:{port}"])
+        # The publisher says its port before its first image; a loaded machine can take
+        # seconds between the two (the listing ends at the first image, not the limit).
+        result = CliRunner().invoke(
+            cli, ["find-cameras", f"--zmq=127.0.0.1:{port}", "--zmq-timeout=30"]
+        )
     finally:
         process.kill()
         process.wait(timeout=10)

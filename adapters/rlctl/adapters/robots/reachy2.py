@@ -123,8 +123,9 @@ class Reachy2Robot:
                 needed.append(f"{side[0]}_hand")
         link.open(config.connect_timeout_s, needed)
         try:
-            self._read(link)
-            link.turn_on(self.api_parts)
+            with link.connecting(config.connect_timeout_s):
+                self._read(link)
+                link.turn_on(self.api_parts)
         except PartUnanswered as error:
             link.close()
             raise self._unanswered(error, "connecting") from error

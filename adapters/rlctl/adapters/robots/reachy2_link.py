@@ -12,9 +12,10 @@ m/s and `vtheta` deg/s (radians/s on the wire), as the SDK gives them to LeRobot
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -256,6 +257,18 @@ class Link:
         self.robot: Any = None
         self.axes: dict[tuple[str, str], tuple[str, str]] = {}
 
+    @contextlib.contextmanager
+    def connecting(self, connect_timeout_s: float) -> Iterator[None]:
+        """The calls made while connecting (the description, the first state, turning the
+        parts on) get the connect time, not one request's: a server busy starting up, or a
+        loaded machine, answers them late once, and a tick's short limit is for afterwards."""
+        tick_s = self.timeout_s
+        self.timeout_s = max(tick_s, connect_timeout_s)
+        try:
+            yield
+        finally:
+            self.timeout_s = tick_s
+
     def hint(self) -> str:
         return (
             f"check the robot is on and its SDK server answers at {self.host}:{self.port} "
@@ -268,11 +281,11 @@ class Link:
         self.channel = grpc.insecure_channel(f"{self.host}:{self.port}")
         try:
             grpc.channel_ready_future(self.channel).result(timeout=connect_timeout_s)
-            # Describing the robot belongs to connecting: it gets the connect time, not one
-            # request's (a server busy starting up answers it late, once).
-            self.robot = self.api.reachy_grpc.ReachyServiceStub(self.channel).GetReachy(
-                _empty(), timeout=max(self.timeout_s, connect_timeout_s)
-            )
+            with self.connecting(connect_timeout_s):
+                self.robot = self._call(
+                    self.api.reachy_grpc.ReachyServiceStub(self.channel).GetReachy,
+                    _empty(),
+                )
         except grpc.FutureTimeoutError:
             self.close()
             raise HardwareError(

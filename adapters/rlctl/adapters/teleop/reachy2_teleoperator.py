@@ -56,10 +56,12 @@ class Reachy2Teleoperator:
         for side in ("l_arm", "r_arm"):
             if side in needed:
                 needed.append(f"{side[0]}_hand")
-        link.open(max(1.0, 3 * config.request_timeout_s), needed)
+        connect_timeout_s = max(1.0, 3 * config.request_timeout_s)
+        link.open(connect_timeout_s, needed)
         self._link = link
         try:
-            self._read()
+            with link.connecting(connect_timeout_s):
+                self._read()
         except HardwareError:
             self.disconnect()
             raise
