@@ -13,9 +13,12 @@ process (one after the other, `--repeat` times), loads the checkpoint and:
 - first chunk, then `--chunks` more (median): pre-processing, the model, post-processing, on
   one observation (two 256x256 cameras, a 7-dim state, a task);
 - to first action: from the child's start to the first chunk's end;
-- one training step on a batch of `--batch` (the same observation and a chunk of actions):
-  forward, backward and a plain SGD step (AdamW's two moments for the ~1.5 B trainable
-  parameters would add about 12 GB, more than a 24 GB machine has beside the model);
+- `--train-steps` training steps on a batch of `--batch` (the same observation and a chunk of
+  actions): forward, backward and a plain SGD step (AdamW's two moments for the ~1.5 B
+  trainable parameters would add about 12 GB, more than a 24 GB machine has beside the model);
+  the first apart (`first_train_step_s`: it also pays what a tool deferred from its load, such
+  as weights mapped from the file and copied once the optimizer writes them), then the median
+  of the others (`train_step_s`, what every further step of a training run costs);
 - peak resident memory of the process.
 
 Both tools run GR00T's defaults (bfloat16 autocast over float32 weights) unless `--fp32`. Both
@@ -25,7 +28,7 @@ read compiled bytecode, as installed packages do: the children write theirs into
 Usage (real size needs ~16 GB free per process and ~25 GB of disk; the tools run one after the
 other):
     python benchmarks/groot_real_size.py --lerobot-python /path/to/lerobot/venv/bin/python \
-        [--size real|tiny --repeat 1 --chunks 2 --batch 1 --threads N --fp32]
+        [--size real|tiny --repeat 1 --chunks 2 --batch 1 --train-steps 3 --threads N --fp32]
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ import argparse
 import functools
 import json
 import runpy
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import real_size
@@ -106,7 +111,7 @@ def make_checkpoint(out: Path, tiny: Path, fp32: bool) -> None:
 # --- one tool, in its own process ----------------------------------------------------------------
 
 
-def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, float]:
+def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int, steps: int) -> dict[str, float]:
     start = time.perf_counter()
     import torch
 
@@ -120,15 +125,17 @@ def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, fl
     rows = observation(batch)
     actions = torch.rand(batch, model.config.chunk_size, ACTION) * 2 - 1
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    tick = time.perf_counter()
-    loss, _ = model(policy._preprocess({**rows, "action": actions}))
-    loss.backward()
-    optimizer.step()
-    train = time.perf_counter() - tick
-    return real_size.figures(start, loaded, first, latencies, train_step_s=train)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = model(policy._preprocess({**rows, "action": actions}))
+        loss.backward()
+        optimizer.step()
+
+    return real_size.figures(start, loaded, first, latencies, **train_figures(step, steps))
 
 
-def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, float]:
+def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int, steps: int) -> dict[str, float]:
     start = time.perf_counter()
     import torch
 
@@ -151,12 +158,22 @@ def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int) -> dict[str, 
     rows = batch_of(observation(batch))
     rows["action"] = torch.rand(batch, policy.config.chunk_size, ACTION) * 2 - 1
     optimizer = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=1e-4)
-    tick = time.perf_counter()
-    loss, _ = policy.forward(pre(rows))
-    loss.backward()
-    optimizer.step()
-    train = time.perf_counter() - tick
-    return real_size.figures(start, loaded, first, latencies, train_step_s=train)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = policy.forward(pre(dict(rows)))
+        loss.backward()
+        optimizer.step()
+
+    return real_size.figures(start, loaded, first, latencies, **train_figures(step, steps))
+
+
+def train_figures(step: Callable[[], None], steps: int) -> dict[str, float]:
+    """The first training step (it also pays what a tool defers from its load: weights
+    mapped in, copied where the optimizer writes) and the median of the `steps - 1` after it."""
+    times = real_size.seconds_each(step, max(steps, 1))
+    steady = statistics.median(times[1:]) if len(times) > 1 else float("nan")
+    return {"first_train_step_s": times[0], "train_step_s": steady}
 
 
 # --- the orchestration ---------------------------------------------------------------------------
@@ -173,7 +190,7 @@ def child(
     """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
     folder, tiny = folders[size]
     argv = ["--folder", str(folder), "--tiny", str(tiny), "--batch", str(args.batch)]
-    argv += ["--chunks", str(chunks)]
+    argv += ["--chunks", str(chunks), "--train-steps", str(args.train_steps)]
     return real_size.run_child(__file__, tool, python, argv, args, hub_offline=True)
 
 
@@ -184,6 +201,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--chunks", type=int, default=2)
     parser.add_argument("--batch", type=int, default=1, help="rows of the training step")
+    parser.add_argument(
+        "--train-steps", type=int, default=3, help="training steps: the first, then the median"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--fp32", action="store_true", help="float32 arithmetic (use_bf16=false)")
     parser.add_argument("--scratch", type=Path, help="where the checkpoints go (default: /tmp)")
@@ -195,7 +215,7 @@ def main() -> None:
     if args.child:
         real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
-        print(json.dumps(run(args.folder, args.tiny, args.chunks, args.batch)))
+        print(json.dumps(run(args.folder, args.tiny, args.chunks, args.batch, args.train_steps)))
         return
 
     write = runpy.run_path(str(TESTS / "tiny_groot.py"))["write_tiny_groot"]
@@ -214,7 +234,7 @@ def main() -> None:
         real_size.print_best(
             f"GR00T N1.7 ({args.size} size, CPU), best of {args.repeat}:",
             results,
-            (*real_size.TIMES, "train_step_s", "peak_rss_mb"),
+            (*real_size.TIMES, "first_train_step_s", "train_step_s", "peak_rss_mb"),
         )
 
 
