@@ -37,11 +37,9 @@ import argparse
 import functools
 import json
 import runpy
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import real_size
@@ -132,7 +130,8 @@ def run_rlctl(folder: Path, tiny: Path, chunks: int, batch: int, steps: int) -> 
         loss.backward()
         optimizer.step()
 
-    return real_size.figures(start, loaded, first, latencies, **train_figures(step, steps))
+    trained = real_size.train_figures(step, steps)
+    return real_size.figures(start, loaded, first, latencies, **trained)
 
 
 def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int, steps: int) -> dict[str, float]:
@@ -165,15 +164,8 @@ def run_lerobot(folder: Path, tiny: Path, chunks: int, batch: int, steps: int) -
         loss.backward()
         optimizer.step()
 
-    return real_size.figures(start, loaded, first, latencies, **train_figures(step, steps))
-
-
-def train_figures(step: Callable[[], None], steps: int) -> dict[str, float]:
-    """The first training step (it also pays what a tool defers from its load: weights
-    mapped in, copied where the optimizer writes) and the median of the `steps - 1` after it."""
-    times = real_size.seconds_each(step, max(steps, 1))
-    steady = statistics.median(times[1:]) if len(times) > 1 else float("nan")
-    return {"first_train_step_s": times[0], "train_step_s": steady}
+    trained = real_size.train_figures(step, steps)
+    return real_size.figures(start, loaded, first, latencies, **trained)
 
 
 # --- the orchestration ---------------------------------------------------------------------------

@@ -174,6 +174,16 @@ def seconds_each(call: Callable[[], object], count: int) -> list[float]:
     return latencies
 
 
+def train_figures(step: Callable[[], object], steps: int) -> dict[str, float]:
+    """`steps` training steps: the first apart (`first_train_step_s`: it also pays what a tool
+    deferred from its load, such as weights mapped from the file and copied once the optimizer
+    writes them, and the optimizer's state made), then the median of the others
+    (`train_step_s`: what every further step of a training run costs; NaN for one step)."""
+    times = seconds_each(step, max(steps, 1))
+    steady = statistics.median(times[1:]) if len(times) > 1 else float("nan")
+    return {"first_train_step_s": times[0], "train_step_s": steady}
+
+
 def chunk_times(predict: Callable[[], object], chunks: int) -> tuple[float, list[float]]:
     """Under torch's inference mode, the first `predict()` (the clock reading at its end), then
     `chunks` more (the seconds each took)."""

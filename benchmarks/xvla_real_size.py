@@ -10,9 +10,11 @@ its own fresh process (alternating, `--repeat` times), loads it and predicts:
 - first chunk: the first chunk (pre-processing, the model, post-processing) on one observation
   (two 224x224 cameras, an 8-dim state, a task), then `--chunks` more: per-chunk latency, median;
 - to first action: from the child's start to the first chunk's end;
-- one training step: forward, backward and the optimiser's step (each tool's own X-VLA AdamW
-  groups) on a batch of `--batch` pre-processed frames (`--batch 0`: none; at real size the
-  step needs about 4x the weights' memory: weights, gradients, AdamW's two moments);
+- `--train-steps` training steps: forward, backward and the optimiser's step (each tool's own
+  X-VLA AdamW groups) on a batch of `--batch` pre-processed frames (`--batch 0`: none; at real
+  size a step needs about 4x the weights' memory: weights, gradients, AdamW's two moments); the
+  first apart (`first_train_step_s`: it also makes AdamW's state and pays what a tool deferred
+  from its load), then the median of the others (`train_step_s`);
 - peak resident memory of the process;
 - `chunk_cpu_s`: the CPU seconds (all threads) of the median further chunk: on a loaded shared
   host the wall-clock latency follows the load, the CPU time much less;
@@ -30,7 +32,8 @@ checkpoint, so no tool's load pays for compiling its imports.
 Usage (real size needs ~16 GB free per process for the training step; the tools run one after
 the other):
     python benchmarks/xvla_real_size.py --lerobot-python /path/to/lerobot/venv/bin/python \
-        [--size real --repeat 2 --chunks 3 --steps 10 --batch 2 --threads N --tokenizer DIR]
+        [--size real --repeat 2 --chunks 3 --steps 10 --batch 2 --train-steps 3 --threads N
+         --tokenizer DIR]
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def cpu_figure(seconds: list[float]) -> float:
     return statistics.median(seconds[1:]) if len(seconds) > 1 else float("nan")
 
 
-def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, float]:
+def run_rlctl(folder: Path, chunks: int, image: int, rows: int, steps: int) -> dict[str, float]:
     start = time.perf_counter()
     import torch  # noqa: F401  (timed with the imports, as LeRobot's)
 
@@ -201,12 +204,12 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
     first, latencies = real_size.chunk_times(
         cpu_timed(lambda: policy.predict_chunk(obs), cpu), chunks
     )
-    step = float("nan")
+    trained: dict[str, float] = {}
     if rows:
         model = policy.model.train()
         optimizer = build_optimizer(model.config.optimizer_preset(), model.parameter_groups())
         batch = policy._preprocess(training_batch(image, rows, model.config.chunk_size))
-        step = train_step_time(lambda: model(batch)[0], optimizer)
+        trained = train_steps(lambda: model(batch)[0], optimizer, steps)
     return real_size.figures(
         start,
         loaded,
@@ -216,21 +219,23 @@ def run_rlctl(folder: Path, chunks: int, image: int, rows: int) -> dict[str, flo
         chunk_cpu_s=cpu_figure(cpu),
         load_cpu_s=load_cpu,
         to_first_action_cpu_s=load_cpu + cpu[0],
-        train_step_s=step,
+        **trained,
     )
 
 
-def train_step_time(loss_of_batch: Any, optimizer: Any) -> float:
-    """Seconds of one training step: forward, backward, optimizer step (either tool's)."""
-    tick = time.perf_counter()
-    loss = loss_of_batch()
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    return time.perf_counter() - tick
+def train_steps(loss_of_batch: Any, optimizer: Any, steps: int) -> dict[str, float]:
+    """`steps` training steps (forward, backward, either tool's optimizer step), timed."""
+
+    def step() -> None:
+        loss = loss_of_batch()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return real_size.train_figures(step, steps)
 
 
-def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, float]:
+def run_lerobot(folder: Path, chunks: int, image: int, rows: int, steps: int) -> dict[str, float]:
     start = time.perf_counter()
     import torch
 
@@ -247,12 +252,12 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
     first, latencies = real_size.chunk_times(
         cpu_timed(lambda: post(policy.predict_action_chunk(pre(dict(batch)))), cpu), chunks
     )
-    step = float("nan")
+    trained: dict[str, float] = {}
     if rows:
         policy.train()
         optimizer = policy.config.get_optimizer_preset().build(dict(policy.named_parameters()))
         train = pre(training_batch(image, rows, policy.config.chunk_size))
-        step = train_step_time(lambda: policy.forward(train)[0], optimizer)
+        trained = train_steps(lambda: policy.forward(train)[0], optimizer, steps)
     return real_size.figures(
         start,
         loaded,
@@ -262,7 +267,7 @@ def run_lerobot(folder: Path, chunks: int, image: int, rows: int) -> dict[str, f
         chunk_cpu_s=cpu_figure(cpu),
         load_cpu_s=load_cpu,
         to_first_action_cpu_s=load_cpu + cpu[0],
-        train_step_s=step,
+        **trained,
     )
 
 
@@ -279,7 +284,7 @@ def child(
 ) -> dict[str, float]:
     """One run of `tool` on the checkpoint of `size`, in a fresh process (real_size.compare)."""
     argv = ["--folder", str(folders[size]), "--chunks", str(chunks)]
-    argv += ["--size", size, "--batch", str(args.batch)]
+    argv += ["--size", size, "--batch", str(args.batch), "--train-steps", str(args.train_steps)]
     return real_size.run_child(__file__, tool, python, argv, args)
 
 
@@ -291,6 +296,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10, help="num_denoising_steps")
     parser.add_argument("--batch", type=int, default=2, help="training frames (0: none)")
+    parser.add_argument(
+        "--train-steps", type=int, default=3, help="training steps: the first, then the median"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--tokenizer", type=Path, help="a BART tokenizer folder")
     parser.add_argument("--folder", type=Path, help="an existing X-VLA checkpoint to time")
@@ -301,7 +309,7 @@ def main() -> None:
         real_size.child_threads(args.threads)
         run = run_rlctl if args.child == "rlctl" else run_lerobot
         image = int(sizes(args.size)["image"])
-        print(json.dumps(run(args.folder, args.chunks, image, args.batch)))
+        print(json.dumps(run(args.folder, args.chunks, image, args.batch, args.train_steps)))
         return
 
     with tempfile.TemporaryDirectory(prefix="xvla_bench_") as scratch:
@@ -329,6 +337,7 @@ def main() -> None:
                 "chunk_cpu_s",
                 "load_cpu_s",
                 "to_first_action_cpu_s",
+                "first_train_step_s",
                 "train_step_s",
                 "peak_rss_mb",
             ),
