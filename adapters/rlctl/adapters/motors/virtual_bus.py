@@ -129,9 +129,8 @@ class VirtualServoBus(PtyDevice):
         if self._thread is None:
             return
         os.write(self._wake_w, b"x")
-        self._thread.join(timeout=5)
-        self._thread = None
-        self._close_pty(self._wake_r, self._wake_w)
+        thread, self._thread = self._thread, None
+        self._close_pty_after([thread], self._wake_r, self._wake_w)
 
     # The motors
 

@@ -46,13 +46,11 @@ class VirtualDamiaoBridge(PtyDevice):
 
     def stop(self) -> None:
         self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=2)
-        self._threads = []
+        threads, self._threads = self._threads, []
+        self._close_pty_after(threads)
         if self._can is not None:
             self._can.shutdown()
             self._can = None
-        self._close_pty()
 
     def _to_can(self) -> None:
         import can

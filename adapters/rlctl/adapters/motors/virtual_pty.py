@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 import tty
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
@@ -43,6 +46,31 @@ class PtyDevice:
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self._port = os.ttyname(self._slave)
+
+    def _close_pty_after(
+        self, threads: Iterable[threading.Thread], *others: int, timeout_s: float = 5.0
+    ) -> None:
+        """Close the terminal (and `others`) once every thread in `threads` has ended: now if
+        they end within `timeout_s`, else when they do, from a thread of its own. Never under a
+        thread still using the descriptors: the next terminal opened gets the same numbers, and a
+        device thread late to stop on a loaded machine then read the next device's bytes (a
+        test's bus saw neither the pings nor the torque-off its host wrote)."""
+        waiting = [thread for thread in threads if thread is not threading.current_thread()]
+        deadline = time.monotonic() + timeout_s
+        for thread in waiting:
+            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+        if not any(thread.is_alive() for thread in waiting):
+            self._close_pty(*others)
+            return
+
+        def close_when_done() -> None:
+            for thread in waiting:
+                thread.join()
+            self._close_pty(*others)
+
+        threading.Thread(
+            target=close_when_done, name=f"{self.device_name} closer", daemon=True
+        ).start()
 
     def _close_pty(self, *others: int) -> None:
         """Close both ends (and `others`: a wake-up pipe's), whatever is already closed."""

@@ -38,9 +38,7 @@ class VirtualLineBoard(PtyDevice):
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._close_pty()
+        self._close_pty_after([self._thread] if self._thread is not None else [])
 
     # Faults
 
