@@ -340,7 +340,12 @@ def test_rlctl_lekiwi_host_serves_a_client_in_another_process(kiwi_bus, tmp_path
         )
     )
     try:
-        client.connect()
+        try:
+            client.connect()
+        except HardwareError as error:  # say what the host said (it failed in CI runs, rarely)
+            process.kill()
+            said, _ = process.communicate(timeout=30)
+            raise AssertionError(f"{error}\nthe host said:\n{said}") from error
         goal = client.get_observation()[STATE_KEY].copy()
         goal[8] = 30.0  # theta.vel: turn on the spot, every wheel the same way
         # Sent on every look: the watchdog stops the base 300 ms after the last action.

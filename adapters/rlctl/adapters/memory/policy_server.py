@@ -100,6 +100,7 @@ class ScriptedChunkService:
         self.gate.set()
         self.requests: list[ChunkRequest] = []
         self.offsets: list[float] = []  # added to the values of the n-th chunk
+        self.offset_after = 0.0  # added to the values of every chunk after those
 
     def describe(
         self, policy: str, provided: Mapping[str, FeatureSpec] | None
@@ -121,7 +122,7 @@ class ScriptedChunkService:
         n = len(self.requests)
         self.requests.append(request)
         self.gate.wait()
-        offset = self.offsets[n] if n < len(self.offsets) else 0.0
+        offset = self.offsets[n] if n < len(self.offsets) else self.offset_after
         return ChunkReply(
             actions=tick_chunk(request.timestep, self.steps, offset), timestep=request.timestep
         )
