@@ -54,3 +54,15 @@ def test_a_device_whose_thread_ends_in_time_is_closed_at_once():
     device.release.set()
     device.stop()
     assert not same_file(master, inode)
+
+
+def test_a_second_stop_leaves_the_next_devices_terminal_open():
+    first = SlowToStop().start()
+    first.release.set()
+    first.stop()
+    second = SlowToStop().start()  # given the numbers the first one freed
+    inode = os.fstat(second._master).st_ino
+    first.stop()  # a with block's exit after an explicit stop, say
+    assert same_file(second._master, inode)
+    second.release.set()
+    second.stop()

@@ -19,7 +19,6 @@ input device itself (`struct input_event`), with no library.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 import threading
@@ -27,6 +26,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from rlctl.adapters.control.terminal import KeyboardControls, _readable
+from rlctl.adapters.descriptors import close_after
 from rlctl.application.ports.control import RolloutEvent
 from rlctl.domain.errors import ConfigError, HardwareError
 from rlctl.domain.rollout import (
@@ -258,10 +258,7 @@ class FootPedal:
         if self._stop.is_set():
             return
         self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=0.5)
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        close_after([self._thread], [self._fd], name="rollout-pedal", timeout_s=0.5)
 
     def _read(self) -> None:
         buffer = b""

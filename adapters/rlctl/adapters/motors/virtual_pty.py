@@ -9,19 +9,19 @@ port, as the SDKs do on every baud-rate change.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import time
 import tty
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
+from rlctl.adapters.descriptors import close_after
+
 
 class PtyDevice:
     """`start` opens the terminal (`_open_pty`) and the device's threads; `stop` ends them and
-    closes it (`_close_pty`); a `with` block does both."""
+    closes it (`_close_pty_after`), once; a `with` block does both."""
 
     # In the error for a port asked before `start`: "the virtual bus is not started".
     device_name = "virtual device"
@@ -29,6 +29,7 @@ class PtyDevice:
     def __init__(self) -> None:
         self._master = self._slave = -1
         self._port = ""
+        self._open = False
 
     @property
     def port(self) -> str:
@@ -46,6 +47,7 @@ class PtyDevice:
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self._port = os.ttyname(self._slave)
+        self._open = True
 
     def _close_pty_after(
         self, threads: Iterable[threading.Thread], *others: int, timeout_s: float = 5.0
@@ -54,29 +56,13 @@ class PtyDevice:
         they end within `timeout_s`, else when they do, from a thread of its own. Never under a
         thread still using the descriptors: the next terminal opened gets the same numbers, and a
         device thread late to stop on a loaded machine then read the next device's bytes (a
-        test's bus saw neither the pings nor the torque-off its host wrote)."""
-        waiting = [thread for thread in threads if thread is not threading.current_thread()]
-        deadline = time.monotonic() + timeout_s
-        for thread in waiting:
-            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
-        if not any(thread.is_alive() for thread in waiting):
-            self._close_pty(*others)
+        test's bus saw neither the pings nor the torque-off its host wrote). Once only: a second
+        stop closing the same numbers again would close another device's terminal."""
+        if not self._open:
             return
-
-        def close_when_done() -> None:
-            for thread in waiting:
-                thread.join()
-            self._close_pty(*others)
-
-        threading.Thread(
-            target=close_when_done, name=f"{self.device_name} closer", daemon=True
-        ).start()
-
-    def _close_pty(self, *others: int) -> None:
-        """Close both ends (and `others`: a wake-up pipe's), whatever is already closed."""
-        for fd in (self._master, self._slave, *others):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._open = False
+        fds = (self._master, self._slave, *others)
+        close_after(threads, fds, name=self.device_name, timeout_s=timeout_s)
 
     def __enter__(self) -> Self:
         return self.start()
