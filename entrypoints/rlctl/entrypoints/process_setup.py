@@ -1,4 +1,5 @@
-"""What every rlctl process sets before torch loads (the CLI and `rlctl.api` call it first)."""
+"""What every rlctl process sets before torch loads: run as the entrypoints layer is imported
+(`rlctl.entrypoints`), which the CLI, `python -m rlctl` and `rlctl.api` all come through."""
 
 from __future__ import annotations
 
