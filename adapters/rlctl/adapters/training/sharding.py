@@ -31,7 +31,9 @@ broadcast from the first rank whole.
 
 Mixed precision follows the run's precision: bf16 parameters and compute with float32 gradient
 reduction and float32 master weights (the sharded parameters) when mixed precision is on (CUDA);
-float32 otherwise (the CPU, and gloo).
+float32 otherwise (the CPU, and gloo). Each unit casts its inputs to bf16 itself, before FSDP's
+hooks, so an activation checkpoint recomputes from the inputs the forward pass used on every
+supported torch (`unit_inputs`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.vla.loading import materialize_buffers
 from rlctl.adapters.training.distributed import World
 from rlctl.adapters.training.precision import Precision
+from rlctl.adapters.training.unit_inputs import cast_unit_inputs
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.train_settings import DistributedSettings
@@ -120,8 +123,11 @@ def shard_model(
         modules = list(unit) if isinstance(unit, (list, tuple)) else [unit]
         fully_shard(modules if len(modules) > 1 else modules[0], **options)
         for module in modules:
-            for name in getattr(type(module), "fsdp_forward_methods", ()):
+            methods = tuple(getattr(type(module), "fsdp_forward_methods", ()))
+            for name in methods:
                 register_fsdp_forward_method(module, name)
+            if mp.param_dtype is not None:
+                cast_unit_inputs(module, mp.param_dtype, methods)
     fully_shard(model, **options)
     if from_first:
         _first_ranks_weights(model, world, first)
