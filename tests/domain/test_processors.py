@@ -313,6 +313,15 @@ def test_batch_keys_go_where_lerobot_puts_them():
     assert from_transition(transition) == batch
 
 
+@given(batch=raw_batches())
+def test_a_pipeline_without_steps_gives_the_batch_as_the_round_trip_does(batch):
+    """An empty pipeline (a small model's training pre-processing) skips the transition but
+    gives what going through it gives: a new dict with the same entries."""
+    out = ProcessorPipeline().process_batch(batch)
+    assert out is not batch
+    assert_same_batches(out, from_transition(to_transition(batch)))
+
+
 def test_a_transition_without_extras_gives_a_minimal_batch():
     assert from_transition(Transition(observation={"observation.state": 1})) == {
         "observation.state": 1

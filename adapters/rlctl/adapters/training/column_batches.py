@@ -3,9 +3,10 @@
 Such a dataset's rows are already in memory once it is open, so a step's batch needs no
 DataLoader, no item and no file: the columns become torch tensors once, each windowed key is
 expanded to its windows once (the reader's rows and padding for every position), and since the
-sampler's order is known an epoch ahead, each epoch's samples are gathered at once, one index
-op per column; a step's batch is a slice of them. The batches are those the loader gathers from
-the reader (`reader.gather`) or collates item by item, key for key and bit for bit.
+sampler's order is known an epoch ahead, the samples of about an epoch's steps are gathered at
+once, one index op per column, and cut into the steps' batches at once; a step takes the next.
+The batches are those the loader gathers from the reader (`reader.gather`) or collates item by
+item, key for key and bit for bit.
 
 Normalising once: when every pre-processing step before the policy's normaliser leaves the
 values alone (renames nothing, adds a batch axis, keeps them on the CPU uncast), the normaliser
@@ -21,6 +22,7 @@ instead of once per batch; the run still stops with `DatasetChanged` within an e
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -47,11 +49,12 @@ MEMORY_BUDGET_BYTES = 2 << 30
 class ColumnBatches(Iterator[dict[str, Any]]):
     """The sampler's batches, from step `sampler.start_step` on, gathered from `source`.
 
-    Each epoch's samples are gathered once, in the sampler's order, with one index op per
-    column (windowed keys were expanded to their windows up front); a step's batch is then a
-    slice of them, or slices of two epochs joined. `normalized` replaces some columns by their
-    normalised values (`normalize_columns`); `check_unchanged` raises when the dataset folder
-    was replaced, called once per epoch.
+    This rank's samples of about an epoch's steps are gathered at once, in the sampler's order
+    (across an epoch's end too), with one index op per column (windowed keys were expanded to
+    their windows up front), and cut into the steps' batches; a step then only takes the next
+    one (a step's Python work was the data wait of small models' training: a slice per column).
+    `normalized` replaces some columns by their normalised values (`normalize_columns`);
+    `check_unchanged` raises when the dataset folder was replaced, called once per block.
     """
 
     def __init__(
@@ -77,7 +80,7 @@ class ColumnBatches(Iterator[dict[str, Any]]):
         self._sampler = sampler
         self._check_unchanged = check_unchanged
         self._step = sampler.start_step
-        self._epoch: tuple[int, dict[str, torch.Tensor], list[str]] | None = None
+        self._ready: deque[dict[str, Any]] = deque()
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -88,32 +91,38 @@ class ColumnBatches(Iterator[dict[str, Any]]):
         return self
 
     def __next__(self) -> dict[str, Any]:
-        spans = self._sampler.spans(self._step)
+        if not self._ready:
+            self._ready = self._block(self._step)
         self._step += 1
-        if len(spans) == 1:
-            epoch, start, stop = spans[0]
-            columns, tasks = self._epoch_samples(epoch)
-            batch: dict[str, Any] = {key: value[start:stop] for key, value in columns.items()}
-            batch["task"] = tasks[start:stop]
-            return batch
-        parts = []
-        for epoch, start, stop in spans:
-            columns, tasks = self._epoch_samples(epoch)
-            parts.append(({k: v[start:stop] for k, v in columns.items()}, tasks[start:stop]))
-        batch = {key: torch.cat([part[key] for part, _ in parts]) for key in self._columns}
-        batch["task"] = [task for _, tasks in parts for task in tasks]
-        return batch
+        return self._ready.popleft()
 
-    def _epoch_samples(self, epoch: int) -> tuple[dict[str, torch.Tensor], list[str]]:
-        """Every column at `epoch`'s samples, in order, and their tasks (the last epoch kept)."""
-        if self._epoch is None or self._epoch[0] != epoch:
-            self._check_unchanged()
-            frames = self._sampler.epoch_frames(epoch)
-            index = torch.from_numpy(frames)
-            columns = {key: value.index_select(0, index) for key, value in self._columns.items()}
-            tasks = self._tasks
-            self._epoch = (epoch, columns, [tasks[t] for t in self._task_index[frames].tolist()])
-        return self._epoch[1], self._epoch[2]
+    def _block(self, first: int) -> deque[dict[str, Any]]:
+        """The batches of about an epoch's steps from step `first` on: this rank's samples of
+        all of them gathered with one index op per column, then cut into the steps' batches
+        (views) at once, so that a step only takes the next one."""
+        self._check_unchanged()
+        sampler = self._sampler
+        size, batch, world = len(sampler.positions), sampler.batch_size, sampler.world_size
+        steps = max(1, size // (batch * world))
+        starts = ((first + np.arange(steps)) * world + sampler.rank) * batch
+        stream = (starts[:, None] + np.arange(batch)).reshape(-1)
+        epochs, offsets = np.divmod(stream, size)
+        frames = np.empty_like(stream)
+        for epoch in np.unique(epochs).tolist():
+            where = epochs == epoch
+            frames[where] = sampler.epoch_frames(epoch)[offsets[where]]
+        index = torch.from_numpy(frames)
+        keys = list(self._columns)
+        parts = [
+            value.index_select(0, index).view(steps, batch, *value.shape[1:]).unbind(0)
+            for value in self._columns.values()
+        ]
+        tasks = [self._tasks[t] for t in self._task_index[frames].tolist()]
+        per_step = zip(*parts, strict=True) if parts else [()] * steps
+        return deque(
+            {**dict(zip(keys, values, strict=True)), "task": tasks[i * batch : (i + 1) * batch]}
+            for i, values in enumerate(per_step)
+        )
 
 
 def _tensor(values: np.ndarray) -> torch.Tensor:

@@ -40,6 +40,8 @@ class ProcessorPipeline:
 
     def process_batch(self, batch: Mapping[str, Any]) -> dict[str, Any]:
         """Run on a flat LeRobot-style batch dict (`observation.state`, `action`, …)."""
+        if not self.steps:  # a training step's whole pre-processing, for small models
+            return dict(batch)
         return from_transition(self(to_transition(batch)))
 
     def transform_features(self, features: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
