@@ -15,13 +15,13 @@ import pytest
 import structlog
 
 from rlctl.adapters.robots.config import EarthRoverMiniPlusConfig, RobotConfig
+from rlctl.adapters.cameras.picture_header import picture_size
 from rlctl.adapters.robots.earthrover import (
     ACTION_NAMES,
     STATE_NAMES,
     EarthRoverMiniPlus,
     decode_frame,
     earthrover_mini_plus,
-    picture_size,
 )
 from rlctl.domain.config import converter, structure
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput

@@ -35,8 +35,8 @@ from rlctl.adapters.robots.lekiwi import (
     lekiwi_motors,
     wheel_raw_to_body,
 )
-from rlctl.adapters.robots.lekiwi_client import LeKiwiClient
-from rlctl.adapters.robots.lekiwi_host import LeKiwiHost
+from rlctl.adapters.robots.lekiwi_client import LeKiwiClient, _header_contents
+from rlctl.adapters.robots.lekiwi_host import MAX_COMMAND_BYTES, LeKiwiHost, decode_command
 from rlctl.application.robot_features import STATE_KEY
 from rlctl.application.use_cases.calibrate_robot import CalibrateRobot
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
@@ -248,7 +248,16 @@ def test_host_and_client_drive_the_arm_and_base_and_the_watchdog_stops_the_base(
         assert all(kiwi_bus.motor(i).spin == 0 for i in (7, 8, 9))
         raw.send_string(json.dumps({"x.vel": 0.1}))  # lacks the arm: dropped
         assert wait_for(lambda: host.report.dropped == 1, 5)
+        # Anything else a peer may send is dropped too, and the host goes on serving.
+        hostile = [b"\xff\xfe", b"[" * 60_000, json.dumps({**wild, "x.vel": None}).encode()]
+        for dropped, message in enumerate(hostile, start=2):
+            raw.send(message)
+            assert wait_for(lambda n=dropped: host.report.dropped == n, 5)
+        raw.send(b" " * (MAX_COMMAND_BYTES + 1))  # too long: the peer is cut off, unread
         raw.close()
+        time.sleep(0.3)
+        assert thread.is_alive() and not failure
+        assert host.report.dropped == 1 + len(hostile)
         context.term()
 
         with pytest.raises(InvalidInput, match="a LeKiwi action has 9 values"):
@@ -259,6 +268,61 @@ def test_host_and_client_drive_the_arm_and_base_and_the_watchdog_stops_the_base(
         thread.join(timeout=10)
     assert not failure, failure
     assert not kiwi_bus.motor(1).torque_enabled  # torque off when the host stops
+
+
+@pytest.mark.parametrize(
+    "message,reason",
+    [
+        (b"\xff\xfe", "JSON object"),
+        (b"[" * 100_000, "JSON object"),
+        (b"[1, 2]", "got list"),
+        (b'{"x.vel": 0.1}', "lacks"),
+        (None, "is NoneType, not a number"),
+        (True, "is bool, not a number"),
+        ("0.5", "is str, not a number"),
+        ([1.0], "is list, not a number"),
+        (10**400, "out of range"),
+    ],
+)
+def test_a_command_that_is_not_nine_numbers_is_refused_with_the_reason(message, reason):
+    if not isinstance(message, bytes):
+        command = dict.fromkeys(STATE_NAMES, 0.0)
+        command["arm_wrist_roll.pos"] = message
+        message = json.dumps(command).encode()
+    with pytest.raises(ValueError, match=reason):
+        decode_command(message)
+
+
+def test_a_non_finite_command_is_let_through_for_the_robots_guard_to_hold():
+    command = dict.fromkeys(STATE_NAMES, 0.0) | {"x.vel": float("nan")}
+    assert np.isnan(decode_command(json.dumps(command).encode())[6])
+
+
+GOOD_HEADER = {"_cams": ["front"], **dict.fromkeys(STATE_NAMES, 1.0)}
+
+
+@pytest.mark.parametrize(
+    "header,reason",
+    [
+        ("hello", "str, not an object"),
+        (5, "int, not an object"),
+        ({**GOOD_HEADER, "_cams": [["x"]]}, "_cams"),
+        ({k: v for k, v in GOOD_HEADER.items() if k != "_cams"}, "_cams"),
+        ({k: v for k, v in GOOD_HEADER.items() if k != "x.vel"}, "x.vel is NoneType"),
+        ({**GOOD_HEADER, "arm_elbow_flex.pos": float("nan")}, "not a finite number"),
+        ({**GOOD_HEADER, "x.vel": float("inf")}, "not a finite number"),
+        ({**GOOD_HEADER, "x.vel": 1e300}, "not a finite number"),  # infinite in float32
+        ({**GOOD_HEADER, "x.vel": 10**400}, "not a finite number"),
+        ({**GOOD_HEADER, "x.vel": "1.0"}, "str, not a number"),
+    ],
+)
+def test_an_observation_header_that_is_not_the_hosts_is_refused(header, reason):
+    """The client drops such an observation and keeps its last good one: a missing or
+    non-finite state would otherwise become the arm's position a held action sends back."""
+    with pytest.raises(ValueError, match=reason):
+        _header_contents(header)
+    cameras, state = _header_contents(GOOD_HEADER)
+    assert cameras == ["front"] and state.tolist() == [1.0] * 9
 
 
 def test_a_client_without_a_host_is_told_to_start_one():

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlctl.adapters.cameras.capture_thread import CaptureThreadCamera
 from rlctl.adapters.cameras.config import Reachy2CameraConfig
-from rlctl.adapters.robots.earthrover import MAX_PICTURE_SIDE, picture_size
+from rlctl.adapters.cameras.picture_header import MAX_PICTURE_SIDE, picture_size
 from rlctl.domain.errors import HardwareError, NotSupported
 
 # The video server's camera names (pollen-vision's) and views (the API's `View` enum).

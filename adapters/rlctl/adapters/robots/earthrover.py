@@ -31,7 +31,6 @@ import base64
 import binascii
 import json
 import math
-import struct
 import threading
 import time
 import urllib.error
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from rlctl.adapters.cameras.picture_header import MAX_PICTURE_SIDE, picture_size
 from rlctl.adapters.robots.config import EarthRoverMiniPlusConfig
 from rlctl.application.ports.robot import ACTION_KEY, CalibrationStore, CalibrationTarget
 from rlctl.application.robot_features import (
@@ -90,9 +90,6 @@ TELEMETRY: tuple[tuple[str, str, int | None], ...] = (
 STATE_NAMES = tuple(name for name, _, _ in TELEMETRY)
 # An answer larger than this is not the SDK's (a frame is a few hundred kB of base64).
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
-# A picture claiming more than this is refused before it is decoded (a hostile or broken server
-# could claim any size in a tiny file).
-MAX_PICTURE_SIDE = 8192
 STOP = (0.0, 0.0)
 
 
@@ -153,38 +150,6 @@ def _reason(error: object) -> str:
     return str(error) or type(error).__name__
 
 
-def picture_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from a JPEG's or PNG's header, without decoding it; None when `data` is
-    neither or its header is broken."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        width, height = struct.unpack(">II", data[16:24])
-        return int(width), int(height)
-    if data[:2] != b"\xff\xd8":
-        return None
-    i = 2
-    while i + 4 <= len(data):
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-            i += 2
-            continue
-        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
-        # Start of frame (baseline, progressive, …; not DHT, JPG or DAC).
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            if i + 9 > len(data):
-                return None
-            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
-            return int(width), int(height)
-        if marker == 0xDA or length < 2:  # scan data before any frame header
-            return None
-        i += 2 + length
-    return None
-
-
 def decode_frame(text: Any) -> np.ndarray:
     """A base64 JPEG (or PNG) from the SDK as LeRobot makes it: 480x640 RGB uint8 (resized with
     OpenCV's bilinear default, then BGR to RGB). ValueError says why it is no picture."""
@@ -225,16 +190,13 @@ def _number(value: Any) -> float | None:
     """A finite float from a JSON value, or None (missing, null, text, NaN, infinite)."""
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, int | float):
+    if not isinstance(value, int | float | str):
+        return None
+    try:
         number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None
-    return None
+    except (ValueError, OverflowError):  # text that is no number; an integer past float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def telemetry_values(data: dict[str, Any]) -> list[float | None]:

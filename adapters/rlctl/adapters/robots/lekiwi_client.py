@@ -22,6 +22,7 @@ import base64
 import binascii
 import contextlib
 import json
+import math
 import struct
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from rlctl.adapters.cameras.picture_header import picture_size
 from rlctl.adapters.robots.config import LeKiwiClientConfig
 from rlctl.adapters.robots.lekiwi import BASE_NAMES, STATE_NAMES, base_limits
 from rlctl.adapters.robots.lekiwi_host import DEPTH_KEY
@@ -279,26 +281,30 @@ class LeKiwiClient:
 
         try:
             header = json.loads(parts[0])
-            cameras = list(header.pop("_cams"))
-            state = np.asarray([float(header.get(n, 0.0)) for n in STATE_NAMES], np.float32)
+            cameras, state = _header_contents(header)
             depths = self._decode_depths(header.get(DEPTH_KEY))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as error:
+            # The last good observation stays (until `observation_timeout_s`).
             log.warning("malformed observation dropped", error=str(error))
             return
         for name, jpeg in zip(cameras, parts[1:], strict=False):
             if name not in self._sizes or not jpeg:
                 continue
-            frame = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
-            if frame is None:
+            # The size from the JPEG's header, before decoding (a hostile host could claim any).
+            size = picture_size(jpeg)
+            if size is None:
                 continue
-            if frame.shape[:2] != self._sizes[name]:
+            if size[::-1] != self._sizes[name]:
                 height, width = self._sizes[name]
                 raise HardwareError(
-                    f"the host's camera {name!r} sends {frame.shape[1]}x{frame.shape[0]} "
-                    f"frames, the client declares {width}x{height}",
+                    f"the host's camera {name!r} sends {size[0]}x{size[1]} frames, the client "
+                    f"declares {width}x{height}",
                     where=self.where,
                     hint="give the client's cameras the host's sizes",
                 )
+            frame = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+            if frame is None or frame.shape[:2] != self._sizes[name]:
+                continue
             self._frames[name] = frame
         self._depth_frames.update(depths)
         self._state = state
@@ -362,3 +368,30 @@ def lekiwi_client(
     config: LeKiwiClientConfig, *, calibration_store: CalibrationStore | None = None
 ) -> LeKiwiClient:
     return LeKiwiClient(config)
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _header_contents(header: Any) -> tuple[list[str], np.ndarray]:
+    """The camera names and the state of an observation's JSON header; ValueError for one that
+    is not the host's (a state value missing, not a number, or not finite: the arm's last
+    known position is what a held action sends back)."""
+    if not isinstance(header, dict):
+        raise ValueError(f"the header is {type(header).__name__}, not an object")
+    cameras = header.get("_cams")
+    if not isinstance(cameras, list) or not all(isinstance(c, str) for c in cameras):
+        raise ValueError("the header's _cams is not a list of camera names")
+    values = []
+    for name in STATE_NAMES:
+        value = header.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"the header's {name} is {type(value).__name__}, not a number")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past float's range
+            number = math.inf
+        if not abs(number) <= FLOAT32_MAX:  # NaN, infinite, or so in float32 (the state's)
+            raise ValueError(f"the header's {name} is {value!r}, not a finite number")
+        values.append(number)
+    return cameras, np.asarray(values, np.float32)

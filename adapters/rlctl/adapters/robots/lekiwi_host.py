@@ -42,6 +42,8 @@ JPEG_QUALITY = 90
 DEPTH_KEY = "_depth"
 # zlib level 1: depth images change every frame, and the host has a frame period to spend.
 PNG_COMPRESSION = 1
+# A command is nine numbers in JSON, a few hundred bytes.
+MAX_COMMAND_BYTES = 64 * 1024
 
 
 def _zmq() -> Any:
@@ -108,15 +110,30 @@ def encode_observation(
     return frames
 
 
-def decode_command(message: str) -> np.ndarray:
-    """A client's action as the robot's vector; ValueError saying what is wrong."""
-    data = json.loads(message)
+def decode_command(message: bytes) -> np.ndarray:
+    """A client's action as the robot's vector; ValueError saying what is wrong. Anyone on the
+    network may send anything: text that is not UTF-8 or JSON, nesting deep enough to exhaust
+    the parser, values of any type. A non-finite number is let through, for the robot's guard
+    to hold."""
+    try:
+        data = json.loads(message.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise ValueError(f"a command is a JSON object ({type(error).__name__})") from None
     if not isinstance(data, dict):
         raise ValueError(f"a command is a JSON object, got {type(data).__name__}")
     missing = [name for name in STATE_NAMES if name not in data]
     if missing:
         raise ValueError(f"the command lacks {', '.join(missing)}")
-    return np.asarray([float(data[name]) for name in STATE_NAMES], dtype=np.float64)
+    return np.asarray([_number(name, data[name]) for name in STATE_NAMES], dtype=np.float64)
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} is {type(value).__name__}, not a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer past float's range
+        raise ValueError(f"{name} is out of range") from None
 
 
 class LeKiwiHost:
@@ -148,6 +165,8 @@ class LeKiwiHost:
             commands = context.socket(zmq.PULL)
             sockets.append(commands)
             commands.setsockopt(zmq.CONFLATE, 1)
+            # A peer sending a larger message is cut off before it is read.
+            commands.setsockopt(zmq.MAXMSGSIZE, MAX_COMMAND_BYTES)
             observations = context.socket(zmq.PUSH)
             sockets.append(observations)
             observations.setsockopt(zmq.SNDHWM, 2)
@@ -202,7 +221,7 @@ class LeKiwiHost:
         while not self.stop_event.is_set() and time.monotonic() - start < self._duration:
             began = time.monotonic()
             try:
-                message = commands.recv_string(zmq.NOBLOCK)
+                message = commands.recv(zmq.NOBLOCK)
             except zmq.Again:
                 message = None
             if message is not None:
