@@ -61,6 +61,19 @@ def test_positions_are_read_in_degrees_and_goals_reach_the_motors_with_their_gai
     assert bus.last_state("gripper").position == pytest.approx(-12.5, abs=0.05)
 
 
+def test_a_goal_beyond_what_an_mit_frame_carries_is_refused_not_saturated(rig):
+    """The frame would carry PMAX instead (the motor driven to the end of its scale)."""
+    emulated, bus = rig
+    bus.connect()
+    bus.enable_torque()
+    limit = dm.max_position_deg("dm8009")
+    sent = len(emulated.motors[1].commands)
+    with pytest.raises(InvalidInput, match="the goal of 'joint_1' is 1e\\+06, beyond"):
+        bus.sync_write("Goal_Position", {"joint_1": 1e6})
+    assert len(emulated.motors[1].commands) == sent
+    bus.sync_write("Goal_Position", {"joint_1": limit})  # the scale's end itself is a goal
+
+
 def test_a_disabled_motor_does_not_follow_goals_and_disconnect_disables_torque(rig):
     emulated, bus = rig
     bus.connect()

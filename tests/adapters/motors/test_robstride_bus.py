@@ -82,6 +82,20 @@ def test_velocity_mode_takes_goal_velocities_and_refuses_positions(rig):
         bus.write("Goal_Position", "wrist", 0.0)
 
 
+def test_goals_beyond_what_the_frames_carry_are_refused(rig):
+    """A position past PMAX would saturate to it; a velocity of 1e45 did not even pack."""
+    emulated, bus = rig
+    bus.connect()
+    bus.enable_torque(["wrist"])
+    with pytest.raises(InvalidInput, match="Goal_Position of 'wrist' is 1e\\+06, beyond"):
+        bus.write("Goal_Position", "wrist", 1e6)
+    bus.switch_mode(rs.MODE_VELOCITY, ["wrist"])
+    for huge in (1e30, 1e45):
+        with pytest.raises(InvalidInput, match="Goal_Velocity of 'wrist' is .*beyond"):
+            bus.write("Goal_Velocity", "wrist", huge)
+    assert not emulated.motors[3].velocity_commands
+
+
 def test_a_silent_motor_fails_the_exchange_by_name_after_its_retries(rig):
     emulated, bus = rig
     bus.connect()
@@ -210,7 +224,7 @@ STEPS = [
     ["mode", rs.MODE_MIT, ["shoulder", "elbow"]],
     ["gains", "Kp", {"shoulder": 240.0, "elbow": 24.0, "wrist": 0.0}],
     ["gains", "Kd", {"shoulder": 5.0, "elbow": 0.3, "wrist": 0.0}],
-    ["goal", {"shoulder": 45.0, "elbow": -123.4, "wrist": 800.0}],  # past its scale: clamped
+    ["goal", {"shoulder": 45.0, "elbow": -123.4, "wrist": 700.0}],  # near its scale's end (±720°)
     ["query", ["elbow"]],
     ["zero", ["wrist"]],
     ["disable", ["shoulder"]],

@@ -158,9 +158,10 @@ def test_the_controller_drives_the_legs_and_the_action_the_arms(policies):
         try:
             present = robot.get_observation()["observation.state"]
             arms = present[15:] + 0.05
-            sent = robot.send_action(np.concatenate([arms, [0.0, 0.5, 0.0, 7.0]]))
+            sent = robot.send_action(np.concatenate([arms, [0.0, 0.5, -1.05, 7.0]]))
             np.testing.assert_allclose(sent[:14], arms, atol=1e-5)
-            assert list(sent[14:]) == [0.0, 0.5, 0.0, 1.0]  # the axes clipped to the stick
+            # A little past the stick's travel clipped to it; far past is garbage: no command.
+            assert list(sent[14:]) == [0.0, 0.5, -1.0, 0.0]
             time.sleep(0.2)  # the controller runs at 200 Hz beside it
             commands = [c["data"]["motor_cmd"] for c in bridge.commands]
             legs = [c for c in commands if c[0]["kp"] == HOLOSOMA_KP[0]]

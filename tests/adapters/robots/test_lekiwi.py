@@ -6,6 +6,7 @@ the client goes silent."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -428,3 +429,15 @@ def test_rlctl_lekiwi_host_serves_a_client_in_another_process(kiwi_bus, tmp_path
     assert "watchdog" in output or "no command" in output, output
     # The host's last writes turn the torque off; the emulated bus applies them a moment later.
     assert wait_for(lambda: not kiwi_bus.motor(7).torque_enabled, 5)
+
+
+@pytest.mark.parametrize("field", ["base_max_linear_m_s", "base_max_angular_deg_s"])
+@pytest.mark.parametrize("value", [0.0, -1.0, math.nan, math.inf])
+def test_base_speed_limits_must_be_positive_and_finite(field, value):
+    """An infinite one switched the base's guard off; NaN or negative failed later, unnamed."""
+    for make in (
+        lambda: LeKiwiConfig(port="/dev/null", **{field: value}),
+        lambda: LeKiwiClientConfig(remote_ip="127.0.0.1", **{field: value}),
+    ):
+        with pytest.raises(ConfigError, match=f"{field} must be a positive finite number"):
+            make()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -216,3 +217,11 @@ def test_garbage_in_either_half_of_a_bimanual_openarm_moves_no_motor(tmp_path):
                 assert all(np.isfinite(c.position_deg) for c in motor.commands)
         finally:
             robot.disconnect()
+
+
+@pytest.mark.parametrize(
+    "bounds", [(-math.inf, math.inf), (5.0, -5.0), (0.0, math.nan), ("a", 1.0), (1.0,)]
+)
+def test_joint_limits_that_would_leave_the_guard_open_are_refused(bounds):
+    with pytest.raises(ConfigError, match="the limits of 'joint_1' must be two finite degrees"):
+        OpenArmFollowerConfig(port="can0", joint_limits={"joint_1": bounds})

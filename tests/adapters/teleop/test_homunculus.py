@@ -251,6 +251,26 @@ def test_garbled_lines_are_skipped_and_only_garble_is_named(glove_board, store):
         glove.disconnect()
 
 
+def test_a_reading_no_12_bit_adc_gives_is_a_garbled_line(glove_board, store):
+    """Once taken as a reading, 999999 became the recorded range of calibration: the joint then
+    read wrong for good."""
+    config = HomunculusGloveConfig(port=glove_board.port, side="right", id="g", timeout_s=2.0)
+    glove = homunculus_glove(config, calibration_store=store)
+    glove.connect()
+    try:
+        glove_board.set(thumb_cmc=999_999)
+        time.sleep(0.05)
+        with contextlib.suppress(HardwareError):  # a good line printed before
+            glove.stream.bus.sync_read("Present_Position", normalize=False)
+        with pytest.raises(HardwareError, match="unreadable line"):
+            glove.stream.bus.sync_read("Present_Position", normalize=False)
+        glove_board.set(thumb_cmc=4095)
+        reading = glove.stream.bus.sync_read("Present_Position", normalize=False)
+        assert reading["thumb_cmc"] <= 4095
+    finally:
+        glove.disconnect()
+
+
 def test_a_silent_or_missing_board_fails_to_connect_with_its_port(store, tmp_path):
     with VirtualHomunculusBoard.glove() as board:
         board.pause()

@@ -138,6 +138,10 @@ def test_a_line_is_a_sample_when_it_has_16_numbers_as_lerobot_parses_it():
     numbers = [str(i) for i in range(1, 18)]
     assert parse_raw16(numbers) == {f"ch{i}": i + 1 for i in range(16)}
     assert parse_raw16(numbers[:3]) is None
+    # A number no 12-bit ADC gives: a garbled line (48839 was full stick on the G1).
+    assert parse_raw16([*numbers[:7], "99999999", *numbers[8:16]]) is None
+    assert parse_raw16([*numbers[:7], "-1", *numbers[8:16]]) is None
+    assert parse_raw16([*numbers[:7], "4095", *numbers[8:16]]) is not None
     with pytest.raises(ValueError):
         parse_raw16([*numbers[:7], "x", *numbers[8:16]])
 

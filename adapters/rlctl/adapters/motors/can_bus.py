@@ -427,3 +427,15 @@ def finite(value: MotorValue, what: str) -> float:
     if number != number or number in (float("inf"), float("-inf")):
         raise InvalidInput(f"{what} is {number}, not a finite number")
     return number
+
+
+def within(number: float, limit: float, what: str) -> float:
+    """`number` if its magnitude is at most `limit`; else InvalidInput. An MIT frame saturates a
+    value beyond its scale to the scale's end: a goal of 1e6° would drive the motor to its
+    end stop instead of being refused."""
+    if abs(number) > limit:
+        raise InvalidInput(
+            f"{what} is {number:g}, beyond the ±{limit:g} the motor's frames carry",
+            hint="send a goal within the joint's range (the robot's guard limits them)",
+        )
+    return number

@@ -24,7 +24,7 @@ import structlog
 from rlctl.adapters.motors import damiao_protocol as dm
 from rlctl.adapters.motors.can_bus import DEFAULT_GAINS as DEFAULT_GAINS
 from rlctl.adapters.motors.can_bus import GAIN_REGISTERS as GAIN_REGISTERS
-from rlctl.adapters.motors.can_bus import CanMotorBus, finite
+from rlctl.adapters.motors.can_bus import CanMotorBus, finite, within
 from rlctl.adapters.motors.can_bus import MotorValue as MotorValue
 from rlctl.domain.calibration import Calibration
 from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported
@@ -172,10 +172,12 @@ class DamiaoMotorBus(CanMotorBus[dm.MotorState]):
         frames = {}
         for name in names:
             goal = finite(values[name], f"the goal of {name!r}")
+            model = self._motors[name].model
+            within(goal, dm.max_position_deg(model), f"the goal of {name!r}")
             gains = self._gains[name]
             frames[name] = (
                 self._motors[name].id,
-                dm.encode_mit(self._motors[name].model, gains["Kp"], gains["Kd"], goal, 0.0, 0.0),
+                dm.encode_mit(model, gains["Kp"], gains["Kd"], goal, 0.0, 0.0),
             )
         self._exchange(frames, action="an MIT position command")
 

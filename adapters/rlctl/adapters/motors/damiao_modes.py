@@ -23,7 +23,7 @@ import attrs
 import structlog
 
 from rlctl.adapters.motors import damiao_protocol as dm
-from rlctl.adapters.motors.can_bus import MotorValue, finite
+from rlctl.adapters.motors.can_bus import MotorValue, finite, within
 from rlctl.adapters.motors.damiao import DamiaoMotorBus
 from rlctl.domain.calibration import Calibration
 from rlctl.domain.errors import HardwareError, InvalidInput
@@ -170,6 +170,7 @@ class DamiaoModeBus(DamiaoMotorBus):
             goal = finite(values[name], f"the goal of {name!r}")
             motor, mode = self._motors[name], self._modes[name]
             if mode.code == dm.MIT_MODE:
+                within(goal, dm.max_position_deg(motor.model), f"the goal of {name!r}")
                 gains = self._gains[name]
                 data = dm.encode_mit(motor.model, gains["Kp"], gains["Kd"], goal, 0.0, 0.0)
             elif mode.code == dm.POS_VEL_MODE:

@@ -120,6 +120,11 @@ def param_request(motor_id: int, command: int, rid: int = 0) -> bytes:
     return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, command, rid, 0, 0, 0, 0])
 
 
+def max_position_deg(model: str) -> float:
+    """The largest goal, in degrees, an MIT frame of `model` carries (its PMAX)."""
+    return math.degrees(MODEL_LIMITS[model][0])
+
+
 def encode_mit(
     model: str, kp: float, kd: float, position_deg: float, velocity_dps: float, torque: float
 ) -> bytes:

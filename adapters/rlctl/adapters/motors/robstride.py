@@ -15,6 +15,7 @@ memory, as in LeRobot. Ids are set with Robstride's MotorStudio, so discovery is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import structlog
@@ -22,7 +23,7 @@ import structlog
 from rlctl.adapters.motors import robstride_protocol as rs
 from rlctl.adapters.motors.can_bus import DEFAULT_GAINS as DEFAULT_GAINS
 from rlctl.adapters.motors.can_bus import GAIN_REGISTERS as GAIN_REGISTERS
-from rlctl.adapters.motors.can_bus import CanMotorBus, finite
+from rlctl.adapters.motors.can_bus import CanMotorBus, finite, within
 from rlctl.adapters.motors.can_bus import MotorValue as MotorValue
 from rlctl.domain.calibration import Calibration
 from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported
@@ -141,10 +142,13 @@ class RobstrideMotorBus(CanMotorBus[rs.MotorState]):
                     hint=f"switch it first (bus.switch_mode({wanted}, [{name!r}]))",
                 )
             goal = finite(values[name], f"the {register} of {name!r}")
+            pmax, vmax, _ = rs.limits(self._motors[name].model)
             if register == "Goal_Position":
+                within(goal, math.degrees(pmax), f"the {register} of {name!r}")
                 gains = self._gains[name]
                 data = rs.encode_mit(self._motors[name].model, gains["Kp"], gains["Kd"], goal, 0, 0)
             else:
+                within(goal, math.degrees(vmax), f"the {register} of {name!r}")
                 data = rs.encode_velocity(goal)
             frames[name] = data
         what = "an MIT position command" if wanted == rs.MODE_MIT else "a velocity command"

@@ -9,6 +9,7 @@ Importing this module is cheap: the SDKs, OpenCV and simulators load when a robo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -234,6 +235,32 @@ def _check_side(_: Any, __: attrs.Attribute[str | None], value: str | None) -> N
         )
 
 
+def _check_joint_limits(limits: dict[str, tuple[float, float]]) -> None:
+    # An infinite bound would leave the guard open on that side (the MIT frame then saturates
+    # any goal at the motor's scale end).
+    for name, bounds in limits.items():
+        try:
+            low, high = (float(b) for b in bounds)
+        except (TypeError, ValueError):
+            low = high = math.nan
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ConfigError(
+                f"the limits of {name!r} must be two finite degrees, the lower first, "
+                f"got {bounds!r}",
+                where=f"robot.joint_limits.{name}",
+                hint="e.g. --robot.joint_limits='{joint_1: [-75, 75]}'",
+            )
+
+
+def _positive_finite(_: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigError(
+            f"{attribute.name} must be a positive finite number, got {value!r}",
+            where=f"robot.{attribute.name}",
+            hint="the fastest the safety guard lets the base go",
+        )
+
+
 # Not slotted: the robot config below inherits it beside RobotConfig (one slotted base only).
 @attrs.frozen(kw_only=True, slots=False)
 class OpenArmFollowerArmConfig:
@@ -262,7 +289,9 @@ class OpenArmFollowerArmConfig:
     )
     position_kd: list[float] = attrs.field(factory=lambda: [5.0, 5.0, 3.0, 5.0, 0.3, 0.3, 0.3, 0.3])
     # Degrees each joint may be sent (the safety guard's range), used when `side` is unset.
-    joint_limits: dict[str, tuple[float, float]] = attrs.field(factory=_small_limits)
+    joint_limits: dict[str, tuple[float, float]] = attrs.field(
+        factory=_small_limits, validator=lambda _, __, value: _check_joint_limits(value)
+    )
     # rlctl's: how long the motors' answers to one exchange may take, and extra attempts.
     can_timeout_s: float = 0.01
     can_retries: int = 2
@@ -445,9 +474,9 @@ class LeKiwiBaseLimits:
     speeds reach 0.3 m/s and 90 deg/s; the wheels are scaled down past 3000 ticks/s anyway.)"""
 
     # The fastest x.vel / y.vel the guard lets through (m/s).
-    base_max_linear_m_s: float = 1.0
+    base_max_linear_m_s: float = attrs.field(default=1.0, validator=_positive_finite)
     # The fastest theta.vel the guard lets through (deg/s).
-    base_max_angular_deg_s: float = 360.0
+    base_max_angular_deg_s: float = attrs.field(default=360.0, validator=_positive_finite)
 
 
 @RobotConfig.register("lekiwi")

@@ -58,6 +58,8 @@ from rlctl.domain.errors import HardwareError, InvalidInput, NotSupported, Rlctl
 from rlctl.domain.features import FeatureSpec
 
 log = structlog.get_logger(__name__)
+# How far past the stick's travel (±1) a remote axis is clipped rather than taken as garbage.
+AXIS_OVERSHOOT = 1.1
 
 ROBOT_TYPE = "unitree_g1"
 LOWCMD_TOPIC = "rt/lowcmd"
@@ -468,9 +470,10 @@ class UnitreeG1Robot:
             goal = self._command(state, everything=values)
             return (state.q if goal is None else goal).astype(np.float32)
         arms, axes = values[: NUM_JOINTS - ARM_START], values[NUM_JOINTS - ARM_START :]
-        # The remote's axes set the walking speed: a non-finite one is no command (0), and
-        # none goes past the stick's travel.
-        axes = np.clip(np.nan_to_num(axes, nan=0.0, posinf=0.0, neginf=0.0), -1.0, 1.0)
+        # The remote's axes set the walking speed: a non-finite one is no command (0), as is
+        # one far past the stick's travel (garbage, not a full stick); a little past is clipped.
+        axes = np.nan_to_num(axes, nan=0.0, posinf=0.0, neginf=0.0)
+        axes = np.clip(np.where(np.abs(axes) > AXIS_OVERSHOOT, 0.0, axes), -1.0, 1.0)
         with self._send_lock:
             self._inputs.update(zip(REMOTE_AXES, (float(a) for a in axes), strict=True))
         goal = self._command(state, arms=arms)

@@ -259,6 +259,8 @@ class SerialJointBus:
                     reading = self._parse(text.split())
                 except ValueError:
                     reading = None
+                if reading is not None and not _adc_readings(reading.values()):
+                    reading = None  # a number no 12-bit ADC gives: a garbled line
                 with self._changed:
                     if reading is None:
                         self._garbled += 1
@@ -330,3 +332,7 @@ class SerialJointBus:
                 f"--teleop.port={self._port}`",
             )
         return self.calibration
+
+
+def _adc_readings(values: Iterable[int]) -> bool:
+    return all(0 <= value <= ADC_MAX for value in values)

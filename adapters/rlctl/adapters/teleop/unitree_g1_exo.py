@@ -93,10 +93,16 @@ def arm_joint_features() -> tuple[str, ...]:
 
 
 def parse_raw16(tokens: list[str]) -> dict[str, int] | None:
-    """LeRobot's `parse_raw16`: the first 16 numbers of a line of at least 16."""
+    """LeRobot's `parse_raw16`: the first 16 numbers of a line of at least 16, each an ADC
+    reading (0..ADC_MAX); None for a line that is not one."""
     if len(tokens) < CHANNELS:
         return None
-    return {name: int(token) for name, token in zip(CHANNEL_NAMES, tokens[:CHANNELS])}
+    values = {name: int(token) for name, token in zip(CHANNEL_NAMES, tokens[:CHANNELS])}
+    # A number no 12-bit ADC gives is a garbled line (a joystick axis of 48839 would be full
+    # stick on the robot).
+    if not all(0 <= value <= ADC_MAX for value in values.values()):
+        return None
+    return values
 
 
 # --- one arm's board -------------------------------------------------------------------------
