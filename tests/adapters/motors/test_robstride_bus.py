@@ -91,7 +91,7 @@ def test_goals_beyond_what_the_frames_carry_are_refused(rig):
         bus.write("Goal_Position", "wrist", 1e6)
     bus.switch_mode(rs.MODE_VELOCITY, ["wrist"])
     for huge in (1e30, 1e45):
-        with pytest.raises(InvalidInput, match="Goal_Velocity of 'wrist' is .*beyond"):
+        with pytest.raises(InvalidInput, match=r"Goal_Velocity of 'wrist' is .*beyond"):
             bus.write("Goal_Velocity", "wrist", huge)
     assert not emulated.motors[3].velocity_commands
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import structlog
 
-from rlctl.adapters.robots.config import EarthRoverMiniPlusConfig, RobotConfig
 from rlctl.adapters.cameras.picture_header import picture_size
+from rlctl.adapters.robots.config import EarthRoverMiniPlusConfig, RobotConfig
 from rlctl.adapters.robots.earthrover import (
     ACTION_NAMES,
     STATE_NAMES,
@@ -244,11 +244,17 @@ def test_a_late_answer_a_corrupt_frame_and_nan_telemetry_keep_the_last_good_read
         np.testing.assert_array_equal(third["observation.state"], first["observation.state"])
         assert any(e.get("reason") == "no answer in time" for e in logs)
         # Non-finite (or missing) telemetry: those fields keep their last finite values.
-        sdk.forced.update(battery=float("nan"), latitude=1e300, accels=[[1, "x"]])
+        sdk.forced.update(battery=float("nan"), latitude=1e300, accels=[[1, "x"]], speed=10**400)
         with structlog.testing.capture_logs() as logs:
             fourth = robot.get_observation()["observation.state"]
         assert np.all(np.isfinite(fourth))
-        for name in ("battery_level", "gps_latitude", "accelerometer_y", "accelerometer_z"):
+        for name in (
+            "battery_level",
+            "gps_latitude",
+            "accelerometer_y",
+            "accelerometer_z",
+            "speed",
+        ):
             i = STATE_NAMES.index(name)
             assert fourth[i] == first["observation.state"][i], name
         assert fourth[STATE_NAMES.index("accelerometer_x")] == 1.0  # the finite one is taken
@@ -258,6 +264,7 @@ def test_a_late_answer_a_corrupt_frame_and_nan_telemetry_keep_the_last_good_read
             "accelerometer_z",
             "battery_level",
             "gps_latitude",
+            "speed",
         ]
         with structlog.testing.capture_logs() as logs:
             robot.get_observation()
