@@ -17,6 +17,7 @@ from rlctl.application.ports.simulation import SimTask, SimulationError
 from rlctl.application.use_cases.evaluate_policy import EvalSettings, EvaluatePolicy
 from rlctl.domain.errors import FeatureMismatch
 from rlctl.domain.features import typed_feature
+from rlctl.domain.remote_inference import NonFiniteChunk
 
 
 def evaluate(sim: FakeSimulation, progress=None, encoder=None, policy=None, **settings):
@@ -265,6 +266,34 @@ def test_every_simulator_is_closed_when_the_policy_fails(error):
     assert all(s._closed for s in sim.simulators)
     assert sim.record.live_workers == 0
     assert progress.tasks[0].closed
+
+
+class NaNPolicy(RandomPolicy):
+    """Answers NaN for the second env from its `after`-th call on."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__([-1, -1], [1, 1], seed=0)
+        self.after, self.calls = after, 0
+
+    def select_action(self, observation):
+        self.calls += 1
+        action = super().select_action(observation)
+        if self.calls > self.after:
+            action = np.array(action, dtype=np.float32)
+            action[1, 0] = np.nan
+        return action
+
+
+def test_a_non_finite_action_never_reaches_the_simulator_and_stops_the_run():
+    sim = FakeSimulation({"s": ["a"]}, max_episode_steps=50)
+    with pytest.raises(NonFiniteChunk) as raised:
+        evaluate(sim, policy=NaNPolicy(after=3), n_episodes=4, batch_size=2, use_async_envs=False)
+    assert sim.record.steps == 3  # the fourth actions were refused, not stepped
+    error = raised.value
+    assert "policy 'random' answered step 3 of episode 1 of task s/0" in error.message
+    assert "NaN or infinite actions" in error.message
+    assert error.where == "policy.select_action" and "NaN weights" in (error.hint or "")
+    assert all(s._closed for s in sim.simulators)
 
 
 def test_a_simulator_crash_surfaces_and_closes_everything():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 from dependency_injector import providers
@@ -170,6 +171,7 @@ def test_pushes_the_folder_to_the_hub(tmp_path: Path) -> None:
         ({"encoded_dims": "0:6"}, ConfigError, "encoded_dims"),
         ({"encoded_dims": "0-4"}, ConfigError, "encoded_dims"),
         ({"encoded_dims": "0:4", "relative_dims": "0,9"}, ConfigError, "relative_dims"),
+        ({"encoded_dims": "0:4", "relative_dims": "-1"}, ConfigError, "relative_dims"),
         ({"encoded_dims": "0:4", "action_horizon": 40}, InvalidInput, LOCATION),
         ({"encoded_dims": "0:4", "normalization_mode": "ZSCORE"}, ConfigError, "normalization"),
         ({"encoded_dims": "0:4", "sample_fraction": 0.0}, ConfigError, "sample_fraction"),
@@ -182,6 +184,25 @@ def test_bad_settings_are_named(tmp_path: Path, settings, error, where) -> None:
         setup.run(**settings)
     assert where in (getattr(raised.value, "where", "") or "")
     assert not setup.out.exists()
+
+
+def test_relative_actions_need_the_state_they_are_relative_to(tmp_path: Path) -> None:
+    setup = Setup(tmp_path)
+    relative = {"encoded_dims": "0:4", "relative_dims": "0,1", "use_relative_transform": True}
+    with pytest.raises(ConfigError, match=r"no 'observation\.stat'") as raised:
+        setup.run(**relative, state_key="observation.stat")
+    assert raised.value.where == "state_key" and "observation.state" in (raised.value.hint or "")
+    # A state narrower than the dimensions made relative to it.
+    store = InMemoryDatasetStore()
+    narrow = meta()
+    features = dict(narrow.features)
+    features["observation.state"] = attrs.evolve(features["observation.state"], shape=(1,))
+    store.add(LOCATION, attrs.evolve(narrow, features=features))
+    setup.use_case._meta_reader = store
+    with pytest.raises(ConfigError, match="which has 1 dimension") as raised:
+        setup.run(**relative)
+    assert raised.value.where == "relative_dims"
+    assert not setup.out.exists() and setup.fitter.chunks is None
 
 
 def test_missing_statistics_are_refused_unless_identity(tmp_path: Path) -> None:

@@ -94,6 +94,7 @@ def test_the_settings_name_several_datasets_and_their_weights():
     for data, message in [
         ({"repo_id": ["u/a", "u/b"], "weights": [1]}, "1 weights for 2 dataset"),
         ({"repo_id": ["u/a", "u/b"], "weights": [1, 0]}, "must be positive"),
+        ({"repo_id": ["u/a", "u/b"], "weights": [1e308, 1e308]}, "add up to a finite number"),
         ({"root": ["/a", "/b"], "streaming": True}, "streaming reads a dataset from the Hub"),
         ({"repo_id": ["u/a", "u/b"], "streaming": True, "episodes": [0]}, "not of a mixture"),
         ({"repo_id": ["u/a", "u/b"], "episodes": [0]}, "not of a mixture"),

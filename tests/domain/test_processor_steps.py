@@ -377,3 +377,40 @@ def test_to_batch_adds_a_leading_axis_to_single_samples_only():
     assert out.action.shape == (1, 6)
     assert out.complementary_data["task"] == ["pick"]
     assert out.complementary_data["index"].shape == (1,)
+
+
+def test_loaded_statistics_must_fit_the_feature_be_finite_and_complete():
+    config = NormalizerConfig(
+        features={
+            "observation.images.top": {"type": "VISUAL", "shape": [3, 4, 4]},
+            "observation.state": {"type": "STATE", "shape": [3]},
+        },
+        norm_map={"VISUAL": "MEAN_STD", "STATE": "MEAN_STD"},
+    )
+    good = {
+        "observation.images.top.mean": np.zeros((3, 1, 1), np.float32),  # LeRobot's, per channel
+        "observation.images.top.std": np.ones(3, np.float32),  # flat per channel
+        "observation.images.top.count": np.ones((1, 1, 1), np.float32),
+        "observation.state.mean": np.zeros(3, np.float32),
+        "observation.state.std": np.ones(1, np.float32),  # broadcast, as torch does in LeRobot
+    }
+    Normalizer(config).load_state_dict(good)
+    for key, value, complaint in [
+        ("observation.state.std", np.ones(5), "shape"),
+        ("observation.state.std", np.ones((4, 4)), "shape"),
+        ("observation.images.top.mean", np.zeros(4), "shape"),
+        ("observation.state.mean", np.array([np.nan, 0, 0]), "NaN or inf"),
+        ("observation.state.std", np.array([np.inf, 1, 1]), "NaN or inf"),
+        ("observation.state.std", None, "needs the std statistic"),
+    ]:
+        state = {**good, key: value}
+        if value is None:
+            del state[key]
+        with pytest.raises(ConfigError, match=complaint) as raised:
+            Normalizer(config).load_state_dict(state)
+        assert raised.value.where == key
+
+
+def test_a_negative_epsilon_is_refused():
+    with pytest.raises(ConfigError, match="eps"):
+        NormalizerConfig(eps=-1.0)

@@ -153,6 +153,14 @@ class DatasetSource:
                     f"dataset weights must be positive numbers, got {self.weights}",
                     where="dataset.weights",
                 )
+            if not math.isfinite(sum(self.weights)):
+                raise ConfigError(
+                    f"dataset weights must add up to a finite number; {self.weights} add up "
+                    "to more than a float holds",
+                    where="dataset.weights",
+                    hint="weights are relative: scale them down (e.g. [1, 1] for two "
+                    "equally weighted datasets)",
+                )
         if self.streaming and (self.root or not self.repo_id):
             raise ConfigError(
                 "streaming reads a dataset from the Hub: it needs --dataset.repo_id and no "

@@ -23,9 +23,10 @@ from rlctl.adapters.policies.loaded_policy import (
     load_policy_folder,
 )
 from rlctl.application.ports.policy import Policy, PolicyLoader
-from rlctl.domain.errors import RlctlError
+from rlctl.domain.errors import ConfigError, FeatureMismatch, InvalidInput, RlctlError
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies import MLPConfig
+from rlctl.domain.remote_inference import NonFiniteChunk
 
 STATS = {
     "observation.state": {
@@ -284,3 +285,168 @@ def test_a_hub_cache_snapshot_linking_into_its_blobs_loads(tmp_path: Path) -> No
         file.rename(blobs / f"blob{number}")
         (snapshot / file.name).symlink_to(Path("..", "..", "blobs", f"blob{number}"))
     assert load_policy_folder(snapshot).config.type_name == "mlp"
+
+
+@pytest.mark.parametrize(
+    ("observation", "complaint"),
+    [
+        ({}, r"it reads observation.state \(3,\), which the observation lacks"),
+        (
+            {"observation.stat": OBSERVATION["observation.state"]},
+            r"it reads observation.state \(3,\), which the observation lacks",
+        ),
+        (
+            {"observation.state": np.zeros((1, 5), np.float32)},
+            r"it reads observation.state as \(3,\), the observation has \(1, 5\)",
+        ),
+        (
+            {"observation.state": np.array([[None, 1, 2]], dtype=object)},
+            "it reads observation.state as numbers, the observation has an array of object",
+        ),
+    ],
+)
+def test_an_observation_the_policy_cannot_read_is_refused_as_policy_serve_refuses_it(
+    saved: Path, observation, complaint: str
+) -> None:
+    policy = load_policy_folder(saved)
+    for ask in (policy.predict_chunk, policy.select_action):
+        with pytest.raises(FeatureMismatch, match=complaint) as raised:
+            ask(observation)
+        assert raised.value.where == "observation" and str(saved) in raised.value.message
+    # A single observation without its batch axis is still read.
+    assert policy.predict_chunk({"observation.state": np.zeros(3, np.float32)}).actions.shape == (
+        1,
+        4,
+        2,
+    )
+
+
+def test_nothing_is_predicted_from_nan_and_no_nan_action_is_returned(saved: Path) -> None:
+    policy = load_policy_folder(saved)
+    state = np.array([[np.nan, 0.0, 0.0]], np.float32)
+    for ask in (policy.predict_chunk, policy.select_action):
+        with pytest.raises(InvalidInput, match=r"observation\.state holds NaN or infinite values"):
+            ask({"observation.state": state})
+    with torch.no_grad():
+        for weight in policy.model.parameters():
+            weight.fill_(float("nan"))
+    for ask in (policy.predict_chunk, policy.select_action):
+        policy.reset()
+        with pytest.raises(NonFiniteChunk, match="answered with NaN or infinite actions") as raised:
+            ask(OBSERVATION)
+        assert str(saved) in raised.value.message
+
+
+def test_a_device_torch_cannot_read_is_refused_or_falls_back_to_the_cpu(saved: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown device 'bogus'") as raised:
+        load_policy_folder(saved, device="bogus")
+    assert raised.value.where == "device"
+    config = json.loads((saved / "config.json").read_text())
+    config["device"] = "cuda:99999999999999999999"  # a device string torch cannot parse
+    (saved / "config.json").write_text(json.dumps(config))
+    assert load_policy_folder(saved).device == torch.device("cpu")
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("text", [b"\xff\xfe\x00garbage", b"[" * 100_000 + b"]" * 100_000])
+def test_a_config_json_not_utf8_or_nested_too_deep_is_a_checkpoint_error(
+    saved: Path, text: bytes
+) -> None:
+    (saved / "config.json").write_bytes(text)
+    with pytest.raises(CheckpointError) as raised:
+        load_policy_folder(saved)
+    assert raised.value.where == str(saved / "config.json")
+
+
+def test_a_device_that_is_no_torch_device_is_named(saved: Path) -> None:
+    _edit(saved / "config.json", lambda d: d.__setitem__("device", "bogus"))
+    with pytest.raises(CheckpointError, match="unknown device 'bogus'") as raised:
+        load_policy_folder(saved)
+    assert raised.value.where == f"{saved / 'config.json'}: device"
+    _edit(saved / "config.json", lambda d: d.__setitem__("device", "cpu"))
+    post = saved / "policy_postprocessor.json"
+    for bad in ("bogus", 3):
+        _edit(post, lambda d, bad=bad: d["steps"][1]["config"].__setitem__("device", bad))
+        with pytest.raises(CheckpointError, match="torch device") as raised:
+            load_policy_folder(saved, device="cpu")
+        assert raised.value.where == f"{post}: steps[1].config.device"
+
+
+def test_a_post_processor_saved_for_a_gpu_runs_where_the_policy_is_loaded(saved: Path) -> None:
+    post = saved / "policy_postprocessor.json"
+    _edit(post, lambda d: d["steps"][1]["config"].__setitem__("device", "cuda:5"))
+    actions = load_policy_folder(saved, device="cpu").predict_chunk(OBSERVATION).actions
+    assert torch.as_tensor(actions).device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("config", [[1, 2], "cpu"])
+def test_a_step_config_that_is_no_object_is_refused(saved: Path, config) -> None:
+    pre = saved / "policy_preprocessor.json"
+    _edit(pre, lambda d: d["steps"][2].__setitem__("config", config))
+    with pytest.raises(CheckpointError, match="JSON object") as raised:
+        load_policy_folder(saved)
+    assert raised.value.where == f"{pre}: steps[2].config"
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ([1.0, 1.0, 1.0, 1.0, 1.0], "does not fit the feature's shape"),
+        ([float("nan"), 1.0, 1.0], "NaN or inf"),
+        (None, "needs the std statistic"),
+    ],
+)
+def test_damaged_normaliser_statistics_are_refused_when_loaded(
+    saved: Path, value, complaint: str
+) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    name = "policy_preprocessor_step_3_normalizer_processor.safetensors"
+    state = load_file(str(saved / name))
+    if value is None:
+        del state["observation.state.std"]
+    else:
+        state["observation.state.std"] = np.asarray(value, np.float32)
+    save_file(state, str(saved / name))
+    with pytest.raises(CheckpointError, match=complaint) as raised:
+        load_policy_folder(saved)
+    assert raised.value.where == f"{saved / 'policy_preprocessor.json'}: observation.state.std"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error", "complaint"),
+    [
+        ("chunk_size", 10**7, CheckpointMismatch, "network.2.weight"),  # 1.8 GiB if built
+        ("hidden_dims", [10**9], CheckpointMismatch, "network.0.weight"),
+        ("hidden_dims", [-1], CheckpointError, "hidden_dims"),
+        ("dropout", 2.0, CheckpointError, "dropout"),
+    ],
+)
+def test_a_config_json_with_absurd_sizes_is_refused_before_allocating(
+    saved: Path, key: str, value, error: type, complaint: str
+) -> None:
+    import resource
+
+    _edit(saved / "config.json", lambda d: d.__setitem__(key, value))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(error, match=complaint):
+        load_policy_folder(saved)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+
+
+def test_a_rename_map_that_renames_away_a_policy_input_is_refused(saved: Path) -> None:
+    pre = saved / "policy_preprocessor.json"
+    _edit(
+        pre, lambda d: d["steps"][0]["config"].__setitem__("rename_map", {"observation.state": "x"})
+    )
+    with pytest.raises(CheckpointError, match=r"observation\.state") as raised:
+        load_policy_folder(saved)
+    assert raised.value.where == f"{pre}: steps[0].config.rename_map"
+    swap = {"observation.state": "observation.other", "observation.raw": "observation.state"}
+    _edit(pre, lambda d: d["steps"][0]["config"].__setitem__("rename_map", swap))
+    load_policy_folder(saved)  # another observation becomes the state: fine

@@ -165,3 +165,17 @@ def test_parameter_groups_are_lerobots() -> None:
     no_decay = {id(p) for p in groups[2]["params"]}
     assert id(model.vqbet.policy.transformer.wpe.weight) in no_decay
     assert id(model.vqbet.policy.lm_head.weight) not in no_decay
+
+
+@pytest.mark.parametrize(
+    ("fields", "complaint"),
+    [
+        ({"gpt_n_head": 0}, "gpt_n_head must be at least 1"),
+        ({"vqvae_embedding_dim": -1}, "vqvae_embedding_dim must be at least 1"),
+        ({"gpt_n_layer": 10**9}, "gpt_n_layer must be between 1 and"),
+        ({"dropout": 2.0}, "dropout must be between 0 and 1"),
+    ],
+)
+def test_sizes_and_rates_out_of_range_are_named(fields, complaint) -> None:
+    with pytest.raises(ConfigError, match=complaint):
+        VQBeTConfig(**fields)

@@ -39,7 +39,7 @@ from rlctl.adapters.sim.envs.libero import LiberoEnv
 from rlctl.adapters.sim.simulation import GymSimulation, policy_env_processors
 from rlctl.adapters.training.optim import build_optimizer
 from rlctl.domain.config import structure, unstructure
-from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.errors import ConfigError, FeatureMismatch, InvalidInput
 from rlctl.domain.features import typed_feature
 from rlctl.domain.frames import Transition
 from rlctl.domain.policies import PolicyConfig
@@ -131,6 +131,11 @@ def test_the_config_has_lerobots_fields_and_defaults_and_round_trips() -> None:
         ({"action_mode": "polar"}, "unknown action space"),
         ({"num_image_views": 0}, "num_image_views"),
         ({"pad_language_to": "all"}, "pad_language_to"),
+        ({"num_heads": 0}, "num_heads must be at least 1"),
+        ({"num_heads": -4}, "num_heads must be at least 1"),
+        ({"hidden_size": -8}, "hidden_size must be at least 1"),
+        ({"depth": 10**9}, "depth must be between 1 and"),
+        ({"chunk_size": 10**9, "n_action_steps": 1}, "max_len_seq"),
     ],
 )
 def test_bad_settings_are_named(fields: dict[str, Any], message: str) -> None:
@@ -430,7 +435,7 @@ def test_checkpoints_of_the_remote_code_florence_layout_are_renamed() -> None:
 def test_wrong_inputs_get_one_clear_message(tokenizer: Path) -> None:
     policy = create_policy(tiny_config(tokenizer))
     missing_state = {k: v for k, v in observation().items() if k != "observation.state"}
-    with pytest.raises(ConfigError, match=r"observation\.state"):
+    with pytest.raises(FeatureMismatch, match=r"observation\.state"):
         policy.predict_chunk(missing_state)
     with pytest.raises(ConfigError, match="domain ids"):
         policy.model.domain_ids({"domain_id": torch.tensor([5, 1])}, 2)

@@ -54,6 +54,15 @@ def test_weights_decide_each_datasets_share_of_the_samples(two):
     assert sample_probabilities(data, positions, None) is None
 
 
+def test_weights_near_the_float_limit_share_as_small_ones_do(two):
+    data = mixture(two)
+    positions = usable_positions(data.episode_lengths())
+    huge = sample_probabilities(data, positions, [1e308, 1e308])
+    small = sample_probabilities(data, positions, [1.0, 1.0])
+    assert huge is not None and small is not None
+    assert np.isfinite(huge).all() and np.allclose(huge, small)
+
+
 def test_rlctl_train_on_two_datasets_with_weights(two, tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(

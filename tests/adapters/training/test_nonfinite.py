@@ -16,6 +16,7 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from rlctl.adapters.memory.metrics import RecordingMetricsSink
+from rlctl.adapters.policies.errors import CheckpointError
 from rlctl.adapters.policies.loaded_policy import load_policy_folder
 from rlctl.adapters.training.checkpoints import find_checkpoint
 from rlctl.adapters.training.sampling import StepBatchSampler
@@ -160,7 +161,7 @@ def test_damaged_statistics_in_a_checkpoint_are_refused_on_resume(dataset, tmp_p
     arrays = load_file(str(state_file))
     arrays["observation.state.mean"][0] = np.nan
     save_file(arrays, str(state_file))
-    with pytest.raises(DatasetError) as err:
+    with pytest.raises(CheckpointError) as err:
         train(settings(dataset, out, steps=4, resume=str(out)))
     assert "observation.state.mean" in (err.value.where or "")
     assert "policy_preprocessor.json" in (err.value.where or "")

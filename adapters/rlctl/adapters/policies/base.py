@@ -12,7 +12,7 @@ one model module and two entry points.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import torch
@@ -62,6 +62,9 @@ class PolicyModel(nn.Module, PolicyImplementation[Any]):
     # Trailing action dimensions the post-processor leaves alone (a discrete gripper command
     # chosen by index, as LeRobot's actor leaves SAC's): they are not unnormalised.
     unprocessed_action_tail: int = 0
+    # Input features an observation may lack (the model fills them in): the checks of what a
+    # policy is asked (`application.policy_checks`) let them be missing, not be wrong.
+    optional_inputs: ClassVar[frozenset[str]] = frozenset()
     # The dtype a checkpoint stores each tensor in where it differs from the one the model
     # computes in (by state-dict name): filled by `compute_in_float32`, honoured when saving.
     checkpoint_dtypes: dict[str, torch.dtype]

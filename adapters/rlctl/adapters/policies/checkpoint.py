@@ -40,9 +40,14 @@ from rlctl.adapters.policies.processors import (
     write_pipeline,
 )
 from rlctl.adapters.policies.vla.compute_dtype import use_compute_dtype
+from rlctl.adapters.policies.vla.loading import AssignsOnMeta
 from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig, lerobot_config_data
-from rlctl.domain.processors import ProcessorPipeline, pair_absolute_with_relative
+from rlctl.domain.processors import (
+    ProcessorPipeline,
+    RenameObservations,
+    pair_absolute_with_relative,
+)
 from rlctl.domain.run_layout import MODEL_FILE, POLICY_CONFIG_FILE, policy_folder_candidates
 
 CONFIG_FILE = POLICY_CONFIG_FILE
@@ -97,17 +102,57 @@ def read_model(
         raise UnknownPolicyType(
             err.message, where=str(folder / CONFIG_FILE), hint=err.hint
         ) from err
-    try:
-        model = cls(config, load_backbone_weights=False)
-    except ConfigError as err:
-        raise CheckpointError(
-            err.message, where=f"{folder / CONFIG_FILE}: {err.where or ''}", hint=err.hint
-        ) from err
     weights = inside_checkpoint(folder, folder / MODEL_FILE, where=str(folder / MODEL_FILE))
+    # Built on the meta device first (shapes, no memory), the model is checked against the
+    # weights file's header: a config.json whose sizes do not match the weights (an edited
+    # chunk_size of 10**7) is refused before a byte is allocated for it.
+    if issubclass(cls, AssignsOnMeta):  # built on the meta device already, assigned the file's
+        model = _build(cls, config, folder)
+    else:
+        empty = _build(cls, config, folder, on_meta=True)
+        if empty is not None:
+            check_weights_file(empty, weights)
+            del empty
+        model = _build(cls, config, folder)
+    assert model is not None
     load_weights(model, weights)
     model = model.to(device).eval()
     use_compute_dtype(model, compute_dtype or config.compute_dtype, device)
     return model
+
+
+def _build(
+    cls: type[PolicyModel], config: PolicyConfig, folder: Path, *, on_meta: bool = False
+) -> PolicyModel | None:
+    """The model `config` describes (without backbone weights): on the meta device with
+    `on_meta`, None there for a type that computes with its weights while it is built. A
+    config it cannot be built from is a `CheckpointError` naming config.json."""
+    where = folder / CONFIG_FILE
+    try:
+        if not on_meta:
+            return cls(config, load_backbone_weights=False)
+        with torch.device("meta"):
+            return cls(config, load_backbone_weights=False)
+    except ConfigError as err:
+        raise CheckpointError(
+            err.message, where=f"{where}: {err.where or ''}", hint=err.hint
+        ) from err
+    except (RuntimeError, NotImplementedError) as err:
+        if on_meta:  # a computation on the meta device: built whole, checked as it loads
+            return None
+        raise _unbuildable(where, err) from err
+    except (MemoryError, ValueError, TypeError, OverflowError, SystemError) as err:
+        raise _unbuildable(where, err) from err
+
+
+def _unbuildable(where: Path, err: BaseException) -> CheckpointError:
+    return CheckpointError(
+        f"the model config.json describes cannot be built: {type(err).__name__}: "
+        f"{str(err).splitlines()[0][:200] if str(err) else ''}",
+        where=str(where),
+        hint="a size or rate in config.json is out of range (edited or damaged): use the "
+        "config.json saved with model.safetensors, or download the checkpoint again",
+    )
 
 
 def load_weights(model: PolicyModel, path: Path) -> None:
@@ -202,12 +247,48 @@ def _check_fits(
 
 
 def read_processors(
-    folder: Path, *, device: str | None = None
+    folder: Path, *, device: str | None = None, config: PolicyConfig | None = None
 ) -> tuple[ProcessorPipeline, ProcessorPipeline]:
-    """The (pre, post) pipelines; `device` replaces the pre-processor's device."""
+    """The (pre, post) pipelines; `device` replaces the pre-processor's device, and the
+    post-processor's unless that is "cpu" (where LeRobot's hands the actions back).
+
+    The pre-processor's renames must leave every input the policy (`config`, else the folder's
+    `config.json`) reads reachable: one renamed away, which no other input becomes, is refused.
+    """
     preprocessor = read_pipeline(folder, PREPROCESSOR_NAME, device=device)
-    postprocessor = read_pipeline(folder, POSTPROCESSOR_NAME)
+    postprocessor = read_pipeline(folder, POSTPROCESSOR_NAME, device=device, keep_cpu=True)
+    if config is None and (folder / CONFIG_FILE).is_file():
+        config = read_config(folder)
+    if config is not None:
+        _check_renames(preprocessor, config, folder / f"{PREPROCESSOR_NAME}.json")
     return preprocessor, pair_absolute_with_relative(preprocessor, postprocessor)
+
+
+def _check_renames(pipeline: ProcessorPipeline, config: PolicyConfig, path: Path) -> None:
+    """Refuse renames after which an input `config` reads can come from no observation key."""
+    renames = [
+        (index, step.config.rename_map)
+        for index, step in enumerate(pipeline)
+        if isinstance(step, RenameObservations)
+    ]
+    for key in config.input_features:
+        sources = {key}  # the keys that become `key` after the later renames
+        for index, rename_map in reversed(renames):
+            needed = sources
+            sources = {
+                *(old for old, new in rename_map.items() if new in needed),
+                *(k for k in needed if k not in rename_map),
+            }
+            if not sources:
+                renamed = ", ".join(f"{k!r} to {rename_map[k]!r}" for k in sorted(needed))
+                raise CheckpointError(
+                    f"the rename_map renames {renamed}, and no observation becomes {key!r}, "
+                    "an input the policy reads: the policy could never read it",
+                    where=f"{path}: steps[{index}].config.rename_map",
+                    hint=f"remove {key!r} from the rename_map, or map the observation that "
+                    f"should feed it to {key!r} (config.json's input_features: "
+                    f"{', '.join(config.input_features)})",
+                )
 
 
 def save_pretrained(

@@ -23,6 +23,12 @@ from rlctl.adapters.policies.errors import CheckpointError, CheckpointNotFound
 def read_checkpoint_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(
+            f"the file is not UTF-8 text (byte {err.start}): not a JSON file",
+            where=str(path),
+            hint="the file is damaged: save or download the checkpoint again",
+        ) from err
     except FileNotFoundError:
         raise CheckpointNotFound(
             "the file is missing from the checkpoint",
@@ -40,6 +46,12 @@ def read_checkpoint_json(path: Path) -> Any:
             where=str(path),
             hint="the file is damaged: save or download the checkpoint again",
         ) from err
+    except RecursionError:
+        raise CheckpointError(
+            "invalid JSON: nested too deeply to read",
+            where=str(path),
+            hint="the file is damaged: save or download the checkpoint again",
+        ) from None
 
 
 def read_arrays(path: Path, *, referenced_by: Path) -> dict[str, np.ndarray]:

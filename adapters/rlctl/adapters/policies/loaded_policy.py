@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 import torch
 from torch import Tensor
 
@@ -28,16 +29,19 @@ from rlctl.adapters.policies.implementations import implementation_of
 from rlctl.adapters.policies.processors import make_pre_post_processors
 from rlctl.adapters.policies.vla.compute_dtype import use_compute_dtype
 from rlctl.adapters.policies.vla.rtc import PrefixGuidance
+from rlctl.application.policy_checks import check_actions, check_observation
 from rlctl.application.ports.policy import Policy
 from rlctl.application.ports.simulation import Simulation
 from rlctl.domain.acting import ChunkedActing, Leftover
 from rlctl.domain.action_chunk import ActionChunk
-from rlctl.domain.errors import ConfigError, HardwareError
+from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
 from rlctl.domain.features import FeatureSpec
 from rlctl.domain.frames import Transition
 from rlctl.domain.policies import ACTION, PolicyConfig, known_policy_types, policy_config_class
 from rlctl.domain.policies.rtc import CommittedActions, RTCConfig
 from rlctl.domain.processors import ProcessorPipeline, RenameObservations
+
+log = structlog.get_logger(__name__)
 
 
 class LoadedPolicy:
@@ -49,11 +53,14 @@ class LoadedPolicy:
         *,
         rtc: RTCConfig | None = None,
         rtc_delay: int | None = None,
+        name: str | None = None,
     ) -> None:
         """`rtc` replaces the checkpoint's own `rtc_config` (real-time chunking while acting);
         `rtc_delay` is the inference delay `select_action` emulates with it, in ticks (0: the
-        loop waits for each chunk, as `select_action`'s callers do)."""
+        loop waits for each chunk, as `select_action`'s callers do). `name` is what errors call
+        the policy (its folder; by default its type)."""
         self.model = model.eval()
+        self.name = name or model.config.type_name
         self.preprocessor = preprocessor
         self.postprocessor = postprocessor
         self.rtc = _real_time_chunking(model.config, rtc)
@@ -99,22 +106,29 @@ class LoadedPolicy:
         *,
         committed: CommittedActions | None = None,
     ) -> ActionChunk:
+        self._check(observation, committed)
         raw = _as_tensors(observation)
         noise_t = None if noise is None else self._to_model(torch.as_tensor(noise))
         if committed is None or not self.config.supports_rtc:
             # A policy that is not flow matching has nothing to guide: it ignores `committed`.
             actions = self.model.predict_chunk(self._preprocess(raw), noise=noise_t)
-            return ActionChunk(actions=self._postprocess(actions, raw))
-        # The committed actions go through the pre-processor with the observation, so they
-        # reach the model in its own space (normalised; relative to this state if it learns so).
-        left = torch.as_tensor(committed.actions, dtype=torch.float32)
-        batch = self._preprocess({**raw, ACTION: left})
-        guidance = PrefixGuidance(batch.pop(ACTION), committed.inference_delay, committed.rtc)
-        actions = self.model.predict_guided_chunk(batch, guidance, noise=noise_t)
-        return ActionChunk(actions=self._postprocess(actions, raw))
+        else:
+            # The committed actions go through the pre-processor with the observation, so they
+            # reach the model in its own space (normalised; relative to this state if it learns
+            # so).
+            left = torch.as_tensor(committed.actions, dtype=torch.float32)
+            batch = self._preprocess({**raw, ACTION: left})
+            guidance = PrefixGuidance(batch.pop(ACTION), committed.inference_delay, committed.rtc)
+            actions = self.model.predict_guided_chunk(batch, guidance, noise=noise_t)
+        actions = self._postprocess(actions, raw)
+        check_actions(
+            self.name, actions, observation, where="policy.predict_chunk", what="none is returned"
+        )
+        return ActionChunk(actions=actions)
 
     @torch.no_grad()
     def select_action(self, observation: Mapping[str, Any]) -> np.ndarray:
+        self._check(observation)
         raw = _as_tensors(observation)
         if self._acting.reads_observation():
             action = self._acting.act(self._preprocess(raw), self._predict_normalised)
@@ -122,7 +136,32 @@ class LoadedPolicy:
             # Between chunks a policy without a history does not read the observation:
             # normalising images every tick for nothing cost as much as the env step.
             action = self._acting.next_action()
-        return self._postprocess(action, raw).detach().cpu().numpy()
+        out = self._postprocess(action, raw).detach().cpu().numpy()
+        check_actions(
+            self.name, out, observation, where="policy.select_action", what="none is returned"
+        )
+        return out
+
+    def _check(
+        self, observation: Mapping[str, Any], committed: CommittedActions | None = None
+    ) -> None:
+        # What `rlctl policy serve` refuses, refused here too: NaN or infinity, an observation
+        # the model cannot read (a missing key, another size, no numbers).
+        if not isinstance(observation, Mapping):
+            raise InvalidInput(
+                f"an observation is a mapping of feature keys to arrays, got "
+                f"{type(observation).__name__}",
+                where="observation",
+            )
+        check_observation(
+            self.name,
+            self,
+            observation,
+            committed=None if committed is None else committed.actions,
+            where="observation",
+            sender="the observation",
+            batched=False,
+        )
 
     def _predict_normalised(self, batch: Mapping[str, Any], left: Leftover | None = None) -> Tensor:
         if self.rtc is None:
@@ -133,6 +172,11 @@ class LoadedPolicy:
     def reset(self) -> None:
         self._acting.reset()
         self.model.reset()
+
+    @property
+    def optional_inputs(self) -> frozenset[str]:
+        """Input features an observation may lack (see `PolicyModel.optional_inputs`)."""
+        return self.model.optional_inputs
 
     def observation_features(self, provided: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
         features = dict(provided)
@@ -208,7 +252,9 @@ def load_policy_folder(
     target = _pick_device(device, config.device)
     model = read_model(folder, config, device=target, compute_dtype=compute_dtype)
     preprocessor, postprocessor = read_processors(folder, device=target)
-    return LoadedPolicy(model, preprocessor, postprocessor, rtc=rtc, rtc_delay=rtc_delay)
+    return LoadedPolicy(
+        model, preprocessor, postprocessor, rtc=rtc, rtc_delay=rtc_delay, name=str(location)
+    )
 
 
 def create_policy(
@@ -263,24 +309,51 @@ class LeRobotPolicyLoader:
         return implementation_of(config_class).for_simulation(config_class(), simulation, seed=seed)
 
 
-def _available(device: str) -> bool:
-    kind = torch.device(device).type
-    if kind == "cuda":
-        return torch.cuda.is_available()
-    if kind == "mps":
+def _parsed(device: Any) -> torch.device | None:
+    """`device` as torch reads it, or None when it is no device torch knows."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _available(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (
+            device.index is None or device.index < torch.cuda.device_count()
+        )
+    if device.type == "mps":
         return torch.backends.mps.is_available()
-    return kind == "cpu"
+    return device.type == "cpu"
 
 
 def _pick_device(requested: str | None, trained_on: str | None) -> str:
     if requested is not None:
-        if not _available(requested):
+        parsed = _parsed(requested)
+        if parsed is None:
+            raise ConfigError(
+                f"unknown device {requested!r}"[:120],
+                where="device",
+                hint="give a torch device such as cpu, cuda, cuda:0 or mps",
+            )
+        if not _available(parsed):
             raise HardwareError(
                 f"the device {requested!r} is not available on this machine",
                 where="device",
                 hint="choose another device, e.g. --device=cpu",
             )
         return requested
-    if trained_on and _available(trained_on):
-        return trained_on
+    if trained_on:
+        parsed = _parsed(trained_on)
+        if parsed is not None and _available(parsed):
+            return trained_on
+        if parsed is not None and parsed.type == "cuda" and torch.cuda.is_available():
+            return "cuda"  # trained on a GPU this machine does not have: on its first one
+        if parsed is None:
+            # As for a device this machine lacks: the policy runs on the CPU.
+            log.warning(
+                "the policy config's device is no device torch knows; running on the CPU",
+                device=str(trained_on)[:120],
+                where="config.json: device",
+            )
     return "cpu"

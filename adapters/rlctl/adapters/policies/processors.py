@@ -77,11 +77,30 @@ def _float_dtype(value: str | None) -> str | None:
     return value
 
 
+def _device(value: Any) -> str:
+    """A torch device string (`cpu`, `cuda`, `cuda:1`, `mps`...); anything else is refused."""
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, str):
+        try:
+            torch.device(value)
+        except (RuntimeError, ValueError):
+            pass
+        else:
+            return value
+    raise ConfigError(
+        f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:0', found {value!r}"[:200],
+        where=f"{DEVICE_STEP}.device",
+        hint="the processor file is damaged or was edited: set its device_processor's device "
+        "to 'cpu' or 'cuda', or save the checkpoint again",
+    )
+
+
 @attrs.frozen
 class DeviceConfig:
     """LeRobot's `DeviceProcessorStep` config: where tensors go, and an optional float dtype."""
 
-    device: str = "cpu"
+    device: str = attrs.field(default="cpu", converter=_device)
     float_dtype: str | None = attrs.field(default=None, converter=_float_dtype)
 
 
@@ -201,11 +220,14 @@ def sanitized_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name.lower())
 
 
-def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> ProcessorPipeline:
+def read_pipeline(
+    folder: Path, name: str, *, device: str | None = None, keep_cpu: bool = False
+) -> ProcessorPipeline:
     """Rebuild the pipeline saved as `<folder>/<name>.json` (and its state files).
 
     `device`, when given, replaces the device of the pipeline's device steps, so a checkpoint
-    trained on a GPU can run on a CPU.
+    trained on a GPU can run on a CPU; with `keep_cpu`, a step saved with "cpu" keeps it (a
+    post-processor's, which hands the actions back on the CPU as LeRobot's does).
     """
     path = inside_checkpoint(folder, folder / f"{name}.json", where=str(folder / f"{name}.json"))
     data = read_checkpoint_json(path)
@@ -214,8 +236,24 @@ def read_pipeline(folder: Path, name: str, *, device: str | None = None) -> Proc
     for index, entry in enumerate(steps if isinstance(steps, list) else []):
         if not isinstance(entry, dict):
             continue
-        if device is not None and entry.get("registry_name") == DEVICE_STEP:
-            entry["config"] = {**(entry.get("config") or {}), "device": device}
+        config = entry.get("config")
+        if config is not None and not isinstance(config, dict):
+            raise CheckpointError(
+                f"a step's config must be a JSON object, found {type(config).__name__} "
+                f"{json.dumps(config)[:80]}",
+                where=f"{path}: steps[{index}].config",
+                hint="the file is damaged or was edited: save or download the checkpoint again",
+            )
+        saved_device = (config or {}).get("device")
+        if entry.get("registry_name") == DEVICE_STEP and saved_device is not None:
+            try:  # a damaged value is refused even where `device` replaces it
+                _device(saved_device)
+            except ConfigError as err:
+                where = f"{path}: steps[{index}].config.device"
+                raise CheckpointError(err.message, where=where, hint=err.hint) from err
+        keeps_cpu = keep_cpu and saved_device == "cpu"
+        if device is not None and entry.get("registry_name") == DEVICE_STEP and not keeps_cpu:
+            entry["config"] = {**(config or {}), "device": device}
         if entry.get("state_file") is not None:
             state_file = named_file(
                 folder, entry["state_file"], referenced_by=path, key=f"steps[{index}].state_file"

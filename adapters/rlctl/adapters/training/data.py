@@ -259,7 +259,10 @@ def sample_probabilities(
     starts = np.asarray([dataset.locate_start(i) for i in range(len(dataset.datasets))])
     owner = np.searchsorted(starts, positions, side="right") - 1
     counts = np.bincount(owner, minlength=len(starts))
-    share = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    # Divided by the largest first: the sum of weights near the float limit overflows.
+    relative = np.asarray(weights, dtype=np.float64)
+    relative = relative / relative.max()
+    share = relative / relative.sum()
     if np.any(counts == 0):
         empty = [str(dataset.roots[i]) for i in np.flatnonzero(counts == 0)]
         raise DatasetError(

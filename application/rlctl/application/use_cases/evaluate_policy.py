@@ -72,6 +72,7 @@ from rlctl.domain.eval_metrics import (
 from rlctl.domain.eval_settings import EvalSettings
 from rlctl.domain.features import FeatureSpec, typed_feature
 from rlctl.domain.processors import ProcessorPipeline
+from rlctl.domain.remote_inference import NonFiniteChunk, first_non_finite, largest_magnitude
 from rlctl.domain.rollout_plan import RolloutPlan, TaskSlots, Timings, plan_rollouts, task_slots
 
 log = structlog.get_logger(__name__)
@@ -274,7 +275,10 @@ class EvaluatePolicy:
         probe = self._sim.probe()
         steps = self._policy.config.n_obs_steps
         batch = _as_history(self._policy_input(probe.observation, [probe.task], spec), steps)
-        self._policy.predict_chunk(batch)  # the first call pays for lazy set-up
+        try:
+            self._policy.predict_chunk(batch)  # the first call pays for lazy set-up
+        except NonFiniteChunk as refused:  # a policy that checks its own answer
+            raise _non_finite_actions(self._policy, batch, None, None) from refused
         calls = [(1, self._time(lambda: self._policy.predict_chunk(batch)))]
         wide = min(PROBE_POLICY_BATCH, settings.n_episodes)
         if wide > 1:
@@ -353,6 +357,7 @@ class EvaluatePolicy:
                     policy,
                     displayed,
                     first_batch=batch_ix == 0,
+                    first=first,
                 )
             except BaseException:
                 if videos is not None:
@@ -376,7 +381,9 @@ class EvaluatePolicy:
         policy: Policy,
         displayed: bool,
         first_batch: bool,
+        first: int = 0,
     ) -> RolloutTracker:
+        """`first`: the index of the episode the first env runs."""
         n = env.num_envs
         display = self._display if displayed else None
         policy.reset()
@@ -389,7 +396,7 @@ class EvaluatePolicy:
             videos.add(env.render(videos.count), live=np.ones(videos.count, dtype=bool))
         while not tracker.all_done:
             self._schedule.check()
-            action = self._act(observation, texts, spec, policy)
+            action = self._act(observation, texts, spec, policy, (task, first, tracker.steps))
             if display is not None and not tracker.done[0]:
                 display.log_frame(
                     self._display_step, _first_env(observation, spec.feature_map), action[0]
@@ -435,10 +442,20 @@ class EvaluatePolicy:
         return batch
 
     def _act(
-        self, observation: Mapping[str, Any], texts: Sequence[str], spec: SimSpec, policy: Policy
+        self,
+        observation: Mapping[str, Any],
+        texts: Sequence[str],
+        spec: SimSpec,
+        policy: Policy,
+        at: tuple[SimTask, int, int],
     ) -> Any:
+        """The actions the envs take, refused when one holds NaN or infinity: nothing
+        non-finite reaches a simulator. `at`: the task, its first episode here, the step."""
         batch = self._policy_input(observation, texts, spec)
-        action = policy.select_action(batch)
+        try:
+            action = policy.select_action(batch)
+        except NonFiniteChunk as refused:  # a policy that checks its own answer
+            raise _non_finite_actions(policy, batch, at, None) from refused
         action = np.asarray(self._env_post({"action": action})["action"])
         if action.ndim != 2:
             raise InvalidInput(
@@ -446,7 +463,54 @@ class EvaluatePolicy:
                 "(batch, action_dim)",
                 where="policy.select_action",
             )
+        if first_non_finite({ACTION: action}) is not None:
+            rows = np.flatnonzero(~np.isfinite(action).all(axis=1))
+            raise _non_finite_actions(policy, batch, at, [int(r) for r in rows])
         return action
+
+
+def _policy_name(policy: Policy) -> str:
+    # A loaded policy is named by its folder; any other by its type.
+    return str(getattr(policy, "name", None) or policy.config.type_name)
+
+
+def _non_finite_actions(
+    policy: Policy,
+    batch: Mapping[str, Any],
+    at: tuple[SimTask, int, int] | None,
+    rows: Sequence[int] | None,
+) -> NonFiniteChunk:
+    """The error for a policy answering `batch` with NaN or infinite actions, naming the task,
+    the episodes (`rows` of the batch; None: not known) and the step (`at`; None: the probe)."""
+    name = _policy_name(policy)
+    if at is None:
+        when = "the probe's observation (before the first episode)"
+    else:
+        task, first, step = at
+        episodes = (
+            [first + r for r in rows]
+            if rows is not None
+            else list(range(first, first + _batch_rows(batch)))
+        )
+        listed = ", ".join(str(e) for e in episodes[:8]) + (" …" if len(episodes) > 8 else "")
+        label = "episode" if len(episodes) == 1 else "episodes"
+        when = f"step {step} of {label} {listed} of task {task.suite}/{task.task_id}"
+    found = largest_magnitude(
+        {k: v for k, v in batch.items() if isinstance(v, np.ndarray) and k != "task"}
+    )
+    reach = f" ({found[0]} reaches {found[1]:.3g})" if found is not None else ""
+    return NonFiniteChunk(
+        f"policy {name!r} answered {when} with NaN or infinite actions; the simulator was not "
+        "stepped with them and the evaluation stops",
+        where="policy.predict_chunk" if at is None else "policy.select_action",
+        hint="a checkpoint whose training diverged holds NaN weights (check its training "
+        f"losses); else the observation is far outside what it was trained on{reach}",
+    )
+
+
+def _batch_rows(batch: Mapping[str, Any]) -> int:
+    shapes = [np.shape(v) for v in batch.values() if isinstance(v, np.ndarray)]
+    return int(shapes[0][0]) if shapes and shapes[0] else 1
 
 
 def _display_features(spec: SimSpec) -> dict[str, FeatureSpec]:

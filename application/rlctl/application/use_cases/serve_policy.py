@@ -17,19 +17,18 @@ import attrs
 import numpy as np
 import structlog
 
+from rlctl.application.policy_checks import check_actions, check_observation, non_finite_chunk
 from rlctl.application.ports.policy import Policy, PolicyLoader
 from rlctl.application.ports.policy_service import PolicyServer
 from rlctl.domain.config import unstructure
-from rlctl.domain.errors import ConfigError, FeatureMismatch, InvalidInput
-from rlctl.domain.features import FeatureKind, FeatureSpec
+from rlctl.domain.errors import ConfigError, InvalidInput
+from rlctl.domain.features import FeatureSpec
 from rlctl.domain.policies.rtc import CommittedActions
 from rlctl.domain.remote_inference import (
     ChunkReply,
     ChunkRequest,
     NonFiniteChunk,
     PolicyDescription,
-    first_non_finite,
-    largest_magnitude,
 )
 
 log = structlog.get_logger()
@@ -86,16 +85,7 @@ class PolicyService:
             raise InvalidInput(
                 f"{len(request.task)} task texts for a batch of {batch}", where="request.task"
             )
-        # Nothing is predicted from NaN or infinity: a policy fed them answers garbage.
-        for arrays in (request.observation, {"rtc.committed": request.committed}):
-            bad = first_non_finite({k: v for k, v in arrays.items() if v is not None})
-            if bad is not None:
-                raise InvalidInput(
-                    f"{bad} holds NaN or infinite values",
-                    where=bad,
-                    hint="a sensor or the robot's processing produced them; nothing was predicted",
-                )
-        _check_fits(name, chosen, request.observation)
+        check_observation(name, chosen, request.observation, committed=request.committed)
         observation: dict[str, Any] = dict(request.observation)
         observation["task"] = list(request.task) or [""] * batch
         committed = None
@@ -111,78 +101,17 @@ class PolicyService:
             )
         with self._locks[name]:
             started = time.perf_counter()
-            chunk = chosen.predict_chunk(observation, committed=committed)
+            try:
+                chunk = chosen.predict_chunk(observation, committed=committed)
+            except NonFiniteChunk as refused:
+                # A policy that checks its own answer (a loaded one does) is refused as here.
+                raise non_finite_chunk(name, request.observation) from refused
             actions = _host_array(chunk.actions)
             spent = time.perf_counter() - started
         if request.max_actions:
             actions = actions[:, : request.max_actions]
-        if first_non_finite({"actions": actions}) is not None:
-            raise NonFiniteChunk(
-                f"policy {name!r} answered with NaN or infinite actions; none is sent",
-                where="policy.predict",
-                hint=_far_out(request.observation),
-            )
+        check_actions(name, actions, request.observation)
         return ChunkReply(actions=actions, timestep=request.timestep, inference_s=spent)
-
-
-# The kinds a robot sends as vectors: present and of the declared size, or no policy runs.
-_VECTOR_KINDS = (FeatureKind.STATE, FeatureKind.ENV)
-
-
-def _check_fits(name: str, policy: Policy, observation: Mapping[str, np.ndarray]) -> None:
-    """Refuse, naming every difference, an observation the policy cannot read: a vector it
-    reads missing or of another size, a camera of another rank or channel count. Cameras
-    missing or of another size are the policy's to judge (some resize, some fill them in)."""
-    sent = {
-        key: FeatureSpec(key, str(value.dtype), tuple(value.shape[1:]))
-        for key, value in observation.items()
-    }
-    seen = policy.observation_features(sent)
-    # A policy reading a history gets it stacked on the axis after the batch's.
-    history = policy.config.n_obs_steps
-    problems: list[str] = []
-    for key, feature in policy.input_features.items():
-        wanted = tuple(feature.shape)
-        spec = seen.get(key)
-        if feature.kind in _VECTOR_KINDS:
-            if spec is None:
-                problems.append(f"it reads {key} {_shape(wanted)}, which the request lacks")
-            elif not _fits(tuple(spec.shape), wanted, history):
-                problems.append(
-                    f"it reads {key} as {_shape(wanted)}, the request has {_shape(spec.shape)}"
-                )
-        elif feature.kind is FeatureKind.VISUAL and spec is not None and len(wanted) == 3:
-            got = tuple(spec.shape)
-            if not _fits(got[:-2], wanted[:1], history) or len(got) < 3:
-                problems.append(
-                    f"it reads {key} as channels-first {_shape(wanted)}, "
-                    f"the request has {_shape(got)}"
-                )
-    if problems:
-        raise FeatureMismatch(
-            f"the observation does not fit policy {name!r}: " + "; ".join(problems),
-            where="request.observation",
-            hint="send the features the policy was trained on (batch first, a history "
-            "stacked on axis 1 when it reads one; images float, channels first)",
-        )
-
-
-def _fits(shape: tuple[int, ...], wanted: tuple[int, ...], history: int) -> bool:
-    # `shape` without its batch axis: `wanted`, or (history, *wanted) for a policy reading one.
-    return shape == wanted or (history > 1 and shape == (history, *wanted))
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(v) for v in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _far_out(observation: Mapping[str, np.ndarray]) -> str:
-    found = largest_magnitude(observation)
-    where = f" ({found[0]} reaches {found[1]:.3g})" if found is not None else ""
-    return (
-        f"the observation may be far outside what the policy was trained on{where}; "
-        "the robot holds and asks again with its next observation"
-    )
 
 
 def _host_array(actions: Any) -> np.ndarray:

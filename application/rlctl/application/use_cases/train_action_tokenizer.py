@@ -130,13 +130,21 @@ def parse_dims(text: str | None) -> list[int] | None:
     if text is None or not text.strip():
         return None
     try:
-        return [int(d.strip()) for d in text.split(",")]
+        dims = [int(d.strip()) for d in text.split(",")]
     except ValueError as error:
         raise ConfigError(
             f"cannot read relative_dims {text!r}",
             where="relative_dims",
             hint='write action dimensions comma separated: "0,1,2"',
         ) from error
+    negative = [d for d in dims if d < 0]
+    if negative:
+        raise ConfigError(
+            f"action dimensions count from 0: {negative[0]} in relative_dims {text!r} is negative",
+            where="relative_dims",
+            hint='write action dimensions comma separated: "0,1,2"',
+        )
+    return dims
 
 
 def episode_chunks(
@@ -154,6 +162,32 @@ def episode_chunks(
         for dim in relative_dims:
             chunks[:, :, dim] = chunks[:, :, dim] - states[:starts, None, dim]
     return chunks
+
+
+def _check_state(state_key: str, relative: Sequence[int], features: Mapping[str, Any]) -> None:
+    """Relative actions are taken from the state: it must be there, and as wide as the
+    dimensions made relative."""
+    if state_key not in features:
+        vectors = [
+            key
+            for key, spec in features.items()
+            if key.startswith("observation.") and len(spec.shape) == 1
+        ]
+        raise ConfigError(
+            f"the dataset has no {state_key!r} to make actions relative to",
+            where="state_key",
+            hint=f"name one of its features: {', '.join(vectors) or 'none'} (or drop "
+            "--use_relative_transform)",
+        )
+    width = int(np.prod(features[state_key].shape))
+    beyond = [d for d in relative if d >= width]
+    if beyond:
+        raise ConfigError(
+            f"action dimension {beyond[0]} is made relative to {state_key}, which has "
+            f"{width} dimension(s)",
+            where="relative_dims",
+            hint=f"name dimensions 0 to {width - 1} of the state" if width else None,
+        )
 
 
 def sample_chunks(chunks: np.ndarray, fraction: float, episode: int) -> np.ndarray:
@@ -243,6 +277,8 @@ class TrainActionTokenizer:
                 where="relative_dims" if wrong[0] not in dims else "encoded_dims",
                 hint=f'name dimensions 0 to {action_dim - 1}, e.g. --encoded_dims="0:{action_dim}"',
             )
+        if config.use_relative_transform and relative:
+            _check_state(config.state_key, relative, meta.features)
         chunks = self._chunks(config, location, meta, relative)
         encoded = np.concatenate([chunks[:, :, start:end] for start, end in ranges], axis=-1)
         encoded = self._normalized(encoded, meta.stats, dims, mode, location)

@@ -15,6 +15,7 @@ here: the adapters find it by the type's name (entry points `rlctl.policy_models
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -54,6 +55,24 @@ def norm_mapping(value: Mapping[str, Any]) -> dict[str, str]:
             )
         out[typed_kind(kind).value.upper()] = mode_text
     return out
+
+
+# The device types torch knows (`torch.device`), optionally with an index: "cuda:1".
+_DEVICE = re.compile(
+    r"(cpu|cuda|mps|xpu|hpu|npu|meta|ipu|mkldnn|opengl|opencl|ideep|hip|ve|fpga|maia|xla|lazy"
+    r"|vulkan|mtia|privateuseone)(:\d+)?"
+)
+
+
+def optional_device(value: Any) -> str | None:
+    """A torch device string, or None (the policy then runs where it is loaded)."""
+    if value is None or (isinstance(value, str) and _DEVICE.fullmatch(value)):
+        return value
+    raise ConfigError(
+        f"unknown device {value!r}"[:120],
+        where="device",
+        hint="give a torch device such as 'cpu', 'cuda', 'cuda:0' or 'mps' (or null)",
+    )
 
 
 def int_tuple(value: Any) -> tuple[int, ...]:
@@ -99,7 +118,7 @@ class PolicyConfig:
     n_action_steps: int = 1
     input_features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=typed_features)
     output_features: dict[str, FeatureSpec] = attrs.field(factory=dict, converter=typed_features)
-    device: str | None = None
+    device: str | None = attrs.field(default=None, converter=optional_device)
     use_amp: bool = False
     # rlctl's: the dtype a bfloat16 model computes in here (`compute_dtype`: auto, keep,
     # float32). Not in config.json (LeRobot has no such key): a setting of the run, not the model.
@@ -223,6 +242,21 @@ class PolicyConfig:
 def require(condition: bool, message: str, where: str, hint: str | None = None) -> None:
     if not condition:
         raise ConfigError(message, where=f"policy.{where}", hint=hint)
+
+
+# The most layers a config may stack: far above any real checkpoint's (X-VLA 24, VQ-BeT 8),
+# and far below what would take hours to build (each layer is Python objects, even on the
+# meta device).
+MAX_LAYERS = 1024
+
+
+def require_layers(value: int, where: str) -> None:
+    require(
+        1 <= value <= MAX_LAYERS,
+        f"{where} must be between 1 and {MAX_LAYERS}, got {value}",
+        where,
+        hint="use the config.json saved with the weights",
+    )
 
 
 def check_resnet(name: str) -> None:

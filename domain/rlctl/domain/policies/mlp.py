@@ -29,6 +29,21 @@ class MLPConfig(PolicyConfig):
 
     def __attrs_post_init__(self) -> None:
         require(
+            self.chunk_size >= 1,
+            f"chunk_size must be at least 1, got {self.chunk_size}",
+            "chunk_size",
+        )
+        require(
+            all(dim >= 1 for dim in self.hidden_dims),
+            f"hidden_dims must be sizes of at least 1, got {list(self.hidden_dims)}",
+            "hidden_dims",
+        )
+        require(
+            0.0 <= self.dropout <= 1.0,
+            f"dropout must be between 0 and 1, got {self.dropout}",
+            "dropout",
+        )
+        require(
             self.n_action_steps <= self.chunk_size,
             f"n_action_steps ({self.n_action_steps}) cannot exceed chunk_size ({self.chunk_size})",
             "n_action_steps",

@@ -11,6 +11,7 @@ from rlctl.domain.policies.config import (
     norm_mapping,
     optional_pair,
     require,
+    require_layers,
 )
 from rlctl.domain.policies.denoising import float_pair
 
@@ -74,8 +75,27 @@ class VQBeTConfig(PolicyConfig):
 
     def __attrs_post_init__(self) -> None:
         check_resnet(self.vision_backbone)
-        for name in ("n_obs_steps", "n_action_pred_token", "action_chunk_size"):
-            require(getattr(self, name) >= 1, f"{name} must be at least 1", name)
+        for name in (
+            "n_obs_steps",
+            "n_action_pred_token",
+            "action_chunk_size",
+            "spatial_softmax_num_keypoints",
+            "vqvae_embedding_dim",
+            "vqvae_enc_hidden_dim",
+            "gpt_block_size",
+            "gpt_input_dim",
+            "gpt_output_dim",
+            "gpt_n_head",
+            "gpt_hidden_dim",
+        ):
+            value = getattr(self, name)
+            require(value >= 1, f"{name} must be at least 1, got {value}", name)
+        require_layers(self.gpt_n_layer, "gpt_n_layer")
+        require(
+            0.0 <= self.dropout <= 1.0,
+            f"dropout must be between 0 and 1, got {self.dropout}",
+            "dropout",
+        )
         require(
             self.n_action_steps == self.action_chunk_size,
             f"VQ-BeT executes whole chunks of action_chunk_size ({self.action_chunk_size}) "

@@ -28,7 +28,13 @@ from rlctl.domain.optimization import (
     cosine_decay_optimizer,
     cosine_decay_scheduler,
 )
-from rlctl.domain.policies.config import PolicyConfig, norm_mapping, optional_pair, require
+from rlctl.domain.policies.config import (
+    PolicyConfig,
+    norm_mapping,
+    optional_pair,
+    require,
+    require_layers,
+)
 
 DTYPES = ("bfloat16", "float32")
 PAD_LANGUAGE_TO = ("longest", "max_length")
@@ -167,8 +173,26 @@ class XVLAConfig(PolicyConfig):
         require(self.empty_cameras >= 0, "cannot be negative", "empty_cameras")
         require(self.num_domains >= 1, "must be at least 1", "num_domains")
         require(self.len_soft_prompts >= 0, "cannot be negative", "len_soft_prompts")
+        require_layers(self.depth, "depth")
+        for name in ("hidden_size", "num_heads", "dim_time", "max_len_seq"):
+            value = getattr(self, name)
+            require(value >= 1, f"{name} must be at least 1, got {value}", name)
         require(
-            self.hidden_size > 0 and self.hidden_size % self.num_heads == 0,
+            self.mlp_ratio > 0, f"mlp_ratio must be positive, got {self.mlp_ratio}", "mlp_ratio"
+        )
+        # The transformer's sequence: the chunk's action tokens, then the VLM's (the task's
+        # tokens, padded to tokenizer_max_length with "max_length", and the images') and the
+        # other cameras'; each has a position of the max_len_seq learned ones.
+        text = self.tokenizer_max_length if self.pad_language_to == "max_length" else 1
+        require(
+            self.chunk_size + text <= self.max_len_seq,
+            f"chunk_size ({self.chunk_size}) action tokens and at least {text} task tokens do "
+            f"not fit the transformer's max_len_seq ({self.max_len_seq}) positions",
+            "chunk_size",
+            hint="use the chunk_size the checkpoint was trained with (LeRobot's default is 32)",
+        )
+        require(
+            self.hidden_size % self.num_heads == 0,
             f"hidden_size ({self.hidden_size}) must be a multiple of num_heads ({self.num_heads})",
             "hidden_size",
         )

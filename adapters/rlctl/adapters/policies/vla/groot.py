@@ -540,6 +540,8 @@ class GrootPolicy(GuidedChunking):
     config: GrootConfig
     # True once `compute_in_float32` ran (`vla.compute_dtype`): no bfloat16 autocast.
     float32_compute = False
+    # LeRobot's GR00T acts without a state too (its pack step fills one in).
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"observation.state"})
 
     def __init__(self, config: GrootConfig, *, load_backbone_weights: bool = True) -> None:
         super().__init__(config)

@@ -89,6 +89,15 @@ def _features(value: Mapping[str, Any]) -> dict[str, NormalizedFeature]:
     }
 
 
+def _eps(_: Any, __: Any, value: float) -> None:
+    if not (np.isfinite(value) and value >= 0):
+        raise ConfigError(
+            f"eps must be a finite number >= 0, found {value!r}",
+            where="eps",
+            hint="LeRobot's default is 1e-8; the processor file was edited or is damaged",
+        )
+
+
 def _sorted_keys(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(sorted(value))
 
@@ -99,7 +108,7 @@ class NormalizerConfig:
 
     features: dict[str, NormalizedFeature] = attrs.field(factory=dict, converter=_features)
     norm_map: dict[FeatureKind, NormMode] = attrs.field(factory=dict, converter=_norm_map)
-    eps: float = 1e-8
+    eps: float = attrs.field(default=1e-8, validator=_eps)
     # Only these observation keys are normalised when set; None means every declared feature.
     normalize_observation_keys: tuple[str, ...] | None = attrs.field(
         default=None, converter=_sorted_keys
@@ -135,6 +144,17 @@ converter.register_unstructure_hook(
         normalize_observation_keys=override(omit_if_default=True),
     ),
 )
+
+
+def _broadcasts(stat: tuple[int, ...], feature: tuple[int, ...]) -> bool:
+    """Whether a statistic of shape `stat` broadcasts over values of shape `feature` without
+    widening them: (C,1,1) per channel over an image, (1,) or () over any vector."""
+    stat = tuple(stat)
+    while len(stat) > len(feature) and stat[0] == 1:
+        stat = stat[1:]
+    if len(stat) > len(feature):
+        return False
+    return all(s in (1, f) for s, f in zip(reversed(stat), reversed(feature), strict=False))
 
 
 def normalize_array(x: Any, stats: Mapping[str, Any], mode: NormMode, eps: float) -> Any:
@@ -211,6 +231,47 @@ class _Normalization(Step[NormalizerConfig]):
                 )
             stats.setdefault(key, {})[name] = value
         self.set_stats(stats)
+        self.check_stats()
+
+    def check_stats(self) -> None:
+        """Refuse statistics this step would (un)normalise with that cannot work: a statistic
+        its mode needs missing, one that does not broadcast to the feature's shape, NaN or inf.
+        Statistics of features the mode leaves alone (or that it has none of) are not read."""
+        selected = self.config.normalize_observation_keys
+        for key, feature in self.config.features.items():
+            mode = self.config.norm_map.get(feature.type, NormMode.IDENTITY)
+            if mode is NormMode.IDENTITY or key not in self._stats:
+                continue
+            observation = feature.type is not FeatureKind.ACTION
+            if selected is not None and observation and key not in selected:
+                continue
+            available = self._stats[key]
+            for name in REQUIRED_STATS[mode]:
+                where = f"{key}.{name}"
+                if name not in available:
+                    raise ConfigError(
+                        f"{mode} normalisation of {key} needs the {name} statistic, which is "
+                        f"missing (have: {', '.join(sorted(available)) or 'none'})",
+                        where=where,
+                        hint="the state file is damaged or from another run: save or download "
+                        "the checkpoint again, or recompute the dataset statistics",
+                    )
+                value = available[name]
+                if feature.shape and not _broadcasts(value.shape, feature.shape):
+                    raise ConfigError(
+                        f"the statistic has shape {list(value.shape)}, which does not fit the "
+                        f"feature's shape {list(feature.shape)}",
+                        where=where,
+                        hint="the state file does not belong to this policy's features: save or "
+                        "download the checkpoint again",
+                    )
+                if not np.isfinite(value).all():
+                    raise ConfigError(
+                        f"the statistic holds NaN or inf: {mode} normalisation with it would "
+                        "make the values non-finite",
+                        where=where,
+                        hint="recompute the dataset statistics and save the checkpoint again",
+                    )
 
     def __call__(self, transition: Transition) -> Transition:
         observation = dict(transition.observation)
