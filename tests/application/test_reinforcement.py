@@ -17,6 +17,7 @@ from rlctl.adapters.memory.clock import ManualClock
 from rlctl.adapters.memory.reinforcement import (
     ConstantActingPolicy,
     ConstantActingPolicyFactory,
+    CountingTrainer,
     CountingTrainerFactory,
     InMemoryLearnerWire,
     InMemoryReplayStore,
@@ -29,13 +30,14 @@ from rlctl.application.ports.reinforcement import (
     InteractionStep,
     LearnerBusy,
     LearnerDescription,
+    Pushed,
 )
-from rlctl.application.use_cases.rl_act import ActSettings, ActWithPolicy
-from rlctl.application.use_cases.rl_learn import LearnSettings, LearnWithSAC
+from rlctl.application.use_cases.rl_act import ActSettings, ActWithPolicy, check_act_settings
+from rlctl.application.use_cases.rl_learn import LearnSettings, LearnWithSAC, _absorb
 from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput
 from rlctl.domain.features import typed_feature
 from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
-from rlctl.domain.rl.replay import RLTransition, stack
+from rlctl.domain.rl.replay import Replay, ReplayBuffer, RLTransition, TransitionBatch, stack
 
 
 def description() -> LearnerDescription:
@@ -326,3 +328,155 @@ def test_waits_that_would_hammer_or_never_end_are_refused_before_any_call(
         actor(wire, world)(ActSettings(episodes=1, **{name: value}))
     assert err.value.where == f"--{name}"
     assert not wire.link.pushed and world.holds == 0
+
+
+def one_batch(state: np.ndarray, action: float = 0.5) -> TransitionBatch:
+    return stack(
+        [
+            RLTransition(
+                state={"observation.state": state},
+                action=np.array([action], np.float32),
+                reward=0.0,
+                next_state={"observation.state": state},
+                done=False,
+                truncated=False,
+            )
+        ]
+    )
+
+
+def test_learner_refuses_pushes_of_other_shapes_dtypes_or_past_the_bounds(
+    tmp_path: Path,
+) -> None:
+    wire = InMemoryLearnerWire()
+    learner = LearnWithSAC(
+        wire.endpoint, CountingTrainerFactory(), InMemoryReplayStore(), ManualClock()
+    )
+    thread, _ = run_learner(learner, LearnSettings(output_dir=tmp_path, max_seconds=0.5))
+    wait_for(lambda: wire.endpoint.describe is not None)
+    world = LineInteraction()
+    wire.link.describe(ActorHello(world.features, *world.action_bounds()))
+    wire.link.push(one_batch(np.zeros(1, np.float32)), None)  # an honest one
+    with pytest.raises(InvalidInput, match="shape"):
+        wire.link.push(one_batch(np.zeros(3, np.float32)), None)
+    with pytest.raises(InvalidInput, match="float32"):
+        wire.link.push(one_batch(np.zeros(1, np.uint8)), None)
+    with pytest.raises(InvalidInput, match="outside the robot's bounds"):
+        wire.link.push(one_batch(np.zeros(1, np.float32), action=1e30), None)
+    # The hello's action is checked too: a robot acting with 2 values, the policy with 1.
+    wide = {**world.features, "action": typed_feature("ACTION", (2,), "action")}
+    with pytest.raises(InvalidInput, match="acts with shape"):
+        wire.link.describe(ActorHello(wide))
+    thread.join(timeout=10)
+
+
+def test_a_push_that_does_not_fit_the_replay_or_reports_odd_keys_never_ends_the_learner() -> None:
+    replay = Replay(ReplayBuffer(8))
+    replay.add(one_batch(np.zeros(1, np.float32)).transitions())
+    pushes = [
+        Pushed(one_batch(np.zeros(3, np.float32))),  # past the check, yet not storable
+        Pushed(one_batch(np.ones(1, np.float32)), {"event": 1.0, "not an identifier": 2.0}),
+    ]
+    assert _absorb(pushes, replay) == (1, 1)
+    assert len(replay.online) == 2
+
+
+def test_non_finite_weights_are_never_published(tmp_path: Path) -> None:
+    class Poisoned(CountingTrainer):
+        def weights(self) -> dict[str, np.ndarray]:
+            return {"policy.w": np.array([np.nan], np.float32)}
+
+    wire = InMemoryLearnerWire()
+    learner = LearnWithSAC(
+        wire.endpoint, CountingTrainerFactory(), InMemoryReplayStore(), ManualClock()
+    )
+    learner._publish(Poisoned(description()))
+    assert wire.endpoint.weights is None and wire.endpoint.version == 0
+
+
+class NanRewardLine(LineInteraction):
+    def step(self, action: np.ndarray) -> InteractionStep:
+        result = super().step(action)
+        return attrs.evolve(result, reward=float("nan")) if self.t == 3 else result
+
+
+def test_an_actor_drops_non_finite_transitions_and_goes_on_after_a_refused_push() -> None:
+    wire = InMemoryLearnerWire()
+    refused = iter([True])
+
+    def check(batch: TransitionBatch) -> None:
+        if next(refused, False):
+            raise InvalidInput("refused for the test", where="transitions")
+
+    wire.endpoint.start(lambda hello: description(), check)
+    world = NanRewardLine(length=5)
+    result = actor(wire, world)(ActSettings(episodes=3))
+    assert result.episodes == 3 and result.non_finite == 3
+    assert result.refused == 4  # the first episode's batch (its NaN transition dropped)
+    sent = [p.batch for p in wire.link.pushed if p.batch is not None]
+    assert [len(b) for b in sent] == [4, 4]
+    assert all(np.isfinite(b.reward).all() for b in sent)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("seed", -1, "--seed"),
+        ("max_seconds", 0.0, "--max_seconds"),
+        ("max_seconds", float("nan"), "--max_seconds"),
+        ("offline_buffer_capacity", 0, "--policy.offline_buffer_capacity"),
+        ("online_buffer_capacity", 0, "--policy.online_buffer_capacity"),
+    ],
+)
+def test_wrong_learner_settings_are_one_clear_error_before_listening(
+    tmp_path: Path, field: str, value: float, where: str
+) -> None:
+    wire = InMemoryLearnerWire()
+    learner = LearnWithSAC(
+        wire.endpoint, CountingTrainerFactory(), InMemoryReplayStore(), ManualClock()
+    )
+    settings = attrs.evolve(LearnSettings(output_dir=tmp_path), **{field: value})
+    with pytest.raises(ConfigError) as err:
+        learner(settings)
+    assert err.value.where == where and err.value.hint
+    assert wire.endpoint.describe is None  # nothing listened
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("fps", float("nan"), "--fps"),
+        ("fps", 0.0, "--fps"),
+        ("steps", 0, "--steps"),
+        ("episodes", -2, "--episodes"),
+        ("push_every", -1, "--push_every"),
+    ],
+)
+def test_wrong_actor_settings_are_refused_before_any_call(
+    field: str, value: float, where: str
+) -> None:
+    wire = InMemoryLearnerWire()
+    world = LineInteraction()
+    settings = attrs.evolve(ActSettings(episodes=1), **{field: value})
+    with pytest.raises(ConfigError) as err:
+        check_act_settings(settings)
+    assert err.value.where == where
+    with pytest.raises(ConfigError):
+        actor(wire, world)(settings)
+    assert not wire.link.pushed and world.t == 0
+
+
+def test_a_resumed_replay_that_does_not_fit_the_policy_is_one_error(tmp_path: Path) -> None:
+    trainers = CountingTrainerFactory()
+    store = InMemoryReplayStore()
+    folder = tmp_path / "checkpoints" / "000001"
+    trainers.create(ActorHello(LineInteraction().features)).save(folder, 2)
+    (tmp_path / "checkpoints" / "last").symlink_to("000001")
+    wrong = ReplayBuffer(4)
+    wrong.extend(stack([one_batch(np.zeros(3, np.float32)).transitions()[0]] * 2))
+    store.saved[tmp_path / "checkpoints" / "last" / "replay"] = wrong.arrays()
+    learner = LearnWithSAC(InMemoryLearnerWire().endpoint, trainers, store, ManualClock())
+    with pytest.raises(InvalidInput, match="does not fit the resumed policy") as err:
+        learner(LearnSettings(output_dir=tmp_path, resume=True, max_seconds=0.1))
+    assert err.value.where is not None and err.value.where.endswith("replay")
+    assert "earlier checkpoint" in (err.value.hint or "")

@@ -402,3 +402,31 @@ def test_a_state_only_gym_hil_run_is_normalised_with_the_arms_ranges_and_gym_hil
     (cube,) = cubes.values()
     starts = np.round(cube.reshape(30, 3)[::10, :2], 3)
     assert len({tuple(xy) for xy in starts}) == 3, starts
+
+
+@pytest.mark.parametrize(
+    ("arg", "where"),
+    [
+        ("--fps=nan", "--fps"),
+        ("--fps=0", "--fps"),
+        ("--steps=0", "--steps"),
+        ("--push_every=-1", "--push_every"),
+        ("--max_message_mb=4096", "--max_message_mb"),
+    ],
+)
+def test_an_actors_wrong_values_are_refused_before_the_robot_is_built(
+    arg: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from rlctl.entrypoints import container
+    from rlctl.entrypoints.cli.main import cli
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("nothing is built for a refused setting")
+
+    monkeypatch.setattr(container, "build_container", never)
+    args = ["rl", "act", "--episodes=1", arg]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert f"{where}:" in result.output

@@ -282,3 +282,18 @@ def test_a_description_without_its_config_is_refused() -> None:
         body = pb.PolicyDescription(name="act", config_json=config).SerializeToString()
         with pytest.raises(InvalidInput, match="config"):
             wire.decode_description(body)
+
+
+@pytest.mark.parametrize("shape", [[0], [3, 0], [2**15, 2**15, 3]])
+def test_features_with_an_empty_or_absurd_size_are_refused(shape: list[int]) -> None:
+    message = pb.Features()
+    message.features.add(
+        key="observation.state", dtype="float32", shape=shape, kind=FeatureKind.STATE.value
+    )
+    with pytest.raises(InvalidInput, match=r"at least 1|values is past"):
+        wire.decode_features(message, "features")
+    message = pb.Features()
+    message.features.add(
+        key="observation.state", dtype="float32", shape=[3], kind=FeatureKind.STATE.value
+    )
+    assert wire.decode_features(message, "features")["observation.state"].shape == (3,)

@@ -78,3 +78,14 @@ def test_one_number_features_keep_their_dimension(tmp_path: Path) -> None:
     batch = Demonstrations(tmp_path).transitions()
     assert batch.action.shape == (4, 1) and batch.state["observation.state"].shape == (4, 1)
     np.testing.assert_array_equal(batch.action[:, 0], [0, -1, -2, -3])
+
+
+def test_a_dataset_without_actions_is_refused_naming_it(fixtures_dir: Path, tmp_path: Path) -> None:
+    root = with_rewards(fixtures_dir / "sim_images", tmp_path / "demos")
+    demos = Demonstrations(root)
+    features = dict(demos.meta.features)
+    del features["action"]
+    demos.meta = type("Meta", (), {"features": features})()  # as a dataset lacking it reads
+    with pytest.raises(InvalidInput, match="no action") as err:
+        demos.transitions(["observation.state"])
+    assert err.value.where == str(demos.dataset.root)

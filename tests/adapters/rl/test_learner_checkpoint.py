@@ -202,3 +202,14 @@ def summary(learner: TorchSACTrainer) -> dict[str, list[float]]:
         state = optimizer.state_dict()["state"]
         out[name] = [float(state[i]["exp_avg"].double().sum()) for i in sorted(state)]
     return out
+
+
+def test_a_negative_step_in_the_training_state_is_refused(tmp_path: Path) -> None:
+    learner = trainer()
+    learner.update(batches(1))
+    learner.save(tmp_path, interaction_step=16)
+    step_file = tmp_path / "training_state" / "training_step.json"
+    step_file.write_text(json.dumps({"step": 1, "interaction_step": -5}))
+    with pytest.raises(InvalidInput, match="negative") as err:
+        factory().resume(tmp_path)
+    assert err.value.where == str(step_file)

@@ -167,3 +167,23 @@ def test_foreach_adam_updates_as_torchs_default_adam() -> None:
     ours, default = trained(False), trained(True)
     assert ours.keys() == default.keys()
     assert all(torch.equal(ours[k], default[k]) for k in ours)
+
+
+def test_a_non_finite_loss_skips_the_step_and_leaves_the_weights_finite() -> None:
+    torch.manual_seed(0)
+    sac = SoftActorCritic(policy(), SMALL)
+    before = sac.weights()
+    absurd = bandit(np.random.default_rng(0))
+    absurd["reward"] = torch.full_like(absurd["reward"], 3e38)  # its square: infinity
+
+    def forever() -> Iterator[dict[str, Any]]:
+        while True:
+            yield absurd
+
+    stats = sac.update(forever())
+    assert not np.isfinite(stats["loss_critic"])
+    assert sac.skipped_steps.get("critic", 0) >= 1
+    after = sac.weights()
+    assert all(np.isfinite(v).all() for v in after.values())
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value)  # nothing stepped on infinity

@@ -16,7 +16,8 @@ bytes back, and checks everything before a single array is built, each failure a
 (What the values mean — NaN or infinity in an observation, features a policy cannot read — is
 the service's to judge.) The message's whole size is bounded by gRPC before it is read
 (`--max-message-mb`). Features travel whole (LeRobot's info.json entry plus their kind) and
-arrive as `FeatureSpec`s.
+arrive as `FeatureSpec`s, each dimension at least 1 and at most `MAX_FEATURE_ELEMENTS` values
+in all.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ from rlctl.domain.remote_inference import ChunkReply, ChunkRequest, PolicyDescri
 
 MAX_HEADER_BYTES = 1 << 20
 MAX_DIMS = 8
+# The most values one declared feature may have: 2**28 (a 16384 x 16384 RGB image is 2**29.6;
+# 8K video frames, 7680 x 4320 x 3, are 2**26.6): generous for any robot, yet a peer cannot make
+# a learner or a server allocate for a feature of 10**18 values.
+MAX_FEATURE_ELEMENTS = 2**28
 # safetensors' dtype names, and the numpy dtypes they travel as (little-endian).
 DTYPES: dict[str, np.dtype[Any]] = {
     name: np.dtype(numpy).newbyteorder("<")
@@ -460,10 +465,16 @@ def decode_features(message: pb.Features, where: str) -> dict[str, FeatureSpec]:
         if not isinstance(rest, dict):
             raise InvalidInput(f"{key}: a feature's info must be a JSON object", where=place)
         shape = list(feature.shape)
-        if not feature.dtype or len(shape) > MAX_DIMS or not all(d >= 0 for d in shape):
+        if not feature.dtype or len(shape) > MAX_DIMS or not all(d >= 1 for d in shape):
             raise InvalidInput(
-                f"{key}: a feature has a dtype name and a list of at most {MAX_DIMS} sizes, got "
-                f"{feature.dtype!r} {shape!r:.100}",
+                f"{key}: a feature has a dtype name and a list of at most {MAX_DIMS} sizes, "
+                f"each at least 1, got {feature.dtype!r} {shape!r:.100}",
+                where=place,
+            )
+        if math.prod(shape) > MAX_FEATURE_ELEMENTS:
+            raise InvalidInput(
+                f"{key}: a feature of {math.prod(shape)} values is past the "
+                f"{MAX_FEATURE_ELEMENTS} a feature may have",
                 where=place,
             )
         try:

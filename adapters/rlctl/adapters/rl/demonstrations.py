@@ -61,6 +61,12 @@ class Demonstrations:
                 f"the demonstrations lack {', '.join(missing)}, which the policy reads",
                 where=str(self.dataset.root),
             )
+        if "action" not in features:
+            raise InvalidInput(
+                "the demonstrations have no action column: SAC needs the actions taken",
+                where=str(self.dataset.root),
+                hint="record the demonstrations with the robot's actions",
+            )
         extra = [k for k in features if k.startswith(COMPLEMENTARY)]
         columns: dict[str, list[np.ndarray]] = {k: [] for k in [*wanted, *extra]}
         actions, rewards, dones, episodes = [], [], [], []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 import torch
 import torch.nn.functional as F  # noqa: N812
 from safetensors import SafetensorError
@@ -40,6 +41,8 @@ from rlctl.adapters.policies.gaussian_actor import (
 from rlctl.adapters.training.state_files import load_optimizer, save_optimizer
 from rlctl.domain.errors import InvalidInput
 from rlctl.domain.rl.sac import SACSettings
+
+log = structlog.get_logger(__name__)
 
 ALGORITHM_CONFIG = "config.json"
 ALGORITHM_WEIGHTS = "model.safetensors"
@@ -137,6 +140,8 @@ class SoftActorCritic:
                 policy.discrete_critic.parameters(), settings.critic_lr
             )
         self.optimization_step = 0
+        # Optimiser steps skipped for a non-finite loss or gradient, by optimiser.
+        self.skipped_steps: dict[str, int] = {}
         # Parameter lists walked once (the modules never change shape; loading copies in place).
         self._clipped: dict[str, list[nn.Parameter]] = {
             "critic": list(self.critic_ensemble.parameters()),
@@ -201,12 +206,28 @@ class SoftActorCritic:
         return stats
 
     def _step(self, name: str, loss: Tensor, params: Any) -> tuple[float, float]:
+        """One optimiser step, skipped (counted in `skipped_steps`, said) when the loss or the
+        gradient's norm is not finite: a transition of absurd (finite) values must not turn the
+        weights into NaN."""
         optimizer = self.optimizers[name]
         optimizer.zero_grad()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm=self.settings.grad_clip_norm)
+        value, norm_value = float(loss.item()), float(norm.item())
+        if not (math.isfinite(value) and math.isfinite(norm_value)):
+            optimizer.zero_grad()
+            self.skipped_steps[name] = self.skipped_steps.get(name, 0) + 1
+            log.warning(
+                "a non-finite loss or gradient: this optimiser step is skipped",
+                optimizer=name,
+                loss=value,
+                grad_norm=norm_value,
+                step=self.optimization_step,
+                skipped=self.skipped_steps[name],
+            )
+            return value, norm_value
         optimizer.step()
-        return float(loss.item()), float(norm.item())
+        return value, norm_value
 
     def _step_discrete(self, batch: Mapping[str, Any]) -> tuple[float, float]:
         assert self.policy.discrete_critic is not None

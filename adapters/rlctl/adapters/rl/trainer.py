@@ -232,7 +232,11 @@ class TorchSACTrainerFactory:
             state = json.loads((state_dir / TRAINING_STEP).read_text("utf-8"))
             step = int(state["step"])
             interaction = int(state.get("interaction_step", 0))
-        except (OSError, ValueError, KeyError, TypeError) as err:
+            if step < 0 or interaction < 0:
+                raise ValueError(
+                    f"step {step} and interaction_step {interaction} must not be negative"
+                )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise InvalidInput(
                 f"cannot read the training state: {err}",
                 where=str(state_dir / TRAINING_STEP),

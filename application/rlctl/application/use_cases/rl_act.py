@@ -40,8 +40,14 @@ from rlctl.application.ports.reinforcement import (
     LearnerUnavailable,
     RewardSource,
 )
-from rlctl.domain.errors import ConfigError, HardwareError
-from rlctl.domain.rl.replay import RLTransition, TransitionBatch, episode_report, stack
+from rlctl.domain.errors import ConfigError, HardwareError, InvalidInput, RlctlError
+from rlctl.domain.rl.replay import (
+    RLTransition,
+    TransitionBatch,
+    episode_report,
+    non_finite,
+    stack,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +76,9 @@ class ActResult:
     interventions: int
     parameters_version: int
     reconnections: int
+    # Transitions not sent: with NaN or infinity in them, or in a batch the learner refused.
+    non_finite: int = 0
+    refused: int = 0
 
 
 class ActWithPolicy:
@@ -91,16 +100,14 @@ class ActWithPolicy:
         self._pending: list[RLTransition] = []
         self._reports: list[Mapping[str, float]] = []
         self._dropped = 0
+        self._non_finite = 0
+        self._refused = 0
         self.reconnections = 0
 
     def __call__(
         self, settings: ActSettings, *, should_stop: Callable[[], bool] | None = None
     ) -> ActResult:
-        if settings.steps is None and settings.episodes is None:
-            raise ConfigError(
-                "the actor needs a budget", where="--steps", hint="give --steps or --episodes"
-            )
-        _check_waits(settings)
+        check_act_settings(settings)
         bounds = self._world.action_bounds()
         hello = ActorHello(
             self._world.features,
@@ -190,6 +197,8 @@ class ActWithPolicy:
             interventions=interventions,
             parameters_version=version,
             reconnections=self.reconnections,
+            non_finite=self._non_finite,
+            refused=self._refused,
         )
 
     @staticmethod
@@ -201,7 +210,13 @@ class ActWithPolicy:
     def _flush(
         self, policy: ActingPolicy, version: int, settings: ActSettings, *, fetch: bool = True
     ) -> int:
-        """Push what is pending (the reports with the last batch), then fetch parameters."""
+        """Push what is pending (the reports with the last batch), then fetch parameters.
+
+        Transitions with NaN or infinity in them are dropped first (counted, said once), as
+        LeRobot's learner skips them: the wire would refuse the whole batch for one. A push the
+        learner refuses as sent (not busy, not away: it will never take it) is dropped with its
+        reason, said once, and the run goes on."""
+        self._drop_non_finite()
         while self._pending or self._reports:
             batch = stack(self._pending) if self._pending else None
             report = self._reports[0] if self._reports else None
@@ -211,11 +226,45 @@ class ActWithPolicy:
             ) -> int:
                 return self._link.push(batch, report)
 
-            self._reliably(push, settings)
+            try:
+                self._reliably(push, settings)
+            except RlctlError as err:
+                # Refused as sent (INVALID_ARGUMENT, or the in-memory link's InvalidInput);
+                # anything else (a token refused, the learner gone for good) ends the run.
+                if not (
+                    isinstance(err, InvalidInput)
+                    or getattr(err, "code", None) == "INVALID_ARGUMENT"
+                ):
+                    raise
+                lost = 0 if batch is None else len(batch)
+                if not self._refused:
+                    log.error(
+                        "the learner refused a push: its transitions are dropped, the run goes "
+                        "on (said once; the count is in the result)",
+                        reason=err.message,
+                        transitions=lost,
+                    )
+                self._refused += max(lost, 1)
             self._pending = []
             if self._reports:
                 self._reports.pop(0)
         return self._update(policy, version, settings) if fetch else version
+
+    def _drop_non_finite(self) -> None:
+        kept = []
+        for transition in self._pending:
+            what = non_finite(transition)
+            if what is None:
+                kept.append(transition)
+                continue
+            if not self._non_finite:
+                log.warning(
+                    "a transition holds NaN or infinity: dropped, not sent (said once; the "
+                    "count is in the result)",
+                    field=what,
+                )
+            self._non_finite += 1
+        self._pending = kept
 
     def _update(self, policy: ActingPolicy, version: int, settings: ActSettings) -> int:
         newest, weights = self._reliably(lambda: self._link.fetch(version), settings)
@@ -280,6 +329,43 @@ class ActWithPolicy:
             self._dropped += excess
 
 
+def check_act_settings(settings: ActSettings) -> None:
+    """The actor's settings, each wrong one refused with its flag (before any robot moves)."""
+    if settings.steps is None and settings.episodes is None:
+        raise ConfigError(
+            "the actor needs a budget", where="--steps", hint="give --steps or --episodes"
+        )
+    for name, value in (("steps", settings.steps), ("episodes", settings.episodes)):
+        if value is not None and not (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        ):
+            raise ConfigError(
+                f"{name} must be a whole number of at least 1, got {value!r}",
+                where=f"--{name}",
+                hint=f"e.g. --{name}=10, or leave it out",
+            )
+    push_every = settings.push_every
+    if not (isinstance(push_every, int) and not isinstance(push_every, bool) and push_every >= 0):
+        raise ConfigError(
+            f"push_every must be a whole number of ticks >= 0, got {push_every!r}",
+            where="--push_every",
+            hint="0 pushes at each episode's end only",
+        )
+    fps = settings.fps
+    if fps is not None and not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
+        raise ConfigError(
+            f"fps must be a positive number, got {fps!r}",
+            where="--fps",
+            hint="e.g. --fps=10, or leave it out to go as fast as the robot steps",
+        )
+    if not (isinstance(settings.max_pending, int) and settings.max_pending >= 1):
+        raise ConfigError(
+            f"max_pending must be at least 1, got {settings.max_pending!r}",
+            where="--max_pending",
+        )
+    _check_waits(settings)
+
+
 def _check_waits(settings: ActSettings) -> None:
     for name, value in (
         ("retry_s", settings.retry_s),
@@ -305,5 +391,7 @@ def _arrays(observation: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str
                 f"the robot's observation has no {key}, which the policy reads",
                 where="observation",
             )
-        out[key] = np.asarray(observation[key])
+        value = np.asarray(observation[key])
+        # Observations travel and are stored as float32 (what the learner takes).
+        out[key] = value.astype(np.float32) if value.dtype.kind in "fiub" else value
     return out

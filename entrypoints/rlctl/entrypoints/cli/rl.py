@@ -16,6 +16,7 @@ from __future__ import annotations
 import attrs
 import click
 
+from rlctl.domain.errors import ConfigError
 from rlctl.domain.policies import PolicyConfig
 from rlctl.domain.policies.gaussian_actor import GaussianActorConfig
 from rlctl.domain.rl.sac import SACSettings
@@ -90,7 +91,6 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
     from pathlib import Path
 
     from rlctl.application.use_cases.rl_learn import LearnSettings
-    from rlctl.domain.errors import ConfigError
     from rlctl.entrypoints.container import build_container
 
     policy = config.policy
@@ -100,11 +100,7 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
             where="--policy.type",
             hint="--policy.type=gaussian_actor (SAC's actor)",
         )
-    if not 0 < config.max_message_mb <= 2047:
-        raise ConfigError(
-            f"max_message_mb must be within (0, 2047], got {config.max_message_mb}",
-            where="--max-message-mb",
-        )
+    _check_message_mb(config.max_message_mb)
     check_message_timeout(config.message_timeout_s)
     use_case = build_container(config).rl_learning(config, insecure=insecure)
     settings = LearnSettings(
@@ -137,6 +133,16 @@ def learn(config: LearnCommandSettings, insecure: bool) -> None:
         + (f", {result.offline_transitions} offline transitions" if config.demonstrations else "")
         + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
     )
+
+
+def _check_message_mb(value: float) -> None:
+    """gRPC's messages are at most 2 GiB: a limit within (0, 2047] MiB (NaN refused too)."""
+    if not (isinstance(value, int | float) and 0 < value <= 2047):
+        raise ConfigError(
+            f"max_message_mb must be within (0, 2047], got {value!r}",
+            where="--max_message_mb",
+            hint="e.g. --max_message_mb=64 (the learner's and its actors' alike)",
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -179,23 +185,25 @@ class ActCommandSettings(AppSettings):
 @config_options(ActCommandSettings)
 def act(config: ActCommandSettings) -> None:
     """Run the learner's policy on a robot and stream the transitions to it."""
-    from rlctl.application.use_cases.rl_act import ActSettings
+    from rlctl.application.use_cases.rl_act import ActSettings, check_act_settings
     from rlctl.entrypoints.cli.devices import require_robot
     from rlctl.entrypoints.container import build_container
 
+    settings = ActSettings(
+        steps=config.steps,
+        episodes=config.episodes,
+        push_every=config.push_every,
+        fps=config.fps,
+        reconnect_timeout_s=config.reconnect_timeout_s,
+        max_backoff_s=config.max_backoff_s,
+    )
+    # Every value checked before the robot is built or connected, or the learner called.
+    check_act_settings(settings)
+    _check_message_mb(config.max_message_mb)
     container = build_container(config, owns_process=True)
     robot = container.robot(require_robot(config.robot))
     use_case = container.rl_acting(config, robot)
-    result = use_case(
-        ActSettings(
-            steps=config.steps,
-            episodes=config.episodes,
-            push_every=config.push_every,
-            fps=config.fps,
-            reconnect_timeout_s=config.reconnect_timeout_s,
-            max_backoff_s=config.max_backoff_s,
-        )
-    )
+    result = use_case(settings)
     mean = sum(result.returns) / len(result.returns) if result.returns else 0.0
     click.echo(
         f"acted: {result.steps} steps, {result.episodes} episodes, mean return {mean:.3f}, "
