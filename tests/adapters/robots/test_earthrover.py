@@ -297,7 +297,9 @@ def test_answers_that_are_no_sdks_keep_the_last_reading(sdk):
 
 
 def test_the_sdk_gone_mid_episode_is_one_error_naming_the_part(sdk):
-    robot = rover(sdk, request_timeout_s=0.2, observation_timeout_s=0.4, command_timeout_s=0)
+    # 1 s without a usable reading: a loaded CI host once served fewer than two observations
+    # from the last readings within 0.4 s.
+    robot = rover(sdk, request_timeout_s=0.2, observation_timeout_s=1.0, command_timeout_s=0)
     robot.connect()
     robot.get_observation()
     sdk.stop()
@@ -308,7 +310,7 @@ def test_the_sdk_gone_mid_episode_is_one_error_naming_the_part(sdk):
             robot.get_observation()
             served += 1
             time.sleep(0.05)
-    assert served >= 2 and time.monotonic() - started < 3
+    assert served >= 2 and time.monotonic() - started < 4
     error = caught.value
     assert "no usable front camera from the SDK (/v2/front)" in error.message
     assert "connection refused" in error.message
